@@ -1,0 +1,1 @@
+"""The Trio supervisor, the agent loop and its tools, and the CLI."""

@@ -1,0 +1,65 @@
+"""The provider contract: one async method, ``complete(request) -> Response``.
+
+A request is provider-neutral: the system prompt, the rendered messages (see ``session.render``),
+tool definitions and where cache breakpoints go. Streaming, wire formats and retries live inside
+each adapter.
+
+Neutral messages are plain dicts, byte-deterministic when encoded::
+
+    {"role": "user" | "assistant", "content": [block, ...]}
+
+with blocks::
+
+    {"type": "text", "text": str}
+    {"type": "thinking", "text": str, "signature": str | None}
+    {"type": "tool_use", "id": str, "name": str, "input": dict}
+    {"type": "tool_result", "tool_use_id": str, "content": str, "is_error": bool}
+    {"type": "opaque", "provider": str, "block": dict}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from msgspec import Struct, field
+
+from session.records import Block, Usage
+
+
+class ToolDef(Struct, frozen=True):
+    """A tool the model may call: ``{name, description, input_schema}`` (JSON Schema)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class Request(Struct, kw_only=True):
+    system: str | None
+    messages: list[dict[str, Any]]
+    tools: list[ToolDef] = field(default_factory=list)
+    max_tokens: int = 8192
+    model: str | None = None
+    # Indices into the flattened block sequence (system, tools, messages) where a cache
+    # breakpoint goes; None lets the adapter place them itself (providers.cache.place_breakpoints).
+    breakpoints: list[int] | None = None
+    # Who is asking (agent id, kind, depth, parent); never sent over the wire.
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Response(Struct, kw_only=True):
+    blocks: list[Block]
+    stop_reason: str | None
+    usage: Usage
+    model: str | None = None
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Intentionally small: everything else is the adapter's business."""
+
+    name: str
+
+    async def complete(self, request: Request) -> Response: ...
+
+    async def aclose(self) -> None: ...

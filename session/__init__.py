@@ -1,0 +1,1 @@
+"""One agent's log, its context table, eviction, and the transcript door."""

@@ -1,0 +1,253 @@
+"""Every record of ``record.jsonl`` as a msgspec Struct, in the exact shapes of the on-disk format.
+
+The tag field is ``t`` and the tag is the class name. Protocol records act on the context table;
+forensic records are durable evidence folded into nothing. Optional fields are omitted when unset,
+so a file written by us stays byte-for-byte in the documented shape; fields the format shows as
+``null`` are required and always written.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+from msgspec import Struct
+
+# --------------------------------------------------------------------------- blocks
+
+
+class Usage(Struct, kw_only=True, omit_defaults=False):
+    """Token usage of one response; ``input_tokens`` counts only uncached input."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total_input(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+class Text(Struct, tag="text", tag_field="type", frozen=True):
+    text: str
+
+
+class Thinking(Struct, tag="thinking", tag_field="type", frozen=True):
+    text: str
+    signature: str | None = None
+
+
+class ToolUse(Struct, tag="tool_use", tag_field="type", frozen=True):
+    id: str
+    name: str
+    input: Any  # a JSON object as recorded; a string when the provider cut it mid-JSON
+
+
+class Opaque(Struct, tag="opaque", tag_field="type", frozen=True):
+    """A provider's block with no shape of ours, kept verbatim and passed back to that provider."""
+
+    provider: str
+    block: Any
+
+
+Block = Union[Text, Thinking, ToolUse, Opaque]
+
+
+class ToolResult(Struct, kw_only=True, frozen=True):
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+# --------------------------------------------------------------------------- lineage parts
+
+Locus = tuple[int, int, str]
+"""``[offset, length, digest]``: digest is 16 hex digits, the first 8 bytes of blake3 of the line."""
+
+Held = Literal["resident", "evicted", "withdrawn", "swept"]
+By = Literal["model", "harness"]
+
+
+class Pointer(Struct, frozen=True):
+    """A log file (relative to the run root) and one Locus per record."""
+
+    source: str
+    loci: list[Locus]
+
+
+class Residue(Struct, frozen=True):
+    span: tuple[int, int]
+    note: str | None = None
+    by: By = "harness"
+
+
+class Row(Struct, kw_only=True, frozen=True, omit_defaults=True):
+    id: int
+    role: Literal["user", "assistant"]
+    label: str
+    bytes: int
+    held: Held
+    swept: list[tuple[int, str]] | None = None
+
+
+class Linked(Struct, frozen=True):
+    row: Row
+    at: Pointer
+
+
+# --------------------------------------------------------------------------- protocol records
+
+
+class _R(Struct, tag_field="t", tag=True, kw_only=True, frozen=True, omit_defaults=True):
+    pass
+
+
+class UserPrompt(_R):
+    turn: int
+    text: str
+
+
+class AssistantMessage(_R):
+    turn: int
+    blocks: list[Block]
+    stop_reason: str | None
+    model: str | None
+    usage: Usage | None
+    recorded_usage: Usage | None = None
+
+
+class ToolResults(_R):
+    results: list[ToolResult]
+
+
+class Steering(_R):
+    text: str
+    by: Literal["harness", "user"] | None = None
+
+
+class Inherited(_R):
+    turns: list[Linked]
+    residues: list[Residue]
+    id_floor: int | None = None
+
+
+class Evicted(_R):
+    residue: Residue
+
+
+class Marked(_R):
+    block: tuple[int, int]
+    replacement: str
+
+
+class Swept(_R):
+    blocks: list[tuple[int, int]]
+
+
+class Cleared(_R):
+    pass
+
+
+class Rewound(_R):
+    to: int
+
+
+# --------------------------------------------------------------------------- forensic records
+
+
+class SessionStarted(_R):
+    agent: str
+    parent: str | None = None
+    kind: Literal["mnemon", "fresh"] | None = None
+    at: str | None = None
+    system: str | None = None
+    tools: list[Any] | None = None
+    provider: str | None = None
+    model: str | None = None
+    context_window: int | None = None
+    tokens_per_byte: float | None = None
+    depth: int | None = None
+
+
+class SessionResumed(_R):
+    at: str | None = None
+    records: int | None = None
+    torn_bytes: int | None = None
+
+
+class SessionEnded(_R):
+    reason: str
+    at: str | None = None
+
+
+class TurnStarted(_R):
+    turn: int
+    at: str | None = None
+
+
+class ProviderCall(_R):
+    attempt: int
+    latency_s: float
+    usage: Usage | None = None
+    error: str | None = None
+    model: str | None = None
+    at: str | None = None
+
+
+Record = Union[
+    UserPrompt,
+    AssistantMessage,
+    ToolResults,
+    Steering,
+    Inherited,
+    Evicted,
+    Marked,
+    Swept,
+    Cleared,
+    Rewound,
+    SessionStarted,
+    SessionResumed,
+    SessionEnded,
+    TurnStarted,
+    ProviderCall,
+]
+
+PROTOCOL = (UserPrompt, AssistantMessage, ToolResults, Steering, Inherited, Evicted, Marked, Swept,
+            Cleared, Rewound)
+FORENSIC = (SessionStarted, SessionResumed, SessionEnded, TurnStarted, ProviderCall)
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Record)
+_block_decoder = msgspec.json.Decoder(Block)
+
+
+def encode(record: Record) -> bytes:
+    """The record's line, without its newline: compact JSON, keys in field order."""
+    return _encoder.encode(record)
+
+
+def decode(line: bytes | memoryview) -> Record:
+    """Parse one line; raises ``msgspec.DecodeError`` / ``ValidationError`` on a foreign shape."""
+    return _decoder.decode(line)
+
+
+def compact(value: Any) -> bytes:
+    """Compact JSON as the writer produces it (tool inputs, opaque blocks)."""
+    return _encoder.encode(value)
+
+
+def to_builtins(record: Any) -> Any:
+    return msgspec.to_builtins(record)
+
+
+def decode_block(obj: Any) -> Block:
+    return msgspec.convert(obj, Block)
