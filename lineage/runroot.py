@@ -1,0 +1,140 @@
+"""The run root: ``run.json`` plus ``agents/<agent-id>/record.jsonl``.
+
+Every path inside a record is relative to the run root, so a run can be moved and still read
+back; every ancestor read is confined to it (no ``..``, no absolute path, no symlink out).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from pathlib import Path
+
+import msgspec
+
+from session.errors import AncestorUnreadable, SessionError
+from session.log import read_span
+from session.records import Pointer, Record, decode
+
+FORMAT = 1
+AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class RunRootError(SessionError):
+    pass
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def create_run_root(path: Path, started_by: str) -> Path:
+    """Make ``path`` a run root: new, or an existing empty directory."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise RunRootError(f"{path} is not a directory")
+        if (path / "run.json").exists():
+            return path
+        if any(path.iterdir()):
+            raise RunRootError(f"{path} is not empty and holds no run.json — name a new or empty "
+                               "directory")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "run.json").write_text(json.dumps(
+        {"format": FORMAT, "created_at": now_iso(), "started_by": started_by}) + "\n")
+    (path / "agents").mkdir(exist_ok=True)
+    return path
+
+
+def read_run_json(root: Path) -> dict:
+    try:
+        data = json.loads((root / "run.json").read_text())
+    except (OSError, ValueError) as e:
+        raise RunRootError(f"{root / 'run.json'} is not readable JSON: {e}") from None
+    if not isinstance(data, dict) or "format" not in data:
+        raise RunRootError(f"{root / 'run.json'} has no format field")
+    if data["format"] != FORMAT:
+        raise RunRootError(f"{root / 'run.json'} has format {data['format']!r}; this mnemon "
+                           f"reads format {FORMAT}")
+    return data
+
+
+def find_run_root(path: Path) -> Path:
+    """The nearest ancestor (or the path itself) holding ``run.json``."""
+    p = Path(path).resolve()
+    for cand in (p, *p.parents):
+        if (cand / "run.json").is_file():
+            return cand
+    raise RunRootError(f"{path} is not inside a run root (no run.json in it or above it)")
+
+
+def agent_dir(root: Path, agent: str) -> Path:
+    if not AGENT_ID.match(agent):
+        raise RunRootError(f"{agent!r} is not a path-safe agent id")
+    return root / "agents" / agent
+
+
+def agent_source(agent: str) -> str:
+    """The log's path relative to the run root, as pointers name it."""
+    return f"agents/{agent}/record.jsonl"
+
+
+def list_agents(root: Path) -> list[str]:
+    d = root / "agents"
+    if not d.is_dir():
+        return []
+    return sorted(p.name for p in d.iterdir() if (p / "record.jsonl").is_file())
+
+
+def agent_of(path: Path) -> tuple[Path, str]:
+    """(run root, agent id) for an agent directory or its record.jsonl."""
+    p = Path(path).resolve()
+    if p.is_file():
+        p = p.parent
+    if not (p / "record.jsonl").is_file():
+        raise RunRootError(f"{path} is not an agent directory (no record.jsonl in it)")
+    root = find_run_root(p)
+    rel = p.relative_to(root)
+    if len(rel.parts) != 2 or rel.parts[0] != "agents":
+        raise RunRootError(f"{path} is not at agents/<agent-id> under its run root {root}")
+    return root, rel.parts[1]
+
+
+def confine(root: Path, source: str) -> Path:
+    """Resolve a pointer's source inside the run root, refusing anything that leads out."""
+    if not source or source.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", source):
+        raise AncestorUnreadable(source, "a pointer must name a path relative to the run root")
+    parts = Path(source).parts
+    if ".." in parts:
+        raise AncestorUnreadable(source, "a pointer may not leave the run root ('..')")
+    root = root.resolve()
+    full = (root / source)
+    try:
+        real = full.resolve(strict=True)
+    except (FileNotFoundError, OSError):
+        raise AncestorUnreadable(source, "the ancestor file is missing") from None
+    if root != real and root not in real.parents:
+        raise AncestorUnreadable(source, "the pointer leads outside the run root (symlink)")
+    return real
+
+
+def read_pointer(root: Path, ptr: Pointer) -> list[bytes]:
+    """The raw lines a pointer names, digest-checked before anyone parses them."""
+    path = confine(root, ptr.source)
+    return list(read_span(path, ptr.source, ptr.loci))
+
+
+def make_loader(root: Path):
+    """A Context loader: records of an inherited turn, read through its pointer."""
+
+    def load(ptr: Pointer) -> list[Record]:
+        out = []
+        for raw, locus in zip(read_pointer(root, ptr), ptr.loci):
+            try:
+                out.append(decode(raw))
+            except msgspec.DecodeError as e:
+                raise AncestorUnreadable(ptr.source, f"offset {locus[0]}: not a record ({e})") from None
+        return out
+
+    return load

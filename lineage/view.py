@@ -1,0 +1,41 @@
+"""Opening logs from outside a live run: fold an agent's file with its ancestors' loader."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from session.context import Context
+from session.log import TornTail
+from session.resume import fold_file
+
+from .runroot import RunRootError, agent_of, agent_source, find_run_root, list_agents, make_loader
+
+
+def open_agent(path: Path) -> tuple[Path, str, Context, TornTail | None]:
+    """(run root, agent id, folded table, torn tail) for an agent directory; never writes."""
+    root, agent = agent_of(path)
+    src = agent_source(agent)
+    ctx, torn = fold_file(root / src, src, loader=make_loader(root))
+    return root, agent, ctx, torn
+
+
+def report_torn(source: str, torn: TornTail | None) -> None:
+    if torn is not None:
+        sys.stderr.write(f"mnemon: {source}: torn tail of {torn.length} bytes at offset "
+                         f"{torn.offset} (a crash mid-append); folded what is complete\n")
+
+
+def agents_in(path: Path) -> tuple[Path, list[str]]:
+    """A run root's agents, or the one agent an agent directory names."""
+    p = Path(path)
+    if not p.exists():
+        raise RunRootError(f"{path} does not exist")
+    if (p / "run.json").is_file():
+        root = p.resolve()
+        return root, list_agents(root)
+    if (p / "record.jsonl").is_file() or p.name == "record.jsonl":
+        root, agent = agent_of(p)
+        return root, [agent]
+    find_run_root(p)  # raises a clear error when outside any run root
+    raise RunRootError(f"{path} is neither a run root nor an agent directory")

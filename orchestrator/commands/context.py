@@ -1,0 +1,64 @@
+"""``mnemon context DIR [--rendered]`` — the survey of an agent's context."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lineage.runroot import RunRootError
+from lineage.view import open_agent, report_torn
+from session.context import Turn
+from session.render import render, residue_message
+
+from ..cli import UserError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("context", help="the survey of an agent's context")
+    p.add_argument("path", help="an agent directory")
+    p.add_argument("--rendered", action="store_true",
+                   help="print the provider-neutral messages it would send now")
+    p.add_argument("--json", action="store_true", help="machine output")
+
+
+def survey(ctx) -> dict:
+    frontier = []
+    for item in ctx.frontier():
+        if isinstance(item, Turn):
+            frontier.append({"kind": "turn", "id": item.id, "role": item.role, "bytes": item.bytes})
+        else:
+            frontier.append({"kind": "residue", "span": list(item.span), "note": item.note,
+                             "by": item.by, "bytes": len(residue_message(ctx, item).encode())})
+    return {"frontier": frontier, "history_bytes": ctx.history_bytes(),
+            "used_tokens": ctx.used_tokens()}
+
+
+def run(args) -> int:
+    try:
+        root, agent, ctx, torn = open_agent(Path(args.path))
+    except RunRootError as e:
+        raise UserError(str(e)) from None
+    report_torn(f"agents/{agent}/record.jsonl", torn)
+    if args.rendered:
+        msgs = render(ctx)
+        started = ctx.started
+        out = {"system": started.system if started else None, "messages": msgs}
+        if args.json:
+            print(json.dumps(out))
+        else:
+            print(json.dumps(out, indent=2, ensure_ascii=False))
+        return 0
+    s = survey(ctx)
+    if args.json:
+        print(json.dumps(s))
+        return 0
+    print(f"agent {agent}: {len(s['frontier'])} frontier items, {s['history_bytes']} history "
+          f"bytes, ~{s['used_tokens']} tokens used")
+    for it in s["frontier"]:
+        if it["kind"] == "turn":
+            print(f"  turn {it['id']:>6}  {it['role']:<9} {it['bytes']:>9} B")
+        else:
+            a, b = it["span"]
+            note = f"  note {it['note']!r}" if it["note"] else ""
+            print(f"  residue [{a}, {b}] by {it['by']}, {it['bytes']} B{note}")
+    return 0

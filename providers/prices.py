@@ -1,0 +1,216 @@
+"""
+The price table, the cost of a Usage, and the sweep gate (pure).
+
+Prices are USD per 1M tokens, list prices taken on 2026-11-30 from the providers' published
+pricing pages (Anthropic: platform.claude.com/docs/en/about-claude/pricing; OpenAI:
+openai.com/api/pricing), as quoted by pages that cite them. Anthropic bills a cache read at
+0.1× input and a cache write at 1.25× (5-minute TTL) or 2× (1-hour TTL); OpenAI bills cached
+input at its own "cached input" price and has no write surcharge, so its writes are priced as
+input (and its API reports none anyway).
+
+Override with ``load_prices(path)`` (TOML or JSON) or ``prices_from(mapping)``::
+
+    [models."my-finetune"]
+    input = 2.0
+    output = 8.0
+    cache_read = 0.5          # optional; default 0.1 × input
+    cache_write_5m = 2.0      # optional; default 1.25 × input
+    cache_write_1h = 2.0      # optional; default 2 × input
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from msgspec import Struct
+
+from session.records import Usage
+
+__all__ = [
+    "PRICES_DATE",
+    "Price",
+    "PRICES",
+    "DEFAULT_PRICE",
+    "price_for",
+    "prices_from",
+    "load_prices",
+    "cost_usd",
+    "SweepGate",
+    "sweep_gate",
+]
+
+PRICES_DATE = "2026-11-30"
+
+
+class Price(Struct, frozen=True, kw_only=True):
+    """USD per 1M tokens."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write_5m: float
+    cache_write_1h: float
+
+
+def anthropic(input: float, output: float) -> Price:
+    """An Anthropic price: read 0.1×, write 1.25× (5 min) or 2× (1 h) the input price."""
+    return Price(input=input, output=output, cache_read=round(input * 0.1, 6),
+                 cache_write_5m=round(input * 1.25, 6), cache_write_1h=round(input * 2.0, 6))
+
+
+def openai(input: float, cached: float, output: float) -> Price:
+    """An OpenAI price: cached input at its own price, writes priced as plain input."""
+    return Price(input=input, output=output, cache_read=cached, cache_write_5m=input,
+                 cache_write_1h=input)
+
+
+PRICES: dict[str, Price] = {
+    # Anthropic — Claude 4.x. Opus 4.5 and later dropped to $5 / $25; an Opus name the table
+    # does not list falls to the "opus" family price, the current one.
+    "claude-opus-4-8": anthropic(5.0, 25.0),
+    "claude-opus-4-6": anthropic(5.0, 25.0),
+    "claude-opus-4-5": anthropic(5.0, 25.0),
+    "claude-opus-4-1": anthropic(15.0, 75.0),
+    "claude-opus-4-0": anthropic(15.0, 75.0),
+    "claude-opus-4-20250514": anthropic(15.0, 75.0),
+    "claude-sonnet-4-6": anthropic(3.0, 15.0),
+    "claude-sonnet-4-5": anthropic(3.0, 15.0),
+    "claude-sonnet-4-0": anthropic(3.0, 15.0),
+    "claude-sonnet-4-20250514": anthropic(3.0, 15.0),
+    "claude-haiku-4-5": anthropic(1.0, 5.0),
+    "claude-3-7-sonnet": anthropic(3.0, 15.0),
+    "claude-3-5-haiku": anthropic(0.8, 4.0),
+    "claude-3-haiku": anthropic(0.25, 1.25),
+    # OpenAI — GPT-5 family, GPT-4.1, GPT-4o, o-series. (input, cached input, output)
+    "gpt-5.5": openai(5.0, 0.5, 30.0),
+    "gpt-5.4": openai(2.5, 0.25, 15.0),
+    "gpt-5.4-mini": openai(0.75, 0.075, 4.5),
+    "gpt-5.4-nano": openai(0.2, 0.02, 1.25),
+    "gpt-5.2": openai(1.75, 0.175, 14.0),
+    "gpt-5.1": openai(1.25, 0.125, 10.0),
+    "gpt-5": openai(1.25, 0.125, 10.0),
+    "gpt-5-mini": openai(0.25, 0.025, 2.0),
+    "gpt-5-nano": openai(0.05, 0.005, 0.4),
+    "gpt-4.1": openai(2.0, 0.5, 8.0),
+    "gpt-4.1-mini": openai(0.4, 0.1, 1.6),
+    "gpt-4.1-nano": openai(0.1, 0.025, 0.4),
+    "gpt-4o": openai(2.5, 1.25, 10.0),
+    "gpt-4o-mini": openai(0.15, 0.075, 0.6),
+    "o3": openai(2.0, 0.5, 8.0),
+    "o3-mini": openai(1.1, 0.55, 4.4),
+    "o4-mini": openai(1.1, 0.275, 4.4),
+    "o1": openai(15.0, 7.5, 60.0),
+}
+
+DEFAULT_PRICE = anthropic(3.0, 15.0)
+"""For a model the table does not know (the scripted provider included): the Sonnet tier, so
+that an offline run still reports what a typical run would have cost."""
+
+_FAMILIES = (("opus", PRICES["claude-opus-4-6"]), ("sonnet", PRICES["claude-sonnet-4-5"]),
+             ("haiku", PRICES["claude-haiku-4-5"]))
+
+
+def price_for(model: str | None, table: Mapping[str, Price] | None = None) -> Price:
+    """
+    The price of ``model``: an exact name, else the longest table name it starts with (dated
+    snapshots such as ``claude-sonnet-4-5-20250929`` or ``gpt-4.1-2025-04-14``), else a Claude
+    family word (``opus``/``sonnet``/``haiku``), else ``DEFAULT_PRICE``. A router prefix such as
+    ``anthropic/`` or ``openai/`` is ignored.
+    """
+    table = PRICES if table is None else table
+    if not model:
+        return DEFAULT_PRICE
+    name = model.rsplit("/", 1)[-1].lower()
+    if name in table:
+        return table[name]
+    best = max((k for k in table if name.startswith(k) and name[len(k):len(k) + 1] in ("-", "")),
+               key=len, default=None)
+    if best is not None:
+        return table[best]
+    for word, price in _FAMILIES:
+        if word in name:
+            return price
+    return DEFAULT_PRICE
+
+
+def prices_from(mapping: Mapping[str, Any], base: Mapping[str, Price] | None = None
+                ) -> dict[str, Price]:
+    """
+    A price table: ``base`` (the built-in table by default) overlaid with ``mapping``, whose
+    entries give ``input`` and ``output`` and optionally ``cache_read``, ``cache_write_5m``,
+    ``cache_write_1h`` (defaults 0.1×, 1.25×, 2× input). ``mapping`` may hold them under a
+    ``models`` key.
+    """
+    table = dict(PRICES if base is None else base)
+    entries = mapping.get("models", mapping)
+    for name, fields in entries.items():
+        if isinstance(fields, Price):
+            table[name] = fields
+            continue
+        try:
+            inp = float(fields["input"])
+            out = float(fields["output"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"price for {name!r} needs numeric 'input' and 'output'") from exc
+        table[name] = Price(
+            input=inp, output=out,
+            cache_read=float(fields.get("cache_read", inp * 0.1)),
+            cache_write_5m=float(fields.get("cache_write_5m", inp * 1.25)),
+            cache_write_1h=float(fields.get("cache_write_1h", inp * 2.0)),
+        )
+    return table
+
+
+def load_prices(path: str | Path, base: Mapping[str, Price] | None = None) -> dict[str, Price]:
+    """The built-in table overlaid with a TOML (``.toml``) or JSON file."""
+    path = Path(path)
+    data = path.read_bytes()
+    mapping = tomllib.loads(data.decode()) if path.suffix == ".toml" else json.loads(data)
+    return prices_from(mapping, base)
+
+
+def cost_usd(usage: Usage, model: str | None, ttl: str = "5m",
+             table: Mapping[str, Price] | None = None) -> float:
+    """What ``usage`` costs on ``model``; cache writes at the 5-minute or 1-hour price."""
+    p = price_for(model, table)
+    write = p.cache_write_1h if ttl == "1h" else p.cache_write_5m
+    return (usage.input_tokens * p.input + usage.output_tokens * p.output
+            + usage.cache_read_tokens * p.cache_read + usage.cache_write_tokens * write) / 1e6
+
+
+class SweepGate(Struct, frozen=True, kw_only=True):
+    """The numbers a sweep decision needs, in input-token equivalents."""
+
+    one_time: float
+    """Re-writing the invalidated suffix: S·(w − r)."""
+    saving_per_request: float
+    """Cache reads no longer paid on every later request: R·r."""
+    payback_requests: float
+    """one_time / saving; ``inf`` when nothing is reclaimed."""
+
+    @property
+    def payback_turns(self) -> int:
+        return math.ceil(self.payback_requests) if math.isfinite(self.payback_requests) else -1
+
+    def usd(self, input_price_per_mtok: float) -> tuple[float, float]:
+        """(one-time cost, saving per request) in USD at an input price per 1M tokens."""
+        return (self.one_time * input_price_per_mtok / 1e6,
+                self.saving_per_request * input_price_per_mtok / 1e6)
+
+
+def sweep_gate(reclaimed_tokens: float, suffix_tokens: float, write_mult: float,
+               read_mult: float) -> SweepGate:
+    """
+    Is a sweep worth it? Reclaiming R tokens whose removal invalidates a suffix of S tokens
+    (what survives after the earliest touched position) costs the suffix's move from read
+    price to write price once, S·(w − r), and saves R·r on every later request.
+    """
+    one_time = suffix_tokens * (write_mult - read_mult)
+    saving = reclaimed_tokens * read_mult
+    payback = one_time / saving if saving > 0 else math.inf
+    return SweepGate(one_time=one_time, saving_per_request=saving, payback_requests=payback)

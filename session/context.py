@@ -1,0 +1,617 @@
+"""The context table and its one fold, ``Context.step``.
+
+One structure: ``turns`` holds every turn this lineage recorded, in id order, each *Here* (its
+records in memory) or *There* (a Pointer and a departure). Residues nest by containment.
+Everything else — the frontier, history bytes, rendering, the index, the eviction plan — is a
+projection computed on call.
+
+``step(record, locus)`` judges a record (``check``) and then applies it (``apply``): the live
+agent and a resume run exactly this code, so a replayed file gives the live table.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .constants import NOTE_MAX_BYTES, OPENING_CHARS
+from .errors import Refusal
+from .records import (
+    FORENSIC,
+    AssistantMessage,
+    Cleared,
+    Evicted,
+    Inherited,
+    Locus,
+    Marked,
+    Opaque,
+    Pointer,
+    Record,
+    Residue,
+    Rewound,
+    SessionStarted,
+    Steering,
+    Swept,
+    Text,
+    Thinking,
+    ToolResults,
+    ToolUse,
+    Usage,
+    UserPrompt,
+    compact,
+    encode,
+)
+
+Loader = Callable[[Pointer], list[Record]]
+"""Loads an inherited turn's records through its Pointer (digest-checked)."""
+
+
+def clip_label(text: str) -> str:
+    """A turn's label: its opening text on one line, clipped to OPENING_CHARS characters."""
+    return text[:OPENING_CHARS].replace("\r", " ").replace("\n", " ")
+
+
+def check_note(note: str | None) -> None:
+    if note is None:
+        return
+    size = len(note.encode("utf-8"))
+    if size > NOTE_MAX_BYTES:
+        raise Refusal(f"a note is at most {NOTE_MAX_BYTES} bytes — this one has {size}")
+    for ch in note:
+        if ch in "\n\r\u2028\u2029" or unicodedata.category(ch) == "Cc":
+            raise Refusal("a note is one line of printable text — it may not contain a line "
+                          f"break or control character ({ch!r})")
+
+
+@dataclass
+class Turn:
+    id: int
+    role: str  # "user" | "assistant"
+    label: str
+    bytes: int
+    state: str  # "resident" | "evicted" | "withdrawn"
+    source: str  # the log file (relative to the run root) that first recorded it
+    loci: list[Locus]
+    origin: str = "own"  # "own" | "inherited"
+    records: list[Record] | None = None  # Here when not None
+    swept: dict[int, str] = field(default_factory=dict)
+    residue: tuple[int, int] | None = None  # the outermost residue over it
+
+    @property
+    def held(self) -> str:
+        if self.state == "resident" and self.swept:
+            return "swept"
+        return self.state
+
+    @property
+    def pointer(self) -> Pointer:
+        return Pointer(self.source, list(self.loci))
+
+    @property
+    def here(self) -> bool:
+        return self.records is not None
+
+
+@dataclass
+class ResidueEntry:
+    span: tuple[int, int]
+    note: str | None
+    by: str
+    weight: int  # bytes of the turns under it when they left (nested included, withdrawn not)
+    withdrawn: bool = False
+
+    @property
+    def first(self) -> int:
+        return self.span[0]
+
+    @property
+    def last(self) -> int:
+        return self.span[1]
+
+    def contains(self, other: tuple[int, int]) -> bool:
+        return self.span[0] <= other[0] and other[1] <= self.span[1]
+
+    def as_record(self) -> Residue:
+        return Residue(span=self.span, note=self.note, by=self.by)  # type: ignore[arg-type]
+
+
+FrontierItem = "Turn | ResidueEntry"
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+@dataclass(frozen=True)
+class BlockRef:
+    """One content block inside a turn, addressed ``turn.index`` in render order."""
+
+    turn: int
+    index: int
+    kind: str  # text | thinking | tool_use | opaque | tool_result | prompt | steering
+    value: Any  # the Block, ToolResult, or Steering/UserPrompt record
+
+    @property
+    def address(self) -> str:
+        return f"{self.turn}.{self.index}"
+
+    @property
+    def text(self) -> str:
+        """The block's text as the door searches and measures it."""
+        v = self.value
+        if self.kind in ("text", "thinking", "prompt", "steering"):
+            return v.text
+        if self.kind == "tool_result":
+            return v.content
+        if self.kind == "tool_use":
+            return compact(v.input).decode("utf-8")
+        return compact(v.block).decode("utf-8")
+
+    @property
+    def length(self) -> int:
+        return len(self.text.encode("utf-8"))
+
+
+def turn_blocks(turn_id: int, records: list[Record]) -> list[BlockRef]:
+    """A turn's blocks in render order: message blocks, tool results, then steering."""
+    head: list[BlockRef] = []
+    results: list[Any] = []
+    steering: list[Any] = []
+    for r in records:
+        if isinstance(r, AssistantMessage):
+            for b in r.blocks:
+                head.append(BlockRef(turn_id, 0, b.__struct_config__.tag, b))  # type: ignore[attr-defined]
+        elif isinstance(r, UserPrompt):
+            head.append(BlockRef(turn_id, 0, "prompt", r))
+        elif isinstance(r, ToolResults):
+            results.extend(r.results)
+        elif isinstance(r, Steering):
+            steering.append(r)
+    out = head + [BlockRef(turn_id, 0, "tool_result", x) for x in results] + [
+        BlockRef(turn_id, 0, "steering", s) for s in steering]
+    return [BlockRef(turn_id, i, b.kind, b.value) for i, b in enumerate(out)]
+
+
+# --------------------------------------------------------------------------- the table
+
+
+class Context:
+    """The context table of one agent. ``step`` is the only way it changes."""
+
+    def __init__(self, source: str = "", *, loader: Loader | None = None):
+        self.source = source
+        self.loader = loader
+        self.turns: list[Turn] = []
+        self._by_id: dict[int, int] = {}
+        self.residues: list[ResidueEntry] = []
+        self.marks: dict[tuple[int, int], str] = {}
+        self.pending: dict[str, int] = {}  # tool_use id -> turn, for the turn in hand
+        self.reach = 0
+        self.id_floor = 1
+        self.in_hand: int | None = None
+        self.started: SessionStarted | None = None
+        self.ended: str | None = None
+        self.protocol_seen = False
+        self.last_input_tokens: int | None = None  # the last response's total input
+        self.history_at_response: int = 0  # history bytes when that response was requested
+        self.records_folded = 0
+        self._hist = 0
+
+    # ------------------------------------------------------------------ equality (the fold law)
+
+    def _state(self) -> tuple:
+        return (self.turns, self.residues, self.marks, self.pending, self.reach, self.id_floor,
+                self.in_hand, self.ended, self.last_input_tokens, self.history_at_response,
+                self._hist)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Context) and self._state() == other._state()
+
+    # ------------------------------------------------------------------ lookup
+
+    def turn(self, tid: int) -> Turn | None:
+        i = self._by_id.get(tid)
+        return None if i is None else self.turns[i]
+
+    @property
+    def latest(self) -> int | None:
+        return self.turns[-1].id if self.turns else None
+
+    def next_id(self) -> int:
+        """The id the log mints next: ``max(reach + 1, id_floor)``."""
+        return max(self.reach + 1, self.id_floor)
+
+    def frontier(self) -> list[Turn | ResidueEntry]:
+        """Resident turns not under a residue and outermost residues, in id order."""
+        out: list[Turn | ResidueEntry] = []
+        outer = {r.span: r for r in self.residues if not r.withdrawn}
+        last_span: tuple[int, int] | None = None
+        for t in self.turns:
+            if t.state == "resident":
+                out.append(t)
+            elif t.state == "evicted" and t.residue != last_span:
+                r = outer.get(t.residue)  # type: ignore[arg-type]
+                if r is not None:
+                    out.append(r)
+                    last_span = t.residue
+        return out
+
+    def outermost_residues(self) -> list[ResidueEntry]:
+        live = [r for r in self.residues if not r.withdrawn]
+        return [r for r in live if not any(o is not r and o.contains(r.span) and o.span != r.span
+                                           for o in live)]
+
+    def blocks(self, tid: int) -> list[BlockRef]:
+        t = self.turn(tid)
+        if t is None or t.records is None:
+            return []
+        return turn_blocks(tid, t.records)
+
+    # ------------------------------------------------------------------ the fold
+
+    def step(self, record: Record, locus: Locus | None = None) -> None:
+        """Judge the record, then apply it. Raises ``Refusal`` naming the state."""
+        self.check(record)
+        self.apply(record, locus)
+
+    def check(self, record: Record) -> None:
+        if isinstance(record, SessionStarted):
+            if self.started is not None or self.records_folded:
+                raise Refusal("a log opens with SessionStarted, once — this is a second one")
+            return
+        if self.started is None:
+            raise Refusal("a log opens with SessionStarted")
+        if isinstance(record, FORENSIC):
+            return
+        match record:
+            case UserPrompt(turn=tid) | AssistantMessage(turn=tid):
+                self._check_new_id(tid)
+                if isinstance(record, AssistantMessage):
+                    ids = [b.id for b in record.blocks if isinstance(b, ToolUse)]
+                    if len(set(ids)) != len(ids):
+                        raise Refusal("duplicate tool_use ids in one message")
+            case Inherited():
+                self._check_inherited(record)
+            case _:
+                if self.in_hand is None:
+                    raise Refusal(f"a {type(record).__name__} record extends the turn in hand — "
+                                  "no turn is open yet")
+                self._check_extension(record)
+
+    def _check_new_id(self, tid: int) -> None:
+        floor = self.next_id()
+        if tid < floor:
+            if tid <= self.reach:
+                raise Refusal(f"ids must increase: turn {tid} after turn {self.reach}")
+            raise Refusal(f"turn {tid} is below the id floor {self.id_floor} of this lineage")
+
+    def _check_inherited(self, rec: Inherited) -> None:
+        if self.protocol_seen:
+            raise Refusal("Inherited only opens a log — it must come before every other "
+                          "protocol record")
+        prev = 0
+        spans = [r.span for r in rec.residues]
+        for r in rec.residues:
+            check_note(r.note)
+            if r.span[0] > r.span[1]:
+                raise Refusal(f"the residue {list(r.span)} runs backwards")
+        for link in rec.turns:
+            row = link.row
+            if row.id <= prev:
+                raise Refusal(f"inherited rows must have increasing ids: {row.id} after {prev}")
+            prev = row.id
+            if row.held == "evicted" and not any(a <= row.id <= b for a, b in spans):
+                raise Refusal(f"inherited row {row.id} is held evicted outside every residue")
+            if row.role not in ("user", "assistant"):
+                raise Refusal(f"inherited row {row.id} has role {row.role!r}")
+        if rec.id_floor is not None and rec.id_floor <= prev:
+            raise Refusal(f"id_floor {rec.id_floor} is not above the inherited rows (latest {prev})")
+
+    def _check_extension(self, record: Record) -> None:
+        match record:
+            case ToolResults(results=results):
+                seen: set[str] = set()
+                for r in results:
+                    if r.tool_use_id not in self.pending or r.tool_use_id in seen:
+                        raise Refusal(f"a tool result with no pending call ({r.tool_use_id}) in "
+                                      f"turn {self.in_hand}")
+                    seen.add(r.tool_use_id)
+            case Evicted(residue=res):
+                check_note(res.note)
+                self.check_span(res.span)
+            case Marked(block=block, replacement=repl):
+                self.check_mark(block, repl)
+            case Swept(blocks=blocks):
+                if not blocks:
+                    raise Refusal("a sweep names at least one block")
+                for b in blocks:
+                    if tuple(b) not in self.marks:
+                        raise Refusal(f"block {b[0]}.{b[1]} has no pending mark")
+            case Rewound(to=to):
+                latest = self.latest or 0
+                if to < 0 or to > latest:
+                    raise Refusal(f"cannot rewind to turn {to} — the latest is {latest}")
+                for r in self.outermost_residues():
+                    if r.first <= to < r.last:
+                        raise Refusal(f"rewinding to {to} would split the residue {list(r.span)}")
+            case Steering() | Cleared():
+                pass
+
+    def _earliest(self) -> str:
+        fr = self.frontier()
+        if not fr:
+            return "nothing is in your context now"
+        first = fr[0]
+        fid = first.id if isinstance(first, Turn) else first.first
+        return f"the earliest still in it is {fid}"
+
+    def check_span(self, span: tuple[int, int]) -> None:
+        """Judge an eviction span; the order is the note (done), unknown, in hand, split, left."""
+        a, b = span
+        if a > b:
+            raise Refusal(f"the span [{a}, {b}] runs backwards")
+        latest = self.latest
+        for x in (a, b):
+            if self.turn(x) is None:
+                if latest is None:
+                    raise Refusal(f"turn {x} is not recorded — no turn is recorded yet")
+                raise Refusal(f"turn {x} is not recorded — the latest is {latest}")
+        if self.in_hand is not None and a <= self.in_hand <= b:
+            raise Refusal(f"{self.in_hand} is the turn in hand; an eviction keeps the work in hand")
+        outer = self.outermost_residues()
+        for r in outer:
+            overlaps = r.first <= b and a <= r.last
+            if overlaps and not (a <= r.first and r.last <= b):
+                raise Refusal(f"[{a}, {b}] would split the residue [{r.first}, {r.last}]")
+        starts = {r.first for r in outer}
+        ends = {r.last for r in outer}
+        ta, tb = self.turn(a), self.turn(b)
+        assert ta is not None and tb is not None
+        for x, t, edge in ((a, ta, starts), (b, tb, ends)):
+            if t.state == "resident" or (t.state == "evicted" and x in edge):
+                continue
+            raise Refusal(f"turn {x} has already left your context — {self._earliest()}")
+        takes_turn = any(t.state == "resident" for t in self._turns_in(a, b))
+        if not takes_turn and any(r.span == (a, b) for r in outer):
+            raise Refusal(f"[{a}, {b}] is already one residue — nothing would leave")
+
+    def check_mark(self, block: tuple[int, int], replacement: str) -> None:
+        tid, idx = block
+        t = self.turn(tid)
+        latest = self.latest
+        if t is None:
+            raise Refusal(f"turn {tid} is not recorded — the latest is {latest}")
+        if t.state != "resident":
+            raise Refusal(f"turn {tid} has already left your context — {self._earliest()}")
+        if tid == self.in_hand:
+            raise Refusal(f"{tid} is the turn in hand; a mark keeps the work in hand")
+        blocks = self.blocks(tid)
+        if not 0 <= idx < len(blocks):
+            raise Refusal(f"turn {tid} has no block {idx} — its blocks are {tid}.0 to "
+                          f"{tid}.{len(blocks) - 1}" if blocks else f"turn {tid} has no blocks")
+        if idx in t.swept:
+            raise Refusal(f"block {tid}.{idx} is already swept")
+        if not replacement:
+            raise Refusal("a replacement may not be empty")
+        size, have = len(replacement.encode("utf-8")), blocks[idx].length
+        if size >= have:
+            raise Refusal(f"the replacement ({size} bytes) must be shorter than block {tid}.{idx} "
+                          f"({have} bytes)")
+
+    def _turns_in(self, a: int, b: int) -> Iterator[Turn]:
+        import bisect
+
+        lo = bisect.bisect_left(self.turns, a, key=lambda t: t.id)
+        for t in self.turns[lo:]:
+            if t.id > b:
+                break
+            yield t
+
+    # ------------------------------------------------------------------ apply
+
+    def apply(self, record: Record, locus: Locus | None = None) -> None:
+        """Apply a judged record. ``locus`` is where its line lies in this agent's log."""
+        if locus is None:
+            line = encode(record)
+            locus = (0, len(line), "")
+        self.records_folded += 1
+        if isinstance(record, SessionStarted):
+            self.started = record
+            return
+        if isinstance(record, FORENSIC):
+            if type(record).__name__ == "SessionEnded":
+                self.ended = record.reason  # type: ignore[union-attr]
+            return
+        self.protocol_seen = True
+        match record:
+            case UserPrompt(turn=tid, text=text):
+                self._open(tid, "user", clip_label(text), record, locus)
+                self.pending = {}
+            case AssistantMessage(turn=tid):
+                label = next((b.text for b in record.blocks if isinstance(b, Text) and b.text), "")
+                self._open(tid, "assistant", clip_label(label), record, locus)
+                self.pending = {b.id: tid for b in record.blocks if isinstance(b, ToolUse)}
+                if record.usage is not None:
+                    self.last_input_tokens = record.usage.total_input
+                    self.history_at_response = self.history_bytes() - locus[1]
+            case Inherited():
+                self._install(record)
+            case _:
+                t = self.turns[self._by_id[self.in_hand]]  # type: ignore[index]
+                t.loci.append(locus)
+                if t.records is not None:
+                    t.records.append(record)
+                if t.state == "resident":
+                    t.bytes += locus[1]
+                    self._hist += locus[1]
+                self._extend(record)
+
+    def _open(self, tid: int, role: str, label: str, record: Record, locus: Locus) -> None:
+        turn = Turn(tid, role, label, locus[1], "resident", self.source, [locus], "own", [record])
+        self._by_id[tid] = len(self.turns)
+        self.turns.append(turn)
+        self.reach = tid
+        self.in_hand = tid
+        self._hist += locus[1]
+
+    def _extend(self, record: Record) -> None:
+        match record:
+            case ToolResults(results=results):
+                for r in results:
+                    self.pending.pop(r.tool_use_id, None)
+            case Evicted(residue=res):
+                self._evict(res)
+            case Marked(block=block, replacement=repl):
+                self.marks[tuple(block)] = repl  # type: ignore[index]
+            case Swept(blocks=blocks):
+                for b in blocks:
+                    key = (b[0], b[1])
+                    repl = self.marks.pop(key)
+                    t = self.turn(key[0])
+                    assert t is not None
+                    ref = self.blocks(key[0])[key[1]]
+                    delta = len(repl.encode("utf-8")) - ref.length
+                    t.bytes += delta
+                    self._hist += delta
+                    t.swept[key[1]] = repl
+            case Cleared():
+                self._withdraw(above=0)
+            case Rewound(to=to):
+                self._withdraw(above=to)
+
+    def _evict(self, res: Residue) -> None:
+        a, b = res.span
+        for r in self.outermost_residues():
+            if a <= r.first and r.last <= b:
+                self._hist -= self._residue_len(r)
+        weight = 0
+        for t in self._turns_in(a, b):
+            if t.state == "withdrawn":
+                continue
+            weight += t.bytes
+            if t.state == "resident":
+                self._hist -= t.bytes
+                t.state = "evicted"
+                t.records = None
+                self._drop_marks(t.id)
+            t.residue = (a, b)
+        entry = ResidueEntry((a, b), res.note, res.by, weight)
+        self.residues.append(entry)
+        self._hist += self._residue_len(entry)
+
+    def _withdraw(self, *, above: int) -> None:
+        """Withdraw every turn and residue with id > ``above`` (clear: above=0)."""
+        for r in self.outermost_residues():
+            if r.first > above:
+                self._hist -= self._residue_len(r)
+        for r in self.residues:
+            if not r.withdrawn and r.first > above:
+                r.withdrawn = True
+        for t in self._turns_in(above + 1, self.reach):
+            if t.state != "withdrawn":
+                if t.state == "resident":
+                    self._hist -= t.bytes
+                t.state = "withdrawn"
+                t.records = None
+                self._drop_marks(t.id)
+
+    def _drop_marks(self, tid: int) -> None:
+        if self.marks:
+            for key in [k for k in self.marks if k[0] == tid]:
+                del self.marks[key]
+
+    def _residue_len(self, r: ResidueEntry) -> int:
+        from .render import residue_message
+
+        return len(residue_message(self, r).encode("utf-8"))
+
+    def _install(self, rec: Inherited) -> None:
+        spans = [tuple(r.span) for r in rec.residues]
+
+        def outermost(tid: int) -> tuple[int, int] | None:
+            best = None
+            for s in spans:
+                if s[0] <= tid <= s[1] and (best is None or (s[1] - s[0]) > (best[1] - best[0])):
+                    best = s
+            return best  # type: ignore[return-value]
+
+        for link in rec.turns:
+            row = link.row
+            state = "resident" if row.held in ("resident", "swept") else row.held
+            records = None
+            if state == "resident":
+                if self.loader is None:
+                    raise Refusal(f"inherited row {row.id} is resident but no loader can read "
+                                  f"{link.at.source}")
+                records = self.loader(link.at)
+            t = Turn(row.id, row.role, row.label, row.bytes, state, link.at.source,
+                     [tuple(x) for x in link.at.loci], "inherited", records,  # type: ignore[misc]
+                     dict(row.swept or []), outermost(row.id) if state != "resident" else None)
+            self._by_id[row.id] = len(self.turns)
+            self.turns.append(t)
+            self.reach = row.id
+        for r in rec.residues:
+            a, b = r.span
+            weight = sum(t.bytes for t in self._turns_in(a, b) if t.state == "evicted")
+            self.residues.append(ResidueEntry((a, b), r.note, r.by, weight))
+        self.id_floor = rec.id_floor if rec.id_floor is not None else self.reach + 1
+        self.in_hand = None
+        self._hist = self.history_bytes_projection()
+
+    # ------------------------------------------------------------------ projections
+
+    def history_bytes(self) -> int:
+        """Turns' bytes and residue messages' length over the frontier.
+
+        Kept as a running total by the fold so weighing is O(1) per boundary; property tests
+        hold it equal to ``history_bytes_projection`` (the definition) after every record.
+        """
+        return self._hist
+
+    def history_bytes_projection(self) -> int:
+        total = 0
+        for item in self.frontier():
+            total += item.bytes if isinstance(item, Turn) else self._residue_len(item)
+        return total
+
+    def overhead_bytes(self) -> int:
+        """System prompt and tool definitions, as recorded in SessionStarted."""
+        s = self.started
+        if s is None:
+            return 0
+        n = len((s.system or "").encode("utf-8"))
+        if s.tools:
+            n += len(compact(s.tools))
+        return n
+
+    def used_tokens(self, tokens_per_byte: float | None = None) -> int:
+        """The last response's input plus what was added since, at the measured ratio."""
+        hb = self.history_bytes()
+        if self.last_input_tokens is None:
+            tpb = tokens_per_byte or (self.started.tokens_per_byte if self.started and
+                                      self.started.tokens_per_byte else 0.25)
+            return int((hb + self.overhead_bytes()) * tpb)
+        tpb = tokens_per_byte or self.last_input_tokens / max(
+            1, self.history_at_response + self.overhead_bytes())
+        return max(0, int(self.last_input_tokens + (hb - self.history_at_response) * tpb))
+
+    def earliest_resident(self) -> int | None:
+        for t in self.turns:
+            if t.state == "resident":
+                return t.id
+        return None
+
+    def pending_calls(self) -> list[ToolUse]:
+        if self.in_hand is None:
+            return []
+        t = self.turn(self.in_hand)
+        if t is None or t.records is None or t.role != "assistant":
+            return []
+        msg = t.records[0]
+        assert isinstance(msg, AssistantMessage)
+        return [b for b in msg.blocks if isinstance(b, ToolUse) and b.id in self.pending]
+
+
+__all__ = ["Context", "Turn", "ResidueEntry", "BlockRef", "turn_blocks", "clip_label", "check_note",
+           "Loader", "Usage", "Thinking", "Opaque"]

@@ -1,0 +1,50 @@
+"""Errors of the session layer: each names the state it refuses.
+
+    SessionError
+    ├── Refusal            a record (or a tool call) the fold will not apply; its message goes
+    │                      back to the model verbatim and names the state
+    ├── LogRefused         a file that does not fold: path, 1-based line and why
+    ├── LogCorrupt         bytes that are not a record where a record must be (path, offset)
+    │   └── DigestMismatch a Locus whose digest does not match the bytes at its offset
+    ├── AncestorUnreadable an ancestor file that is missing or outside the run root
+    └── LogClosed          we closed the log; appending after that is a bug of ours
+"""
+
+from __future__ import annotations
+
+
+class SessionError(Exception):
+    pass
+
+
+class Refusal(SessionError):
+    """A refusal that names the state; sent to the model as an error tool result."""
+
+
+class LogRefused(SessionError):
+    def __init__(self, path: str, line: int, why: str, offset: int | None = None):
+        self.path, self.line, self.why, self.offset = path, line, why, offset
+        super().__init__(f"{path}:{line}: {why}")
+
+
+class LogCorrupt(SessionError):
+    def __init__(self, path: str, offset: int, why: str):
+        self.path, self.offset, self.why = path, offset, why
+        super().__init__(f"{path} at offset {offset}: {why}")
+
+
+class DigestMismatch(LogCorrupt):
+    def __init__(self, path: str, offset: int, expected: str, actual: str):
+        super().__init__(path, offset, f"digest mismatch (expected {expected}, found {actual}): "
+                                       "the file was edited, rotated or copied over")
+        self.expected, self.actual = expected, actual
+
+
+class AncestorUnreadable(SessionError):
+    def __init__(self, path: str, why: str):
+        self.path, self.why = path, why
+        super().__init__(f"{path}: {why}")
+
+
+class LogClosed(SessionError):
+    pass

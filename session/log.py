@@ -1,0 +1,187 @@
+"""The record log: the one writer of ``record.jsonl``, and the digest-checked reader.
+
+``append`` writes one whole line and returns its Locus only once the line is written; a Locus
+never exists for a partial line. ``scan`` yields ``(locus, record)`` one record at a time in
+bounded memory. ``read_at`` checks a Locus digest against the bytes *before* parsing them.
+A torn last line (a crash mid-append) is moved aside to a sibling file when the log is reopened
+for appending; read-only users only report it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import blake3
+import msgspec
+
+from .errors import DigestMismatch, LogClosed, LogCorrupt
+from .records import Locus, Record, decode, encode
+
+Fsync = Literal["none", "turn", "record"]
+CHUNK = 1 << 20
+
+
+def digest(line: bytes | memoryview) -> str:
+    """First 8 bytes of blake3 of exactly the line's bytes, as 16 hex digits."""
+    return blake3.blake3(line).digest(length=8).hex()
+
+
+class TornTail(msgspec.Struct, frozen=True):
+    """Trailing bytes without a newline: the expected trace of a crash, not corruption."""
+
+    offset: int
+    length: int
+    moved_to: str | None = None
+
+
+def find_torn_tail(path: Path) -> TornTail | None:
+    """Report bytes after the last newline, reading only the file's tail."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None
+    with open(path, "rb") as f:
+        pos = size
+        while pos > 0:
+            start = max(0, pos - 65536)
+            f.seek(start)
+            chunk = f.read(pos - start)
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                end = start + nl + 1
+                return None if end == size else TornTail(end, size - end)
+            pos = start
+    return TornTail(0, size)
+
+
+def iter_lines(path: Path, start: int = 0) -> Iterator[tuple[int, memoryview]]:
+    """Yield ``(offset, line)`` for every complete line (without its newline), chunk by chunk.
+
+    A torn tail is not yielded. Memory stays bounded by the chunk plus the longest line.
+    """
+    with open(path, "rb", buffering=0) as f:
+        f.seek(start)
+        offset = start
+        carry = b""
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                return
+            buf = carry + chunk if carry else chunk
+            mv = memoryview(buf)
+            pos = 0
+            find = buf.find
+            while True:
+                nl = find(b"\n", pos)
+                if nl < 0:
+                    break
+                yield offset + pos, mv[pos:nl]
+                pos = nl + 1
+            offset += pos
+            carry = buf[pos:]
+
+
+def scan(path: Path) -> Iterator[tuple[Locus, Record]]:
+    """``(locus, record)`` for every complete line, decoded one at a time."""
+    for off, line in iter_lines(path):
+        yield (off, len(line), digest(line)), decode(line)
+
+
+def read_span(path: Path, display: str, loci: list[Locus], *, check: bool = True) -> Iterator[bytes]:
+    """The bytes of each Locus, digest-checked before anyone parses them.
+
+    Loci are read in the order given; callers sort them when they want one sequential pass.
+    """
+    with open(path, "rb") as f:
+        for off, length, want in loci:
+            f.seek(off)
+            raw = f.read(length)
+            if len(raw) != length:
+                raise LogCorrupt(display, off, f"the file ends before this record ({length} bytes)")
+            if check:
+                got = digest(raw)
+                if got != want:
+                    raise DigestMismatch(display, off, want, got)
+            yield raw
+
+
+class RecordLog:
+    """The single writer of one agent's ``record.jsonl``.
+
+    The caller holds the agent's lock (the seam); writes are whole lines through one
+    ``os.write`` on an ``O_APPEND`` descriptor, so a crash leaves at most one torn line.
+    """
+
+    def __init__(self, path: Path, *, fsync: Fsync = "none"):
+        self.path = path
+        self.fsync = fsync
+        self.torn: TornTail | None = None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torn = find_torn_tail(path)
+        if torn is not None:
+            self.torn = self._move_aside(torn)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    def _move_aside(self, torn: TornTail) -> TornTail:
+        """Copy the torn bytes to a sibling file, then cut them off the log."""
+        n = 0
+        while True:
+            aside = self.path.with_name(f"{self.path.name}.torn-{torn.offset}" + (f".{n}" if n else ""))
+            if not aside.exists():
+                break
+            n += 1
+        with open(self.path, "rb") as f:
+            f.seek(torn.offset)
+            data = f.read()
+        with open(aside, "wb") as g:
+            g.write(data)
+            g.flush()
+            os.fsync(g.fileno())
+        os.truncate(self.path, torn.offset)
+        return TornTail(torn.offset, torn.length, aside.name)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def append(self, record: Record) -> Locus:
+        return self.append_line(encode(record))
+
+    def append_line(self, line: bytes) -> Locus:
+        """Write one encoded record as a whole line; return its Locus once it is written."""
+        if self._fd is None:
+            raise LogClosed(f"{self.path} is closed")
+        data = line + b"\n"
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        if self.fsync == "record":
+            os.fsync(self._fd)
+        locus = (self._size, len(line), digest(line))
+        self._size += len(data)
+        return locus
+
+    def sync(self) -> None:
+        """Flush to disk (the ``turn`` setting calls this at each turn boundary)."""
+        if self._fd is not None and self.fsync != "none":
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            if self.fsync != "none":
+                os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "RecordLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

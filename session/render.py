@@ -1,0 +1,198 @@
+"""Rendering: the frontier as provider-neutral messages, a pure function of the table.
+
+No clocks, no unordered containers, no paths: between two edits the rendered prefix is
+byte-identical, because nondeterminism here is a prompt-cache bug. The harness states facts in
+the user's voice; it never speaks as the model and never fabricates a prompt.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .constants import RESIDUE_MAX_BYTES
+from .records import (
+    AssistantMessage,
+    Opaque,
+    Steering,
+    Text,
+    Thinking,
+    ToolResults,
+    ToolUse,
+    UserPrompt,
+)
+
+if TYPE_CHECKING:
+    from .context import Context, ResidueEntry, Turn
+
+Message = dict[str, Any]
+
+INTERRUPTED = "no result was recorded for this call: the turn that made it was interrupted"
+
+
+def replacement_label(turn: int, index: int, replacement: str) -> str:
+    """How a swept block reads: visibly a replacement, with its read-back address."""
+    return (f"[replacement for block {turn}.{index}, written when it was marked; the original "
+            f"reads back with transcript_read(turns=[{turn}])] {replacement}")
+
+
+def _fmt_bytes(n: int) -> str:
+    if n >= 10 * 1024 * 1024:
+        return f"{n / 1024 / 1024:.0f} MiB"
+    if n >= 10 * 1024:
+        return f"{n / 1024:.0f} KiB"
+    return f"{n} bytes"
+
+
+def _clip_utf8(text: str, limit: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore")
+
+
+def residue_message(ctx: "Context", r: "ResidueEntry") -> str:
+    """One user-voice message under RESIDUE_MAX_BYTES naming the span, weight and note."""
+    a, b = r.span
+    who = "the model" if r.by == "model" else "the harness"
+    parts = [f"[Turns {a}-{b} left the context ({_fmt_bytes(r.weight)}), evicted by {who}."]
+    if r.note is not None:
+        parts.append(f" Note left with them: {r.note!r}.")
+    if r.by == "harness":
+        labels: list[str] = []
+        for t in reversed(list(ctx._turns_in(a, b))):
+            if t.role == "user" and t.state != "withdrawn" and t.label:
+                labels.append(repr(t.label))
+                if len(labels) == 3:
+                    break
+        if labels:
+            parts.append(" User turns among them, newest first: " + ", ".join(labels) + ".")
+    parts.append(f" They are still readable: transcript_read(turns=\"{a}-{b}\"), "
+                 "transcript_grep(pattern).]")
+    text = "".join(parts)
+    return _clip_utf8(text, RESIDUE_MAX_BYTES - 1)
+
+
+def opening_line(turn_id: int) -> str:
+    return (f"[The context opens at turn {turn_id}; earlier turns were withdrawn and remain "
+            "readable with transcript_index and transcript_read.]")
+
+
+def _block_out(b: Any, tid: int, idx: int, swept: dict[int, str]) -> dict[str, Any] | None:
+    repl = swept.get(idx)
+    if isinstance(b, Text):
+        if repl is not None:
+            return {"type": "text", "text": replacement_label(tid, idx, repl)}
+        return {"type": "text", "text": b.text} if b.text else None
+    if isinstance(b, Thinking):
+        if repl is not None:
+            return {"type": "text", "text": replacement_label(tid, idx, repl)}
+        return {"type": "thinking", "text": b.text, "signature": b.signature}
+    if isinstance(b, ToolUse):
+        inp = b.input
+        if repl is not None:
+            inp = {"replacement": replacement_label(tid, idx, repl)}
+        elif not isinstance(inp, dict):
+            inp = {}
+        return {"type": "tool_use", "id": b.id, "name": b.name, "input": inp}
+    if isinstance(b, Opaque):
+        if repl is not None:
+            return {"type": "text", "text": replacement_label(tid, idx, repl)}
+        return {"type": "opaque", "provider": b.provider, "block": b.block}
+    raise TypeError(f"unknown block {b!r}")
+
+
+def turn_messages(t: "Turn") -> list[Message]:
+    """A resident turn as neutral messages (before merging)."""
+    recs = t.records or []
+    sw = t.swept
+    idx = 0
+    head: list[dict[str, Any]] = []
+    role = t.role
+    calls: list[str] = []
+    results: dict[str, dict[str, Any]] = {}
+    order: list[dict[str, Any]] = []
+    steering: list[tuple[int, Steering]] = []
+    # first pass: count message blocks so results and steering get their render indices
+    for r in recs:
+        if isinstance(r, UserPrompt):
+            repl = sw.get(idx)
+            text = replacement_label(t.id, idx, repl) if repl is not None else r.text
+            if text:
+                head.append({"type": "text", "text": text})
+            idx += 1
+        elif isinstance(r, AssistantMessage):
+            for b in r.blocks:
+                out = _block_out(b, t.id, idx, sw)
+                if out is not None:
+                    head.append(out)
+                if isinstance(b, ToolUse):
+                    calls.append(b.id)
+                idx += 1
+    for r in recs:
+        if isinstance(r, ToolResults):
+            for res in r.results:
+                repl = sw.get(idx)
+                content = replacement_label(t.id, idx, repl) if repl is not None else res.content
+                block = {"type": "tool_result", "tool_use_id": res.tool_use_id,
+                         "content": content, "is_error": res.is_error}
+                results[res.tool_use_id] = block
+                order.append(block)
+                idx += 1
+    for r in recs:
+        if isinstance(r, Steering):
+            steering.append((idx, r))
+            idx += 1
+    msgs: list[Message] = []
+    if role == "user":
+        content = head + [_steer(t.id, i, s, sw) for i, s in steering]
+        msgs.append({"role": "user", "content": content})
+        return msgs
+    msgs.append({"role": "assistant", "content": head})
+    tail: list[dict[str, Any]] = []
+    sent = set()
+    for cid in calls:  # results directly follow their calls, in call order
+        block = results.get(cid)
+        if block is None:
+            block = {"type": "tool_result", "tool_use_id": cid, "content": INTERRUPTED,
+                     "is_error": True}
+        sent.add(cid)
+        tail.append(block)
+    tail += [_steer(t.id, i, s, sw) for i, s in steering]
+    if tail:
+        msgs.append({"role": "user", "content": tail})
+    return msgs
+
+
+def _steer(tid: int, idx: int, s: Steering, sw: dict[int, str]) -> dict[str, Any]:
+    repl = sw.get(idx)
+    return {"type": "text", "text": replacement_label(tid, idx, repl) if repl is not None else s.text}
+
+
+def render(ctx: "Context") -> list[Message]:
+    """The frontier as neutral messages: well-formed for every provider.
+
+    The first message is the user's; each tool call is answered in the next message; adjacent
+    messages of the same role are merged; no message is empty.
+    """
+    from .context import Turn
+
+    raw: list[Message] = []
+    frontier = ctx.frontier()
+    for item in frontier:
+        if isinstance(item, Turn):
+            raw.extend(turn_messages(item))
+        else:
+            raw.append({"role": "user", "content": [{"type": "text",
+                                                     "text": residue_message(ctx, item)}]})
+    raw = [m for m in raw if m["content"]]
+    if raw and raw[0]["role"] != "user":
+        first = frontier[0]
+        tid = first.id if isinstance(first, Turn) else first.first
+        raw.insert(0, {"role": "user", "content": [{"type": "text", "text": opening_line(tid)}]})
+    out: list[Message] = []
+    for m in raw:
+        if out and out[-1]["role"] == m["role"]:
+            out[-1] = {"role": m["role"], "content": out[-1]["content"] + m["content"]}
+        else:
+            out.append(m)
+    return out

@@ -1,0 +1,40 @@
+"""Folding a file through ``Context.step``: resume, verify and the read-only commands.
+
+There is no second fold: this module only feeds lines to ``step`` and names the line a
+refusal came from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from .context import Context, Loader
+from .errors import LogRefused, SessionError
+from .log import TornTail, digest, find_torn_tail, iter_lines
+from .records import decode
+
+
+def fold_file(path: Path, source: str, *, loader: Loader | None = None,
+              display: str | None = None) -> tuple[Context, TornTail | None]:
+    """Fold every complete line of a log; a torn tail is reported, not read, never modified."""
+    ctx = Context(source, loader=loader)
+    shown = display or source or str(path)
+    torn = find_torn_tail(path)
+    lineno = 0
+    for off, line in iter_lines(path):
+        lineno += 1
+        if not line:
+            raise LogRefused(shown, lineno, "a blank line", off)
+        try:
+            rec = decode(line)
+        except msgspec.DecodeError as e:
+            raise LogRefused(shown, lineno, f"not a record: {e}", off) from None
+        try:
+            ctx.step(rec, (off, len(line), digest(line)))
+        except SessionError as e:
+            raise LogRefused(shown, lineno, str(e), off) from None
+    if lineno == 0:
+        raise LogRefused(shown, 1, "the log is empty — it must open with SessionStarted", 0)
+    return ctx, torn
