@@ -1,0 +1,406 @@
+"""
+Anthropic Messages API: the wire mapping (pure functions) and a thin ``AnthropicProvider``.
+
+``encode_request`` maps a neutral request to the JSON body of ``POST /v1/messages``, with
+``cache_control`` on the breakpoint blocks; ``decode_response`` maps a non-streamed body back;
+``MessageAssembler`` folds the streamed events (``message_start``, ``content_block_start`` /
+``_delta`` / ``_stop``, ``message_delta``, ``message_stop``, ``ping``, ``error``) into the same
+``Response``. Blocks with no shape of ours (redacted thinking, server-tool blocks) become
+``Opaque(provider="anthropic")`` and go back verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+import httpx
+import trio
+
+from providers.base import Request, Response
+from providers.cache import flatten, place_breakpoints, previous_request_len, MAX_BREAKPOINTS
+from providers.errors import (
+    STATUS_FOR_ERROR_TYPE,
+    ProviderHTTPError,
+    StreamInterrupted,
+    http_error,
+    map_httpx_errors,
+)
+from providers.retry import OnAttempt, RetryPolicy, call_with_retry
+from providers.sse import SSEDecoder
+from session.records import Block, Opaque, Text, Thinking, ToolUse, Usage
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "API_VERSION",
+    "DEFAULT_MAX_TOKENS",
+    "encode_request",
+    "decode_response",
+    "decode_usage",
+    "MessageAssembler",
+    "parse_stream",
+    "error_from_response",
+    "AnthropicProvider",
+]
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 8192
+_RETRIED_EVENT_ERRORS = {"overloaded_error", "api_error", "rate_limit_error"}
+_CONTEXT_RE = re.compile(
+    r"prompt is too long|exceed(s|ed)? (the )?context (limit|window)|context window|"
+    r"too many (input )?tokens", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- encode
+
+
+def _tool_json(tool: Any) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+
+
+def _block_json(block: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    """(wire block or None when dropped, whether it may carry cache_control)."""
+    kind = block.get("type")
+    if kind == "text":
+        if not block.get("text"):
+            return None, False  # an empty text block is refused by the API
+        return {"type": "text", "text": block["text"]}, True
+    if kind == "thinking":
+        if block.get("signature") is None:
+            return None, False  # thinking from elsewhere has no signature to verify
+        return {"type": "thinking", "thinking": block.get("text", ""),
+                "signature": block["signature"]}, False
+    if kind == "tool_use":
+        return {"type": "tool_use", "id": block["id"], "name": block["name"],
+                "input": block.get("input") if isinstance(block.get("input"), dict) else {}}, True
+    if kind == "tool_result":
+        out = {"type": "tool_result", "tool_use_id": block["tool_use_id"],
+               "content": block.get("content", "")}
+        if block.get("is_error"):
+            out["is_error"] = True
+        return out, True
+    if kind == "opaque":
+        if block.get("provider") != "anthropic":
+            return None, False
+        inner = dict(block["block"])
+        return inner, inner.get("type") not in ("thinking", "redacted_thinking")
+    raise ValueError(f"unknown neutral block type {kind!r}")
+
+
+def encode_request(request: Request, *, model: str | None = None, stream: bool = False,
+                   max_tokens: int | None = None, cache_ttl: str | None = None) -> dict[str, Any]:
+    """
+    The JSON body for ``POST /v1/messages``.
+
+    Breakpoints come from ``request.breakpoints`` (indices into ``providers.cache.flatten``),
+    else ``place_breakpoints``; each gets ``cache_control: {"type": "ephemeral"}`` (plus
+    ``"ttl": "1h"`` when ``cache_ttl == "1h"``). A breakpoint on a block that is dropped or
+    cannot carry one (thinking) moves to the nearest earlier block that can.
+    """
+    flat = flatten(request, model=model)
+    points = request.breakpoints
+    if points is None:
+        points = place_breakpoints(flat, previous_request_len(request, flat))
+    points = sorted({p for p in points if 0 <= p < len(flat)})[-MAX_BREAKPOINTS:]
+
+    # Every flattened position maps to the wire dict that carries its breakpoint.
+    carriers: list[dict[str, Any] | None] = []
+    last: dict[str, Any] | None = None
+    tools = [_tool_json(t) for t in request.tools]
+    for t in tools:
+        last = t
+        carriers.append(last)
+    system = [{"type": "text", "text": request.system}] if request.system else []
+    for s in system:
+        last = s
+        carriers.append(last)
+    messages: list[dict[str, Any]] = []
+    for msg in request.messages:
+        content = msg.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        wire: list[dict[str, Any]] = []
+        for block in content or ():
+            out, cacheable = _block_json(block)
+            if out is not None:
+                wire.append(out)
+                if cacheable:
+                    last = out
+            carriers.append(last)
+        if wire:
+            messages.append({"role": msg["role"], "content": wire})
+
+    control: dict[str, Any] = {"type": "ephemeral"}
+    if cache_ttl == "1h":
+        control["ttl"] = "1h"
+    for p in points:
+        carrier = carriers[p]
+        if carrier is not None:
+            carrier["cache_control"] = dict(control)
+
+    body: dict[str, Any] = {
+        "model": request.model or model,
+        "max_tokens": max_tokens if max_tokens is not None else request.max_tokens,
+        "messages": messages,
+    }
+    if system:
+        body["system"] = system
+    if tools:
+        body["tools"] = tools
+    if stream:
+        body["stream"] = True
+    return body
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def decode_usage(usage: dict[str, Any] | None) -> Usage:
+    u = usage or {}
+    return Usage(
+        input_tokens=int(u.get("input_tokens") or 0),
+        output_tokens=int(u.get("output_tokens") or 0),
+        cache_read_tokens=int(u.get("cache_read_input_tokens") or 0),
+        cache_write_tokens=int(u.get("cache_creation_input_tokens") or 0),
+    )
+
+
+def _decode_block(block: dict[str, Any]) -> Block:
+    kind = block.get("type")
+    if kind == "text":
+        return Text(block.get("text", ""))
+    if kind == "thinking":
+        return Thinking(block.get("thinking", ""), block.get("signature"))
+    if kind == "tool_use":
+        return ToolUse(block["id"], block["name"], block.get("input", {}))
+    return Opaque("anthropic", block)
+
+
+def decode_response(body: dict[str, Any]) -> Response:
+    """A non-streamed Messages API body → ``Response``."""
+    return Response(
+        blocks=[_decode_block(b) for b in body.get("content") or ()],
+        stop_reason=body.get("stop_reason"),
+        usage=decode_usage(body.get("usage")),
+        model=body.get("model"),
+    )
+
+
+class MessageAssembler:
+    """
+    Folds the streamed events of one message. ``feed(event_type, data)`` per event;
+    ``finish()`` returns the Response, or raises ``StreamInterrupted`` when ``message_stop``
+    never came. An ``error`` event raises at once.
+    """
+
+    def __init__(self, headers: dict[str, str] | None = None) -> None:
+        self.headers = headers or {}
+        self.model: str | None = None
+        self.stop_reason: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.partial_json: dict[int, str] = {}
+        self.done = False
+
+    def feed(self, kind: str | None, data: dict[str, Any]) -> None:
+        kind = data.get("type", kind)
+        if kind == "message_start":
+            msg = data.get("message") or {}
+            self.model = msg.get("model")
+            self.usage.update({k: v for k, v in (msg.get("usage") or {}).items() if v is not None})
+        elif kind == "content_block_start":
+            self.blocks[data["index"]] = dict(data["content_block"])
+        elif kind == "content_block_delta":
+            self._delta(data["index"], data.get("delta") or {})
+        elif kind == "content_block_stop":
+            self._close(data["index"])
+        elif kind == "message_delta":
+            self.stop_reason = (data.get("delta") or {}).get("stop_reason", self.stop_reason)
+            # message_delta usage is cumulative; newer servers repeat the input fields here.
+            self.usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            err = data.get("error") or {}
+            etype = err.get("type") or "error"
+            message = f"{etype}: {err.get('message', '')}"
+            if etype in _RETRIED_EVENT_ERRORS:
+                raise StreamInterrupted(f"error event mid-stream: {message}", error_type=etype,
+                                        headers=self.headers)
+            status = STATUS_FOR_ERROR_TYPE.get(etype, 400)
+            raise http_error(status, data, self.headers,
+                             context_too_long=bool(_CONTEXT_RE.search(message)))
+        # ping and unknown events are ignored (the API may add event types)
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            block["text"] = block.get("text", "") + delta.get("text", "")
+        elif dtype == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+        elif dtype == "signature_delta":
+            block["signature"] = block.get("signature") or ""
+            block["signature"] += delta.get("signature", "")
+        elif dtype == "input_json_delta":
+            self.partial_json[index] = self.partial_json.get(index, "") + delta.get("partial_json", "")
+        elif dtype == "citations_delta":
+            block.setdefault("citations", []).append(delta.get("citation"))
+
+    def _close(self, index: int) -> None:
+        if index not in self.partial_json:
+            return
+        raw = self.partial_json.pop(index)
+        block = self.blocks[index]
+        if raw == "":
+            block.setdefault("input", {})
+            return
+        try:
+            block["input"] = json.loads(raw)
+        except json.JSONDecodeError:
+            block["input"] = raw  # cut mid-JSON (max_tokens): kept as the raw string
+
+    def finish(self) -> Response:
+        if not self.done:
+            raise StreamInterrupted("stream ended without message_stop", headers=self.headers)
+        for index in list(self.partial_json):
+            self._close(index)
+        return Response(
+            blocks=[_decode_block(self.blocks[i]) for i in sorted(self.blocks)],
+            stop_reason=self.stop_reason,
+            usage=decode_usage(self.usage),
+            model=self.model,
+        )
+
+
+def parse_stream(raw: bytes, headers: dict[str, str] | None = None) -> Response:
+    """A whole recorded SSE body → ``Response`` (what the provider does chunk by chunk)."""
+    decoder = SSEDecoder()
+    assembler = MessageAssembler(headers)
+    for ev in [*decoder.feed(raw), *decoder.flush()]:
+        _feed_event(assembler, ev.event, ev.data)
+    return assembler.finish()
+
+
+def _feed_event(assembler: MessageAssembler, event: str | None, data: str) -> None:
+    if not data:
+        return
+    try:
+        payload = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise StreamInterrupted(f"undecodable stream event {event!r}") from exc
+    assembler.feed(event, payload)
+
+
+def error_from_response(status: int, body: Any, headers: Any) -> ProviderHTTPError:
+    """The provider error for an HTTP error answer, spotting a context-length refusal."""
+    message = ""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        message = str(body["error"].get("message", ""))
+    elif isinstance(body, str):
+        message = body
+    too_long = status == 413 or (status == 400 and bool(_CONTEXT_RE.search(message)))
+    return http_error(status, body, dict(headers), context_too_long=too_long)
+
+
+# --------------------------------------------------------------------------- sending
+
+
+class AnthropicProvider:
+    """
+    Sends requests to the Messages API through an injected ``httpx.AsyncClient``.
+
+    Args:
+        client: the HTTP client; None makes (and owns) one.
+        api_key: sent as ``x-api-key``; never logged, recorded or shown in ``repr``.
+        model: used when the request names none.
+        base_url: the host; the adapter adds ``/v1/messages``.
+        stream: stream (SSE) or wait for the whole body.
+        max_tokens: used when the request keeps the default ``max_tokens``.
+        cache_ttl: ``"5m"`` (default) or ``"1h"``.
+
+    Resource handling:
+        ``aclose()`` (or ``async with``) closes the client only if the provider made it.
+    """
+
+    name = "anthropic"
+
+    def __init__(self, client: httpx.AsyncClient | None, api_key: str, model: str, *,
+                 base_url: str = DEFAULT_BASE_URL, stream: bool = True,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, cache_ttl: str = "5m",
+                 retry: RetryPolicy | None = None, rng: random.Random | None = None,
+                 timeout: float = 600.0) -> None:
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
+        self._api_key = api_key
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.stream = stream
+        self.max_tokens = max_tokens
+        self.cache_ttl = cache_ttl
+        self.retry = retry or RetryPolicy()
+        self._rng = rng or random.Random()
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/v1/messages"
+
+    def _headers(self) -> dict[str, str]:
+        return {"x-api-key": self._api_key, "anthropic-version": API_VERSION,
+                "content-type": "application/json", "accept": "application/json"}
+
+    async def complete(self, request: Request, *, on_attempt: OnAttempt | None = None) -> Response:
+        """
+        One request, retried per ``RetryPolicy``; ``on_attempt`` is told about every attempt.
+
+        Cancellation:
+            Safe: a cancelled attempt leaves nothing behind and is not retried.
+        """
+        max_tokens = request.max_tokens if request.max_tokens != DEFAULT_MAX_TOKENS else self.max_tokens
+        body = encode_request(request, model=self.model, stream=self.stream,
+                              max_tokens=max_tokens, cache_ttl=self.cache_ttl)
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return await call_with_retry(lambda: self._attempt(content), policy=self.retry,
+                                     on_attempt=on_attempt, rng=self._rng)
+
+    async def _attempt(self, content: bytes) -> Response:
+        with map_httpx_errors():
+            async with self._client.stream("POST", self.url, content=content,
+                                           headers=self._headers()) as resp:
+                if resp.status_code >= 400:
+                    await resp.aread()
+                    raise error_from_response(resp.status_code, _json_or_text(resp), resp.headers)
+                if not self.stream:
+                    await resp.aread()
+                    return decode_response(resp.json())
+                decoder = SSEDecoder()
+                assembler = MessageAssembler(dict(resp.headers))
+                async for chunk in resp.aiter_bytes():
+                    for ev in decoder.feed(chunk):
+                        _feed_event(assembler, ev.event, ev.data)
+                for ev in decoder.flush():
+                    _feed_event(assembler, ev.event, ev.data)
+                return assembler.finish()
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> "AnthropicProvider":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _json_or_text(resp: httpx.Response) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        return resp.text

@@ -1,0 +1,47 @@
+"""Helpers to write logs in the real on-disk format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lineage.runroot import agent_source, make_loader
+from session.agentlog import AgentLog
+from session.records import (
+    AssistantMessage,
+    SessionStarted,
+    Text,
+    ToolResult,
+    ToolResults,
+    ToolUse,
+    UserPrompt,
+)
+
+
+def new_agent(root: Path, agent: str, **started) -> AgentLog:
+    src = agent_source(agent)
+    return AgentLog.create(root / src, src, SessionStarted(agent=agent, at="2026-11-30T00:00:00Z",
+                                                           **started),
+                           loader=make_loader(root))
+
+
+def tool_turn(log: AgentLog, text: str, command: str, output: str) -> int:
+    """An assistant turn with one bash call and its result."""
+    tid = log.next_id()
+    cid = f"tu_{tid}"
+    log.append(AssistantMessage(turn=tid, blocks=[Text(text), ToolUse(cid, "bash", {"command": command})],
+                                stop_reason="tool_use", model="m", usage=None))
+    log.append(ToolResults(results=[ToolResult(tool_use_id=cid, content=output)]))
+    return tid
+
+
+def prompt(log: AgentLog, text: str) -> int:
+    tid = log.next_id()
+    log.append(UserPrompt(turn=tid, text=text))
+    return tid
+
+
+def answer(log: AgentLog, text: str) -> int:
+    tid = log.next_id()
+    log.append(AssistantMessage(turn=tid, blocks=[Text(text)], stop_reason="end_turn", model="m",
+                                usage=None))
+    return tid
