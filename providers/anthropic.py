@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 import httpx
-import trio
 
 from providers.base import Request, Response
 from providers.cache import flatten, place_breakpoints, previous_request_len, MAX_BREAKPOINTS

@@ -4,6 +4,10 @@ A request is provider-neutral: the system prompt, the rendered messages (see ``s
 tool definitions and where cache breakpoints go. Streaming, wire formats and retries live inside
 each adapter.
 
+Every adapter's ``complete`` also takes an optional keyword ``on_attempt(attempt, latency_s,
+usage, error)`` (sync or async), called once per attempt so the caller can record one
+``ProviderCall`` per attempt (see ``providers.retry``).
+
 Neutral messages are plain dicts, byte-deterministic when encoded::
 
     {"role": "user" | "assistant", "content": [block, ...]}
@@ -40,8 +44,12 @@ class Request(Struct, kw_only=True):
     tools: list[ToolDef] = field(default_factory=list)
     max_tokens: int = 8192
     model: str | None = None
-    # Indices into the flattened block sequence (system, tools, messages) where a cache
-    # breakpoint goes; None lets the adapter place them itself (providers.cache.place_breakpoints).
+    # Cache breakpoints: indices into the flattened block sequence of providers.cache.flatten —
+    # each tool definition, then the system prompt (one block), then every content block of
+    # every message, in order; a breakpoint at i marks the end of block i (Anthropic puts
+    # cache_control on it). At most 4 are used. None lets the adapter place them itself
+    # (providers.cache.place_breakpoints: end of tools+system, end of the previous request's
+    # messages = all but the last two messages, the last block).
     breakpoints: list[int] | None = None
     # Who is asking (agent id, kind, depth, parent); never sent over the wire.
     meta: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,164 @@
+"""
+The scripted provider: the embedded default, with no key and no network.
+
+It plays either a script — a JSONL file (or a list) of assistant turns::
+
+    {"blocks": [{"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "tu_1", "name": "bash", "input": {"command": "ls"}}],
+     "stop_reason": "tool_use"}
+
+— or a policy callable ``policy(request, state) -> (blocks, stop_reason)``, sync or async, where
+``state`` is a dict kept per agent (keyed by ``request.meta["agent"]``). Each agent plays the
+script from its own cursor; a line with an ``"agent"`` key is played only by that agent. When the
+script runs out, the answer is one ``end_turn`` text block saying so.
+
+Usage comes from a ``CacheModel`` (shared by every agent of a run; injectable) at its tokens
+per byte (1 per 4 by default); output tokens are the blocks' compact-JSON bytes at the same rate.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from providers.base import Request, Response
+from providers.cache import CacheModel
+from providers.retry import OnAttempt
+from session.records import Block, Text, ToolUse, compact, decode_block
+
+__all__ = ["ScriptedProvider", "Policy", "EXHAUSTED", "load_script"]
+
+EXHAUSTED = "[scripted provider] the script is exhausted: no more turns to play."
+
+Policy = Callable[[Request, dict[str, Any]], Any]
+"""``policy(request, state) -> (blocks, stop_reason)``; blocks are neutral dicts or Blocks."""
+
+
+def load_script(path: str | Path) -> list[dict[str, Any]]:
+    """Read a JSONL script; blank lines are skipped, a bad line is refused with its number."""
+    turns: list[dict[str, Any]] = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            turn = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from exc
+        if not isinstance(turn, dict) or not isinstance(turn.get("blocks"), list):
+            raise ValueError(f"{path}:{n}: a script line is {{\"blocks\": [...], \"stop_reason\": ...}}")
+        turns.append(turn)
+    return turns
+
+
+def _to_block(block: Any) -> Block:
+    if isinstance(block, (Text, ToolUse)) or not isinstance(block, dict):
+        return block
+    return decode_block(block)
+
+
+def _default_policy(request: Request, state: dict[str, Any]) -> tuple[list[Block], str]:
+    """With neither script nor policy: answer the last user text, briefly."""
+    last = ""
+    for msg in reversed(request.messages):
+        if msg.get("role") == "user":
+            texts = [b.get("text", "") for b in msg.get("content") or () if b.get("type") == "text"]
+            if texts:
+                last = texts[-1]
+                break
+    clipped = last if len(last) <= 60 else last[:57] + "..."
+    return [Text(f"(scripted) You said: {clipped}")], "end_turn"
+
+
+class ScriptedProvider:
+    """
+    A real provider that plays a script or a policy.
+
+    Args:
+        script: a JSONL path or a list of turns.
+        policy: ``policy(request, state) -> (blocks, stop_reason)``; used when no script.
+        cache_model: the shared ``CacheModel`` usage comes from; one of its own by default.
+        latency_s: simulated latency per request (``trio.sleep``).
+        clock: seconds for the cache's TTL; ``trio.current_time`` by default.
+    """
+
+    name = "scripted"
+    model = "scripted"
+
+    def __init__(self, script: str | Path | Iterable[dict[str, Any]] | None = None, *,
+                 policy: Policy | None = None, cache_model: CacheModel | None = None,
+                 latency_s: float = 0.0, clock: Callable[[], float] | None = None) -> None:
+        if script is not None and policy is not None:
+            raise ValueError("give a script or a policy, not both")
+        if isinstance(script, (str, Path)):
+            self.script: list[dict[str, Any]] | None = load_script(script)
+        else:
+            self.script = list(script) if script is not None else None
+        self.policy = policy or (None if self.script is not None else _default_policy)
+        self.cache_model = cache_model or CacheModel()
+        self.latency_s = latency_s
+        self._clock = clock or trio.current_time
+        self.states: dict[str, dict[str, Any]] = {}
+
+    def __repr__(self) -> str:
+        return "ScriptedProvider()"
+
+    async def complete(self, request: Request, *, on_attempt: OnAttempt | None = None) -> Response:
+        """
+        Play the next turn for ``request.meta["agent"]``.
+
+        Cancellation:
+            Only the simulated latency waits; cancelling there consumes no script turn.
+        """
+        t0 = trio.current_time()
+        if self.latency_s:
+            await trio.sleep(self.latency_s)
+        agent = str(request.meta.get("agent", ""))
+        state = self.states.setdefault(agent, {})
+        blocks, stop_reason = await self._next(request, agent, state)
+        nbytes = sum(len(compact(b)) for b in blocks)
+        output = math.ceil(nbytes * self.cache_model.tokens_per_byte)
+        usage = self.cache_model.usage_for(request, output, self._clock(), model=self.model)
+        response = Response(blocks=blocks, stop_reason=stop_reason, usage=usage, model=self.model)
+        if on_attempt is not None:
+            result = on_attempt(1, trio.current_time() - t0, usage, None)
+            if inspect.isawaitable(result):
+                await result
+        return response
+
+    async def _next(self, request: Request, agent: str, state: dict[str, Any]
+                    ) -> tuple[list[Block], str | None]:
+        if self.policy is not None:
+            result = self.policy(request, state)
+            if inspect.isawaitable(result):
+                result = await result
+            raw_blocks, stop_reason = result
+            blocks = [_to_block(b) for b in raw_blocks]
+        else:
+            assert self.script is not None
+            cursor = state.get("cursor", 0)
+            while cursor < len(self.script) and self.script[cursor].get("agent", agent) != agent:
+                cursor += 1
+            if cursor >= len(self.script):
+                return [Text(EXHAUSTED)], "end_turn"
+            turn = self.script[cursor]
+            state["cursor"] = cursor + 1
+            blocks = [_to_block(b) for b in turn["blocks"]]
+            stop_reason = turn.get("stop_reason")
+        if stop_reason is None:
+            stop_reason = "tool_use" if any(isinstance(b, ToolUse) for b in blocks) else "end_turn"
+        return blocks, stop_reason
+
+    async def aclose(self) -> None:
+        return None
+
+    async def __aenter__(self) -> "ScriptedProvider":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

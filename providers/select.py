@@ -1,0 +1,72 @@
+"""
+``make_provider``: one way to build a provider from ``--provider``, ``--model``, ``--base-url``
+and the environment. A missing key or an unknown name is a ``ProviderConfigError`` with one line
+naming what is missing; a key is read here and handed to the adapter, never logged or recorded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL, AnthropicProvider
+from providers.base import Provider
+from providers.cache import CacheModel
+from providers.errors import ProviderConfigError
+from providers.openai import DEFAULT_BASE_URL as OPENAI_URL, OpenAIProvider
+from providers.retry import RetryPolicy
+from providers.scripted import Policy, ScriptedProvider
+
+__all__ = ["PROVIDERS", "DEFAULT_MODELS", "KEY_VARIABLES", "make_provider"]
+
+PROVIDERS = ("scripted", "anthropic", "openai")
+DEFAULT_MODELS = {"scripted": "scripted", "anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}
+KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def make_provider(
+    name: str,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    env: Mapping[str, str] = os.environ,
+    script: str | Path | list[dict[str, Any]] | None = None,
+    policy: Policy | None = None,
+    cache_model: CacheModel | None = None,
+    max_tokens: int = 8192,
+    http_client: httpx.AsyncClient | None = None,
+    stream: bool = True,
+    cache_ttl: str = "5m",
+    retry: RetryPolicy | None = None,
+) -> Provider:
+    """
+    Build the named provider.
+
+    Raises:
+        ProviderConfigError: unknown ``name``, or no key for a hosted provider (an OpenAI
+            ``base_url`` other than OpenAI's own may go without one: local servers need none).
+    """
+    if name == "scripted":
+        return ScriptedProvider(script, policy=policy, cache_model=cache_model)
+    if name not in KEY_VARIABLES:
+        raise ProviderConfigError(
+            f"unknown provider {name!r}: choose one of {', '.join(PROVIDERS)}")
+    variable = KEY_VARIABLES[name]
+    key = api_key if api_key is not None else env.get(variable)
+    model = model or DEFAULT_MODELS[name]
+    if name == "anthropic":
+        if not key:
+            raise ProviderConfigError(f"{variable} is not set (needed by --provider anthropic)")
+        return AnthropicProvider(http_client, key, model, base_url=base_url or ANTHROPIC_URL,
+                                 stream=stream, max_tokens=max_tokens, cache_ttl=cache_ttl,
+                                 retry=retry)
+    url = base_url or OPENAI_URL
+    if not key and "api.openai.com" in url:
+        raise ProviderConfigError(f"{variable} is not set (needed by --provider openai)")
+    return OpenAIProvider(http_client, key or "", model, base_url=url, stream=stream,
+                          max_tokens=max_tokens, retry=retry)
