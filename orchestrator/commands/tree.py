@@ -1,0 +1,45 @@
+"""``mnemon tree RUN_ROOT`` — the lineage tree of a run (read-only)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from lineage.runroot import RunRootError, find_run_root, read_run_json
+from lineage.tree import build_tree, format_node, walk
+
+from ..cli import UserError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("tree", help="the lineage tree of a run")
+    p.add_argument("path", help="a run root (or any directory inside one)")
+    p.add_argument("--json", action="store_true", help="machine output: a list of {agent, "
+                   "parent, kind, turns, resident, evicted, state}")
+
+
+def run(args) -> int:
+    path = Path(args.path)
+    if not path.exists():
+        raise UserError(f"{path} does not exist")
+    try:
+        root = find_run_root(path)
+        read_run_json(root)
+    except RunRootError as e:
+        raise UserError(str(e)) from None
+    nodes = walk(build_tree(root))
+    for n, _ in nodes:
+        if n.torn is not None:
+            sys.stderr.write(f"mnemon: agents/{n.agent}/record.jsonl: torn tail of "
+                             f"{n.torn.length} bytes at offset {n.torn.offset} (a crash "
+                             "mid-append); folded what is complete\n")
+    if args.json:
+        print(json.dumps([n.as_json() for n, _ in nodes]))
+        return 0
+    if not nodes:
+        print(f"{root}: no agents")
+        return 0
+    for n, prefix in nodes:
+        print(format_node(n, prefix))
+    return 0
