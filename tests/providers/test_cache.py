@@ -1,0 +1,164 @@
+"""The cache model: prefix reads, invalidation, TTL, the 20-block lookback, the minimum
+prefix, sharing between agents, and where breakpoints go."""
+
+from __future__ import annotations
+
+from providers.base import Request
+from providers.cache import CacheModel, flatten, place_breakpoints, previous_request_len
+from session.records import Usage
+from tests.providers.conformance import WEATHER
+
+BIG = "x" * 8000  # 8000 bytes ≈ 2000 tokens at 1 token / 4 bytes
+
+
+def u(text: str) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def a(text: str) -> dict:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def conversation(turns: int, *, edit: int | None = None) -> list[dict]:
+    msgs = [u("task: " + BIG)]
+    for k in range(turns):
+        msgs.append(a(f"step {k} " + "y" * 400 + ("!" if edit == k else "")))
+        msgs.append(u(f"result {k} " + "z" * 400))
+    return msgs
+
+
+def total(model: CacheModel, req: Request) -> int:
+    return model.tokens(sum(b.bytes for b in flatten(req)))
+
+
+def consistent(usage: Usage, model: CacheModel, req: Request) -> None:
+    assert usage.total_input == total(model, req)
+
+
+class TestCacheModel:
+    def test_first_request_writes_repeat_reads(self):
+        cm = CacheModel()
+        req = Request(system="sys " + BIG, messages=[u("hello " + BIG)], tools=[WEATHER])
+        first = cm.usage_for(req, 10, now=0.0)
+        assert first.cache_read_tokens == 0
+        assert first.input_tokens == 0  # the last block is a breakpoint: all of it is written
+        assert first.cache_write_tokens == total(cm, req)
+        second = cm.usage_for(req, 10, now=1.0)
+        assert second == Usage(input_tokens=0, output_tokens=10,
+                               cache_read_tokens=total(cm, req), cache_write_tokens=0)
+
+    def test_growing_conversation_reads_previous_request(self):
+        cm = CacheModel()
+        r1 = Request(system="sys", messages=conversation(3))
+        r2 = Request(system="sys", messages=conversation(4))
+        u1 = cm.usage_for(r1, 1, now=0.0)
+        u2 = cm.usage_for(r2, 1, now=10.0)
+        consistent(u1, cm, r1)
+        consistent(u2, cm, r2)
+        assert u2.cache_read_tokens == total(cm, r1)
+        assert u2.cache_write_tokens == total(cm, r2) - total(cm, r1)
+
+    def test_edit_in_the_middle_invalidates_the_suffix(self):
+        cm = CacheModel(min_prefix_tokens=100)
+        before = Request(system="sys " + BIG, messages=conversation(4))
+        cm.usage_for(before, 1, now=0.0)
+        edited = Request(system="sys " + BIG, messages=conversation(4, edit=1))
+        after = cm.usage_for(edited, 1, now=1.0)
+        consistent(after, cm, edited)
+        system_only = cm.tokens(flatten(edited)[0].bytes)
+        assert after.cache_read_tokens == system_only  # only the prefix before the edit
+        assert after.cache_write_tokens == total(cm, edited) - system_only
+
+    def test_ttl_expiry_and_refresh_on_read(self):
+        cm = CacheModel(ttl="5m")
+        req = Request(system="sys " + BIG, messages=[u("q")])
+        cm.usage_for(req, 1, now=0.0)
+        assert cm.usage_for(req, 1, now=299.0).cache_read_tokens > 0  # refreshed: lives to 599
+        assert cm.usage_for(req, 1, now=598.0).cache_read_tokens > 0
+        expired = cm.usage_for(req, 1, now=598.0 + 301.0)
+        assert expired.cache_read_tokens == 0 and expired.cache_write_tokens == total(cm, req)
+
+    def test_one_hour_ttl(self):
+        cm = CacheModel(ttl="1h")
+        req = Request(system="sys " + BIG, messages=[u("q")])
+        cm.usage_for(req, 1, now=0.0)
+        assert cm.usage_for(req, 1, now=3000.0).cache_read_tokens > 0
+        assert cm.usage_for(req, 1, now=3000.0 + 3601.0).cache_read_tokens == 0
+
+    def test_lookback_limit_of_20_blocks(self):
+        """A breakpoint finds an entry at most 20 blocks back; further back it misses."""
+        cm = CacheModel(min_prefix_tokens=0)
+        base = [u(BIG)] + [u(f"m{k}") for k in range(30)]
+        entry = Request(system=None, messages=base[:5], breakpoints=[4])
+        cm.usage_for(entry, 1, now=0.0)
+        near = Request(system=None, messages=base[:25], breakpoints=[24])  # 20 blocks on
+        assert cm.usage_for(near, 1, now=1.0).cache_read_tokens == total(cm, entry)
+        cm2 = CacheModel(min_prefix_tokens=0)
+        cm2.usage_for(entry, 1, now=0.0)
+        far = Request(system=None, messages=base[:26], breakpoints=[25])  # 21 blocks on
+        assert cm2.usage_for(far, 1, now=1.0).cache_read_tokens == 0
+
+    def test_minimum_prefix(self):
+        cm = CacheModel()  # 1024 tokens
+        small = Request(system="short", messages=[u("hi")])
+        for t in (0.0, 1.0):
+            usage = cm.usage_for(small, 1, now=t)
+            assert usage.cache_read_tokens == usage.cache_write_tokens == 0
+            assert usage.input_tokens == total(cm, small)
+        assert cm.entries == {}
+
+    def test_shared_between_two_agents(self):
+        cm = CacheModel()
+        parent = Request(system="sys " + BIG, messages=[u("task " + BIG)], meta={"agent": "a1"})
+        cm.usage_for(parent, 1, now=0.0)
+        child = Request(system="sys " + BIG, messages=[u("task " + BIG), a("ok"), u("child")],
+                        meta={"agent": "a2"})
+        usage = cm.usage_for(child, 1, now=5.0)
+        assert usage.cache_read_tokens == total(cm, parent)
+
+    def test_models_do_not_share(self):
+        cm = CacheModel()
+        req = Request(system="sys " + BIG, messages=[u("q")])
+        cm.usage_for(req, 1, now=0.0, model="claude-opus-4-6")
+        assert cm.usage_for(req, 1, now=1.0, model="claude-haiku-4-5").cache_read_tokens == 0
+
+    def test_tokens_per_byte(self):
+        cm = CacheModel(tokens_per_byte=0.5, min_prefix_tokens=0)
+        req = Request(system=None, messages=[u("abcd")])
+        assert cm.usage_for(req, 0, now=0).total_input == cm.tokens(flatten(req)[0].bytes)
+        assert cm.tokens(10) == 5
+
+
+class TestBreakpoints:
+    def test_places(self):
+        req = Request(system="sys", tools=[WEATHER], messages=conversation(3))
+        blocks = flatten(req)
+        prev = previous_request_len(req, blocks)
+        assert prev == len(blocks) - 2
+        assert place_breakpoints(blocks, prev) == [1, prev - 1, len(blocks) - 1]
+
+    def test_long_suffix_gets_an_intermediate(self):
+        req = Request(system="sys", messages=[u(f"m{k}") for k in range(40)])
+        blocks = flatten(req)
+        points = place_breakpoints(blocks, 5)
+        assert points == [0, 4, 24, 40]
+        assert all(b - a <= 20 for a, b in zip(points[1:], points[2:]))
+        assert len(points) <= 4
+
+    def test_at_most_four_and_first_request(self):
+        req = Request(system=None, messages=[u(f"m{k}") for k in range(100)])
+        points = place_breakpoints(flatten(req), 0)
+        assert len(points) == 4 and points[-1] == 99
+        assert place_breakpoints([], 0) == []
+
+    def test_replaced_after_an_eviction(self):
+        """After an eviction shortens the context, the places are recomputed from the new
+        blocks: the previous request's end is found again within reach."""
+        cm = CacheModel(min_prefix_tokens=0)
+        long = Request(system="sys", messages=[u(f"m{k} " + "w" * 100) for k in range(60)])
+        cm.usage_for(long, 1, now=0.0)
+        evicted = Request(system="sys", messages=[u("[evicted 1-40]")] + long.messages[41:])
+        grown = Request(system="sys", messages=evicted.messages + [a("ok"), u("next")])
+        cm.usage_for(evicted, 1, now=1.0)
+        usage = cm.usage_for(grown, 1, now=2.0)
+        assert usage.cache_read_tokens == total(cm, evicted)
