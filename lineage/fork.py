@@ -144,6 +144,8 @@ def child_started(parent: SessionStarted, child_id: str, kind: Kind, *, at: str 
     fields: dict[str, Any] = {f: getattr(parent, f) for f in COPIED}
     fields["depth"] = (parent.depth or 0) + 1
     for key, value in started_extra.items():
+        if value is None:  # nothing to say: keep what was copied
+            continue
         if key in ("agent", "parent", "kind", "t"):
             raise ForkError(f"{key!r} of a child's SessionStarted is set by the fork")
         if key not in SessionStarted.__struct_fields__:
@@ -166,7 +168,7 @@ def fork(root: Path, parent: AgentLog, child_id: str, *, kind: Kind = "mnemon", 
     then ``task`` as the child's first ``UserPrompt``, verbatim. A fresh child has no link.
 
     ``started_extra`` sets further ``SessionStarted`` fields (``depth``, ``context_window``,
-    ``tokens_per_byte``…); a mnemon child may not change the parent's system, tools, provider or
+    ``tokens_per_byte``…; a ``None`` keeps the copied value); a mnemon child may not change the parent's system, tools, provider or
     model. Synchronous, so within Trio no other task appends to the parent while it runs.
     """
     if kind not in ("mnemon", "fresh"):
