@@ -445,6 +445,7 @@ def load_openai_messages(path: str | Path) -> Trajectory:
     if not _is_openai_messages(value):
         raise TrajectoryFormatError(path, "not a list of chat messages nor {\"messages\": [...]}")
     messages = value["messages"] if isinstance(value, dict) else value
+    default_model = value.get("model") if isinstance(value, dict) else None
     b = _Linear()
     system: str | None = None
     skipped: dict[str, int] = {}
@@ -471,7 +472,8 @@ def load_openai_messages(path: str | Path) -> Trajectory:
                 fn = call.get("function") or {}
                 blocks.append(ToolUse(id=str(call.get("id")), name=str(fn.get("name")),
                                       input=_parse_arguments(fn.get("arguments"))))
-            b.assistant(blocks, stop_reason="tool_use" if calls else "end_turn", model=m.get("model"))
+            b.assistant(blocks, stop_reason="tool_use" if calls else "end_turn",
+                        model=m.get("model") or default_model)
         elif role == "tool":
             b.result(str(m.get("tool_call_id")), _openai_text(m.get("content")))
         else:
@@ -718,7 +720,9 @@ class _ClaudeTree:
                 unit = self._unit(("A", str(message.get("id") or uuid)), i)
                 unit.lines.append(obj)
                 content = message.get("content")
-                for raw in content if isinstance(content, list) else [content] if content else []:
+                if isinstance(content, str):
+                    content = [{"type": "text", "text": content}] if content else []
+                for raw in content if isinstance(content, list) else []:
                     block = _anthropic_block(raw)
                     key = _block_key(block)
                     if key in unit.seen:
@@ -752,7 +756,7 @@ class _ClaudeTree:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 call = str(block.get("tool_use_id"))
                 key = calls.get(call)
-                if key is None or call in self.units[key].results:
+                if key is None or call in self._unit(key, i).results:
                     self.dropped += 1
                     continue
                 target = self.units[key]
@@ -804,17 +808,20 @@ class _ClaudeTree:
     def steps(self) -> list[Step]:
         ordered = sorted(self.units.values(), key=lambda u: u.first)
         roots: list[_Unit] = []
+        state: dict[int, int] = {}  # id(unit) -> 1 on the walk in hand, 2 known to reach a root
         for unit in ordered:
-            # a parent chain that loops back (a broken file) is cut at the unit that closes it
-            p, hops = unit.parent, 0
-            while p is not None and p is not unit and hops <= len(ordered):
-                p, hops = p.parent, hops + 1
-            if p is unit:
-                unit.parent = None
+            walk, p = [], unit
+            while p is not None and state.get(id(p)) is None:
+                state[id(p)] = 1
+                walk.append(p)
+                if p.parent is not None and state.get(id(p.parent)) == 1:
+                    p.parent = None  # a parent chain that loops back (a broken file) is cut here
+                p = p.parent
+            for w in walk:
+                state[id(w)] = 2
+        for unit in ordered:
             (unit.parent.children if unit.parent is not None else roots).append(unit)
         latest: dict[int, int] = {}  # id(unit) -> latest line index in its subtree
-        for unit in sorted(ordered, key=lambda u: -u.first):  # children come after parents, mostly
-            pass
         stack = [(u, False) for u in roots]
         while stack:  # post-order, iterative: long sessions outrun the recursion limit
             unit, done = stack.pop()
@@ -838,7 +845,8 @@ class _ClaudeTree:
         out = _Steps()
         work: list[tuple[str, Any]] = []
         main = main_of(roots)
-        work.append(("unit", main))
+        if main is not None:
+            work.append(("unit", main))
         for other in reversed([r for r in roots if r is not main]):
             work.append(("rewind", -1))
             work.append(("unit", other))
@@ -898,11 +906,13 @@ def load_claude_code(path: str | Path, *, subagents: bool = True) -> Trajectory:
     whole_file_is_sidechain = bool(conversation) and all(o.get("isSidechain") for o in conversation)
     for i, (_n, obj) in enumerate(all_lines):
         kind = obj.get("type")
-        if kind not in ("user", "assistant") and not (kind == "system" and obj.get("uuid")):
+        if kind == "system":
+            if obj.get("subtype") != "compact_boundary":
+                _bump(skipped, f"system:{obj.get('subtype')}")
+        elif kind not in ("user", "assistant"):
             _bump(skipped, str(kind))
-            continue
-        if kind == "system" and obj.get("subtype") != "compact_boundary":
-            _bump(skipped, f"system:{obj.get('subtype')}")
+        if kind not in ("user", "assistant") and not obj.get("uuid"):
+            continue  # no place in the tree
         session = session or obj.get("sessionId")
         if obj.get("isSidechain") and not whole_file_is_sidechain:
             sidechains.setdefault(str(obj.get("agentId") or "sidechain"), []).append((i, obj))
@@ -993,9 +1003,10 @@ def _check(t: Trajectory, where: str, problems: list[str]) -> None:
             pending = {c: False for c in ids}
         elif isinstance(step, RewindStep):
             k = step.to_step
-            if not -1 <= k < i - 1 + 1 or (k >= 0 and isinstance(steps[k], RewindStep)):
+            if not -1 <= k < i or (k >= 0 and isinstance(steps[k], RewindStep)):
                 problems.append(f"{where}: step {i} rewinds to {k}, not an earlier step")
-            elif k >= 0 and k + 1 < len(steps) and isinstance(steps[k + 1], ToolStep) and k + 1 < i:
+            elif k >= 0 and isinstance(steps[k], AssistantStep) and any(
+                    isinstance(b, ToolUse) for b in steps[k].blocks):
                 problems.append(f"{where}: step {i} rewinds to {k}, between a call and its result")
     if pending is not None and not all(pending.values()):
         problems.append(f"{where}: calls at the end are not answered")

@@ -1,0 +1,132 @@
+"""The guarantees every importer gives, on generated recordings, and check_invariants itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+import tempfile
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.importers import (
+    NO_RESULT,
+    AssistantStep,
+    RewindStep,
+    ToolStep,
+    Trajectory,
+    UserStep,
+    check_invariants,
+    load_claude_code,
+    load_neutral,
+)
+from session.records import Text, ToolResult, ToolUse
+
+from .texts import texts
+
+IDS = st.sampled_from(["c1", "c2", "c3", "c4"])
+EVENT = st.one_of(
+    st.tuples(st.just("user"), st.text(max_size=5)),
+    st.tuples(st.just("assistant"), st.lists(IDS, max_size=3)),
+    st.tuples(st.just("tool"), IDS),
+    st.tuples(st.just("system"), st.text(max_size=5)),
+)
+
+
+def _write(rows) -> Path:
+    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8")
+    with handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in rows))
+    return Path(handle.name)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(EVENT, max_size=25))
+def test_neutral_event_soup_keeps_the_guarantees(events):
+    """Any order of lines, orphans and repeats included: the invariants hold and nothing is silently lost."""
+    rows, n = [], 0
+    for kind, arg in events:
+        if kind == "assistant":
+            n += 1
+            rows.append({"role": "assistant", "text": f"a{n}",
+                         "tool_calls": [{"id": i, "name": "bash", "arguments": {"n": n}} for i in arg]})
+        elif kind == "tool":
+            n += 1
+            rows.append({"role": "tool", "text": f"out{n}", "tool_call_id": arg})
+        else:
+            rows.append({"role": kind, "text": arg})
+    path = _write(rows)
+    try:
+        t = load_neutral(path)
+    finally:
+        path.unlink()
+    assert check_invariants(t) == []
+    tool_lines = sum(r["role"] == "tool" for r in rows)
+    kept = len(texts(t)["output"])
+    assert kept + t.dropped >= tool_lines  # every tool line is kept or counted (repeated call ids count too)
+    assert texts(t)["assistant"] == [r["text"] for r in rows if r["role"] == "assistant"]
+    users = [r["text"] for r in rows if r["role"] in ("user", "system")]
+    assert sorted(texts(t)["user"] + ([t.system] if t.system is not None else [])) == sorted(users)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1000), st.booleans(), st.booleans()), min_size=1, max_size=30))
+def test_claude_code_random_trees(nodes):
+    """A random conversation tree (each prompt hangs off any earlier response): every turn appears exactly once."""
+    rows, responses = [], []
+    for k, (pick, with_call, answered) in enumerate(nodes):
+        parent = responses[pick % len(responses)] if responses and pick % 4 else None
+        rows.append({"type": "user", "uuid": f"u{k}", "parentUuid": parent, "sessionId": "s",
+                     "message": {"role": "user", "content": f"prompt {k}"}})
+        content = [{"type": "text", "text": f"reply {k}"}]
+        if with_call:
+            content.append({"type": "tool_use", "id": f"t{k}", "name": "Bash", "input": {"k": k}})
+        rows.append({"type": "assistant", "uuid": f"a{k}", "parentUuid": f"u{k}", "sessionId": "s",
+                     "message": {"id": f"m{k}", "role": "assistant", "content": content, "stop_reason": None}})
+        last = f"a{k}"
+        if with_call and answered:
+            rows.append({"type": "user", "uuid": f"r{k}", "parentUuid": f"a{k}", "sessionId": "s",
+                         "message": {"role": "user", "content": [
+                             {"type": "tool_result", "tool_use_id": f"t{k}", "content": f"result {k}"}]}})
+            last = f"r{k}"
+        responses.append(last)
+    path = _write(rows)
+    try:
+        t = load_claude_code(path, subagents=False)
+    finally:
+        path.unlink()
+    assert check_invariants(t) == []
+    got = texts(t)
+    assert sorted(got["user"]) == sorted(f"prompt {k}" for k in range(len(nodes)))
+    assert sorted(got["assistant"]) == sorted(f"reply {k}" for k in range(len(nodes)))
+    answered = [f"result {k}" for k, (_p, c, a) in enumerate(nodes) if c and a]
+    assert sorted(got["output"]) == sorted(answered)
+    assert t.unanswered == sum(1 for _p, c, a in nodes if c and not a)
+    # the last prompt's branch is the one left standing: it is emitted last, with no rewind after it
+    tail = [s for s in t.steps if isinstance(s, UserStep)][-1]
+    assert not any(isinstance(s, RewindStep) for s in t.steps[t.steps.index(tail):])
+
+
+def _t(*steps):
+    return Trajectory(system=None, steps=list(steps), source_format="neutral", name="x")
+
+
+def test_check_invariants_names_each_breach():
+    call = AssistantStep(blocks=[ToolUse("c1", "bash", {})], stop_reason="tool_use")
+    answer = ToolStep(results=[ToolResult(tool_use_id="c1", content="ok")])
+    assert check_invariants(_t(UserStep(text="u"), call, answer)) == []
+    assert check_invariants(_t(call, answer)) == ["x: step 0 is AssistantStep, not a UserStep"]
+    assert check_invariants(_t(UserStep(text="u"), call, UserStep(text="v"))) == [
+        "x: calls ['c1'] are not answered before step 2"]
+    assert check_invariants(_t(UserStep(text="u"), answer)) == [
+        "x: step 1 is a ToolStep that follows no assistant step"]
+    assert check_invariants(_t(UserStep(text="u"), call, answer, answer)) == [
+        "x: step 3 result c1 answers no call in hand"]
+    assert check_invariants(_t(UserStep(text="u"), call, answer, RewindStep(to_step=1))) == [
+        "x: step 3 rewinds to 1, between a call and its result"]
+    assert check_invariants(_t(UserStep(text="u"), RewindStep(to_step=4))) == [
+        "x: step 1 rewinds to 4, not an earlier step"]
+    twice = AssistantStep(blocks=[Text("t"), ToolUse("c1", "a", {}), ToolUse("c1", "b", {})])
+    assert "x: step 1 repeats a call id" in check_invariants(_t(UserStep(text="u"), twice, answer))
+    missing = ToolStep(results=[ToolResult(tool_use_id="c1", content=NO_RESULT, is_error=True)])
+    assert check_invariants(_t(UserStep(text="u"), call, missing)) == []
