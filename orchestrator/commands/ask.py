@@ -1,0 +1,51 @@
+"""``mnemon ask PROMPT`` — one root agent on one prompt with the configured provider."""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+
+from ..cli import Failure
+from ..options import add_provider_args, provider_from, run_root_from, settings_from
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("ask", help="one root agent on one prompt with the configured provider")
+    p.add_argument("prompt", help="the task, as the agent's first prompt")
+    add_provider_args(p)
+    p.add_argument("--json", action="store_true", help="machine output")
+
+
+def run(args) -> int:
+    import json
+
+    from .. import logs
+    from ..report import cost_rows
+    from ..supervisor import open_supervisor
+
+    root = run_root_from(args, "mnemon ask")
+    logs.configure(root, verbose=args.verbose)
+    settings = settings_from(args)
+    provider = provider_from(args)
+
+    async def main():
+        try:
+            async with open_supervisor(root, provider, settings, started_by="mnemon ask",
+                                       provider_name=args.provider) as sup:
+                node = await sup.ask(args.prompt)
+                return sup, node
+        finally:
+            await provider.aclose()
+
+    sup, node = trio.run(main)
+    logs.shutdown()
+    if args.json:
+        print(json.dumps({"agent": node.id, "reason": node.reason, "answer": node.answer,
+                          "run_root": str(root), "cost": cost_rows(sup)}))
+    else:
+        print(node.answer or "")
+        sys.stderr.write(f"mnemon: {node.reason}; logs in {root}\n")
+    if node.reason.startswith("failed"):
+        raise Failure(f"the agent ended with {node.reason} (logs in {root})")
+    return 0

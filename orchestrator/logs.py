@@ -1,0 +1,71 @@
+"""structlog, configured once at entry: JSON lines to ``<run root>/mnemon.log``; with ``-v`` also
+to stderr (console renderer on a terminal, JSON otherwise). Per-agent fields are bound through
+``structlog.contextvars``, which Trio tasks inherit at spawn."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import structlog
+
+
+class _Tee:
+    """Writes each rendered line to the log file and, optionally, to stderr."""
+
+    def __init__(self, file: TextIO | None, echo: TextIO | None):
+        self.file, self.echo = file, echo
+
+    def msg(self, message: str) -> None:
+        if self.file is not None:
+            self.file.write(message + "\n")
+            self.file.flush()
+        if self.echo is not None:
+            self.echo.write(message + "\n")
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
+
+
+_open: list[TextIO] = []
+
+
+def configure(run_root: Path | None, *, verbose: bool = False) -> None:
+    for f in _open:
+        f.close()
+    _open.clear()
+    file = None
+    if run_root is not None:
+        file = open(Path(run_root) / "mnemon.log", "a", encoding="utf-8")
+        _open.append(file)
+    tee = _Tee(file, sys.stderr if verbose else None)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.dict_tracebacks,
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=lambda *a: tee,
+        cache_logger_on_first_use=False,
+    )
+
+
+def _drop(_logger: Any, _name: str, _event: Any) -> Any:
+    raise structlog.DropEvent
+
+
+def quiet() -> None:
+    """No output at all (tests and library use before configure)."""
+    structlog.configure(processors=[_drop], logger_factory=lambda *a: _Tee(None, None))
+
+
+def shutdown() -> None:
+    for f in _open:
+        f.close()
+    _open.clear()
+
+
+def bind(**kw: Any) -> None:
+    structlog.contextvars.bind_contextvars(**kw)

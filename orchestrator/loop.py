@@ -1,0 +1,228 @@
+"""The agent loop.
+
+weigh eviction → render → request → record the assistant turn → run its tool calls → record the
+results (and the pressure reminder when due) → repeat, until a turn ends without tool calls,
+MAX_TURNS, cancellation or a budget stop. Every agent writes ``SessionEnded{reason}`` in a
+shielded finally; a crash leaves none.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from lineage.runroot import now_iso
+from providers.base import Request
+from providers.errors import ContextTooLong, ProviderError
+from session.eviction import eviction_due, plan_eviction, pressure_reminder
+from session.records import (
+    ProviderCall,
+    Residue,
+    SessionEnded,
+    Steering,
+    Text,
+    ToolResult,
+    ToolResults,
+    ToolUse,
+    TurnStarted,
+    Usage,
+    compact,
+)
+from session.render import render
+
+if TYPE_CHECKING:
+    from .supervisor import AgentNode, Supervisor
+
+log = structlog.get_logger("mnemon.agent")
+
+
+def _price(sup: "Supervisor", node: "AgentNode", usage: Usage, model: str | None) -> float:
+    from providers.prices import cost_usd
+
+    return cost_usd(usage, sup.settings.price_model or model, sup.settings.cache_ttl)
+
+
+async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
+    """Run one agent inside its own cancel scope and nursery (its children live there)."""
+    reason = "failed: unknown"
+    structlog.contextvars.bind_contextvars(agent=node.id)
+    try:
+        with node.scope:
+            async with trio.open_nursery() as nursery:
+                node.nursery = nursery
+                reason = await _loop(sup, node)
+                nursery.cancel_scope.cancel()  # children it did not wait for
+        if node.scope.cancelled_caught:
+            reason = "cancelled"
+    except trio.Cancelled:
+        reason = "cancelled"
+        raise
+    except BaseExceptionGroup as eg:  # an error escaping a tool task or a child's nursery
+        if eg.subgroup(trio.Cancelled) is not None and eg.subgroup(
+                lambda e: not isinstance(e, trio.Cancelled)) is None:
+            reason = "cancelled"
+            raise
+        first = eg.exceptions[0]
+        reason = f"failed: {type(first).__name__}: {first}"
+        log.error("agent failed", error=reason)
+    except Exception as e:
+        reason = f"failed: {type(e).__name__}: {e}"
+        log.error("agent failed", error=reason)
+    finally:
+        with trio.CancelScope(shield=True):
+            node.reason = reason
+            node.state = ("ended" if reason in ("done", "max_turns", "budget") else
+                          "cancelled" if reason == "cancelled" else "failed")
+            try:
+                node.log.append(SessionEnded(reason=reason, at=now_iso()))
+            except Exception as e:  # a closed or broken log must not hide the outcome
+                log.error("could not record SessionEnded", error=str(e))
+            node.done.set()
+            log.info("agent ended", reason=reason, turns=node.turns_taken,
+                     cost_usd=round(node.cost_usd, 6))
+
+
+async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
+    s = sup.settings
+    ctx = node.ctx
+    while True:
+        if node.turns_taken >= s.max_turns:
+            return "max_turns"
+        if (why := sup.over_budget()) is not None:
+            log.info("budget stop", why=why)
+            return "budget"
+        weigh(sup, node)
+        request = build_request(sup, node)
+        tid = ctx.next_id()
+        node.log.append(TurnStarted(turn=tid, at=now_iso()))
+        try:
+            response = await _complete(sup, node, request)
+        except ContextTooLong:
+            return "failed: context"
+        except ProviderError as e:
+            return f"failed: provider: {e}"
+        node.log.assistant(response.blocks, response.stop_reason, response.model or s.model,
+                           response.usage)
+        node.turns_taken += 1
+        _account(sup, node, request, response.usage, response.model)
+        calls = [b for b in response.blocks if isinstance(b, ToolUse)]
+        text = "\n".join(b.text for b in response.blocks if isinstance(b, Text) and b.text)
+        if text:
+            node.answer = text
+        log.info("turn", turn=tid, stop_reason=response.stop_reason, calls=len(calls),
+                 input_tokens=response.usage.total_input, output_tokens=response.usage.output_tokens,
+                 history_bytes=ctx.history_bytes())
+        if not calls:
+            return "done"
+        await run_calls(sup, node, calls)
+        pressure(sup, node)
+
+
+def request_bytes(request: Request) -> int:
+    n = len(compact(request.messages))
+    if request.system:
+        n += len(request.system.encode("utf-8"))
+    if request.tools:
+        n += len(compact(request.tools))
+    return n
+
+
+def _account(sup: "Supervisor", node: "AgentNode", request: Request, usage: Usage,
+             model: str | None) -> None:
+    node.usage = node.usage + usage
+    sup.usage = sup.usage + usage
+    cost = _price(sup, node, usage, model or sup.settings.model)
+    node.cost_usd += cost
+    sup.cost_usd += cost
+    total = usage.total_input
+    if total:
+        node.tokens_per_byte = total / max(1, request_bytes(request))
+
+
+def build_request(sup: "Supervisor", node: "AgentNode") -> Request:
+    from .tools import tool_defs
+
+    s = sup.settings
+    return Request(system=s.system, messages=render(node.ctx), tools=tool_defs(sup),
+                   max_tokens=s.max_tokens, model=s.model,
+                   meta={"agent": node.id, "kind": node.kind, "depth": node.depth,
+                         "parent": node.parent.id if node.parent else None})
+
+
+async def _complete(sup: "Supervisor", node: "AgentNode", request: Request):
+    def on_attempt(attempt: int, latency_s: float, usage: Usage | None, error: str | None) -> None:
+        sup.provider_calls += 1
+        node.log.append(ProviderCall(attempt=attempt, latency_s=round(latency_s, 6), usage=usage,
+                                     error=error, model=sup.settings.model, at=now_iso()))
+        log.info("provider call", attempt=attempt, latency_s=round(latency_s, 4), error=error)
+
+    async with sup.limiter:
+        t0 = time.perf_counter()
+        response = await sup.provider.complete(request, on_attempt=on_attempt)  # type: ignore[call-arg]
+        del t0
+    return response
+
+
+def used_tokens(node: "AgentNode") -> int:
+    return node.ctx.used_tokens(node.tokens_per_byte)
+
+
+def weigh(sup: "Supervisor", node: "AgentNode") -> None:
+    """At a turn boundary: harness eviction when due (no provider call), pending marks swept
+    first since that region is rewritten anyway; otherwise a sweep when the gate says it pays."""
+    from .tools import sweep_if_pays, sweep_pending
+
+    ctx = node.ctx
+    s = sup.settings
+    used = used_tokens(node)
+    if eviction_due(used, s.context_window, ctx.history_bytes()):
+        plan = plan_eviction(ctx, s.keep)
+        if plan is not None:
+            sweep_pending(node)
+            from session.records import Evicted
+
+            node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness")))
+            node.evictions += 1
+            log.info("harness eviction", span=list(plan.span), bytes_out=plan.bytes_out,
+                     used_tokens=used)
+            return
+    sweep_if_pays(sup, node)
+
+
+def pressure(sup: "Supervisor", node: "AgentNode") -> None:
+    """At a tool boundary: one reminder per excursion above the pressure line."""
+    s = sup.settings
+    used = used_tokens(node)
+    if node.latch.update(used, s.context_window, node.ctx.history_bytes()):
+        text = pressure_reminder(node.ctx, used, s.context_window, s.keep)
+        from .tools import candidates_line
+
+        extra = candidates_line(sup, node)
+        node.log.append(Steering(text=text + (" " + extra if extra else ""), by="harness"))
+
+
+CUT_OFF = ("this call was cut off by max_tokens: its input is not valid JSON, so it was not run")
+
+
+async def run_calls(sup: "Supervisor", node: "AgentNode", calls: list[ToolUse]) -> None:
+    """Run tool calls in call order: evict, mark and agents_start one at a time, door reads and
+    user tools concurrently; record every result in call order in one ToolResults."""
+    from .tools import EXCLUSIVE, call_tool
+
+    results: list[ToolResult | None] = [None] * len(calls)
+
+    async def run_one(i: int, call: ToolUse) -> None:
+        results[i] = await call_tool(sup, node, call)
+
+    async with trio.open_nursery() as nursery:
+        for i, call in enumerate(calls):
+            if not isinstance(call.input, dict):
+                results[i] = ToolResult(tool_use_id=call.id, content=CUT_OFF, is_error=True)
+            elif call.name in EXCLUSIVE:
+                await run_one(i, call)
+            else:
+                nursery.start_soon(run_one, i, call)
+    node.log.append(ToolResults(results=[r for r in results if r is not None]))

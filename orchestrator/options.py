@@ -1,0 +1,90 @@
+"""Options shared by the commands that run agents: provider selection and run settings.
+
+Provider selection is the same everywhere: ``--provider scripted|anthropic|openai``,
+``--model``, ``--base-url``, keys from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``, and
+``--context-window`` where the model's window is not known; ``--run-root DIR`` names where logs go.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import secrets
+from pathlib import Path
+
+from lineage.runroot import RunRootError, create_run_root
+
+from .cli import UserError
+from .settings import Settings
+
+KNOWN_WINDOWS = {"claude": 200_000, "gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gpt-5": 400_000,
+                 "o3": 200_000, "o4": 200_000, "scripted": None}
+
+
+def add_provider_args(p, *, default_provider: str = "scripted") -> None:
+    g = p.add_argument_group("provider")
+    g.add_argument("--provider", default=default_provider,
+                   choices=["scripted", "anthropic", "openai"], help="which provider to call")
+    g.add_argument("--model", default=None, help="the model name")
+    g.add_argument("--base-url", default=None, help="any compatible server")
+    g.add_argument("--context-window", type=int, default=None,
+                   help="the model's context window in tokens, where it is not known")
+    g.add_argument("--max-tokens", type=int, default=8192, help="output tokens per response")
+    g.add_argument("--script", default=None, help="scripted provider: a JSONL script")
+    g.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"], help="prompt-cache TTL")
+    r = p.add_argument_group("run")
+    r.add_argument("--run-root", default=None, help="where logs go (a new or empty directory)")
+    r.add_argument("--keep", type=float, default=0.5, help="share of history an eviction keeps")
+    r.add_argument("--max-turns", type=int, default=250)
+    r.add_argument("--system", default=None, help="the system prompt")
+    r.add_argument("--budget-usd", type=float, default=None)
+    r.add_argument("--budget-tokens", type=int, default=None)
+
+
+def window_for(model: str | None) -> int | None:
+    if not model:
+        return None
+    m = model.lower()
+    for prefix, w in KNOWN_WINDOWS.items():
+        if m.startswith(prefix) or f"/{prefix}" in m:
+            return w
+    return None
+
+
+def settings_from(args, **over) -> Settings:
+    from providers.select import DEFAULT_MODELS
+
+    model = args.model or DEFAULT_MODELS.get(args.provider)
+    window = args.context_window or window_for(model)
+    if not 0.0 < args.keep < 1.0:
+        raise UserError(f"--keep must be between 0 and 1, not {args.keep}")
+    base = dict(system=args.system, model=model, context_window=window, keep=args.keep,
+                max_turns=args.max_turns, max_tokens=args.max_tokens, cache_ttl=args.cache_ttl,
+                budget_usd=args.budget_usd, budget_tokens=args.budget_tokens)
+    base.update(over)
+    return Settings(**base)
+
+
+def provider_from(args, **kw):
+    from providers.errors import ProviderConfigError
+    from providers.select import make_provider
+
+    try:
+        return make_provider(args.provider, model=args.model, base_url=args.base_url,
+                             script=getattr(args, "script", None), max_tokens=args.max_tokens,
+                             cache_ttl=args.cache_ttl, **kw)
+    except ProviderConfigError as e:
+        raise UserError(str(e)) from None
+    except (OSError, ValueError) as e:
+        raise UserError(str(e)) from None
+
+
+def run_root_from(args, started_by: str) -> Path:
+    if args.run_root:
+        path = Path(args.run_root)
+    else:
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = Path("mnemon-runs") / f"{stamp}-{secrets.token_hex(3)}"
+    try:
+        return create_run_root(path, started_by)
+    except RunRootError as e:
+        raise UserError(str(e)) from None

@@ -1,0 +1,235 @@
+"""The Trio supervisor: owns the run root and a nursery; every agent runs in its own nursery
+inside its parent's, so cancelling a parent cancels its descendants and nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import structlog
+import trio
+
+from lineage.runroot import agent_source, create_run_root, list_agents, make_loader, now_iso
+from providers.base import Provider
+from session.agentlog import AgentLog
+from session.errors import Refusal
+from session.eviction import PressureLatch
+from session.records import SessionStarted, Usage
+
+from .settings import Settings
+from .usertools import UserTool
+
+log = structlog.get_logger("mnemon.supervisor")
+
+
+class AgentNode:
+    """One live agent: its log, its place in the lineage, its cancel scope and its outcome."""
+
+    def __init__(self, agent_id: str, log_: AgentLog, *, kind: str | None, depth: int,
+                 parent: "AgentNode | None"):
+        self.id = agent_id
+        self.log = log_
+        self.kind = kind or "root"
+        self.depth = depth
+        self.parent = parent
+        self.children: dict[str, AgentNode] = {}
+        self.state = "running"  # running | ended | failed | cancelled
+        self.reason: str | None = None
+        self.answer: str | None = None
+        self.usage = Usage()
+        self.cost_usd = 0.0
+        self.turns_taken = 0
+        self.done = trio.Event()
+        self.scope = trio.CancelScope()
+        self.nursery: trio.Nursery | None = None
+        self.latch = PressureLatch()
+        self.tokens_per_byte: float | None = None
+        self.evictions = 0
+        self.sweeps = 0
+
+    @property
+    def ctx(self):
+        return self.log.ctx
+
+    def descendants(self) -> dict[str, "AgentNode"]:
+        out: dict[str, AgentNode] = {}
+        for c in self.children.values():
+            out[c.id] = c
+            out.update(c.descendants())
+        return out
+
+    def outcome(self) -> dict[str, Any]:
+        kind = self.kind if self.kind != "root" else "root"
+        return {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
+                "cost_usd": round(self.cost_usd, 6)}
+
+
+class Supervisor:
+    """Runs agents on one provider under one run root, with run-wide limits and budgets."""
+
+    def __init__(self, root: Path, provider: Provider, settings: Settings, *,
+                 user_tools: list[UserTool] | None = None, provider_name: str | None = None):
+        self.root = Path(root)
+        self.provider = provider
+        self.provider_name = provider_name or getattr(provider, "name", None)
+        self.settings = settings
+        self.user_tools = {t.name: t for t in (user_tools or [])}
+        self.agents: dict[str, AgentNode] = {}
+        self.limiter = trio.CapacityLimiter(settings.concurrency)
+        self.loader = make_loader(self.root)
+        self.usage = Usage()
+        self.cost_usd = 0.0
+        self.provider_calls = 0
+        self.nursery: trio.Nursery | None = None
+        existing = list_agents(self.root)
+        self._ids = itertools.count(len(existing) + 1)
+        self._taken = set(existing)
+
+    # ------------------------------------------------------------------ ids and limits
+
+    def mint_agent_id(self) -> str:
+        while True:
+            aid = f"a{next(self._ids)}"
+            if aid not in self._taken:
+                self._taken.add(aid)
+                return aid
+
+    def check_limits(self, parent: AgentNode | None) -> None:
+        depth = 0 if parent is None else parent.depth + 1
+        if depth > self.settings.max_depth:
+            raise Refusal(f"a child here would be at depth {depth}; this run allows depth "
+                          f"{self.settings.max_depth}")
+        if len(self.agents) >= self.settings.max_agents:
+            raise Refusal(f"this run already has {len(self.agents)} agents; it allows "
+                          f"{self.settings.max_agents}")
+
+    def over_budget(self) -> str | None:
+        s = self.settings
+        u = self.usage
+        total = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        if s.budget_tokens is not None and total >= s.budget_tokens:
+            return f"{total} tokens used of a budget of {s.budget_tokens}"
+        if s.budget_usd is not None and self.cost_usd >= s.budget_usd:
+            return f"${self.cost_usd:.4f} spent of a budget of ${s.budget_usd:.4f}"
+        return None
+
+    # ------------------------------------------------------------------ creating agents
+
+    def _started(self, agent: str, **extra: Any) -> SessionStarted:
+        from .tools import tool_defs
+
+        s = self.settings
+        tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                 for t in tool_defs(self)]
+        return SessionStarted(agent=agent, at=now_iso(), system=s.system, tools=tools,
+                              provider=self.provider_name, model=s.model,
+                              context_window=s.context_window, **extra)
+
+    def new_root(self, task: str, agent_id: str | None = None) -> AgentNode:
+        """Create a root agent's log with its task as the first prompt."""
+        self.check_limits(None)
+        aid = agent_id or self.mint_agent_id()
+        self._taken.add(aid)
+        src = agent_source(aid)
+        alog = AgentLog.create(self.root / src, src, self._started(aid, depth=0),
+                               loader=self.loader, fsync=self.settings.fsync)  # type: ignore[arg-type]
+        alog.prompt(task)
+        node = AgentNode(aid, alog, kind=None, depth=0, parent=None)
+        self.agents[aid] = node
+        return node
+
+    def new_child(self, parent: AgentNode, task: str, kind: str) -> AgentNode:
+        from lineage.fork import fork
+
+        if kind not in ("mnemon", "fresh"):
+            raise Refusal(f"kind must be 'mnemon' or 'fresh', not {kind!r}")
+        self.check_limits(parent)
+        aid = self.mint_agent_id()
+        alog = fork(self.root, parent.log, aid, kind=kind, task=task,
+                    depth=parent.depth + 1, tokens_per_byte=parent.tokens_per_byte,
+                    fsync=self.settings.fsync)
+        node = AgentNode(aid, alog, kind=kind, depth=parent.depth + 1, parent=parent)
+        node.tokens_per_byte = parent.tokens_per_byte
+        parent.children[aid] = node
+        self.agents[aid] = node
+        return node
+
+    def resume_agent(self, agent_id: str, parent: AgentNode | None = None) -> AgentNode:
+        """Reopen an agent's log (torn tail moved aside, replayed through ``step``)."""
+        src = agent_source(agent_id)
+        alog, _torn = AgentLog.resume(self.root / src, src, loader=self.loader,
+                                      fsync=self.settings.fsync)  # type: ignore[arg-type]
+        st = alog.ctx.started
+        depth = (st.depth if st and st.depth is not None else
+                 (parent.depth + 1 if parent else 0))
+        node = AgentNode(agent_id, alog, kind=st.kind if st else None, depth=depth, parent=parent)
+        node.tokens_per_byte = st.tokens_per_byte if st else None
+        if parent is not None:
+            parent.children[agent_id] = node
+        self.agents[agent_id] = node
+        self._taken.add(agent_id)
+        return node
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, node: AgentNode) -> AgentNode:
+        """Run an agent (and, inside it, its children) to its end."""
+        from .loop import run_agent
+
+        await run_agent(self, node)
+        return node
+
+    def start(self, node: AgentNode, nursery: trio.Nursery | None = None) -> None:
+        from .loop import run_agent
+
+        target = nursery or self.nursery
+        if target is None:
+            raise RuntimeError("the supervisor is not open")
+        target.start_soon(run_agent, self, node, name=f"agent {node.id}")
+
+    async def ask(self, task: str, agent_id: str | None = None) -> AgentNode:
+        return await self.run(self.new_root(task, agent_id))
+
+    # ------------------------------------------------------------------ live operations
+
+    def clear(self, agent_id: str) -> None:
+        """``/clear``: withdraw every turn from the agent's context and cancel its descendants."""
+        from session.records import Cleared
+
+        node = self.agents[agent_id]
+        node.log.append(Cleared())
+        for child in node.children.values():
+            child.scope.cancel()
+
+    def rewind(self, agent_id: str, to: int) -> None:
+        """``/rewind``: withdraw every turn with id > ``to``."""
+        from session.records import Rewound
+
+        self.agents[agent_id].log.append(Rewound(to=to))
+
+    def cancel(self, agent_id: str) -> None:
+        self.agents[agent_id].scope.cancel()
+
+    def close(self) -> None:
+        for node in self.agents.values():
+            node.log.close()
+
+
+@asynccontextmanager
+async def open_supervisor(root: Path, provider: Provider, settings: Settings, *,
+                          user_tools: list[UserTool] | None = None, started_by: str = "mnemon",
+                          provider_name: str | None = None) -> AsyncIterator[Supervisor]:
+    """A supervisor with its nursery; leaving the block waits for (or cancels) every agent."""
+    create_run_root(Path(root), started_by)
+    sup = Supervisor(Path(root), provider, settings, user_tools=user_tools,
+                     provider_name=provider_name)
+    try:
+        async with trio.open_nursery() as nursery:
+            sup.nursery = nursery
+            yield sup
+    finally:
+        sup.close()

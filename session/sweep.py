@@ -1,0 +1,190 @@
+"""Mark-and-sweep, the pure half: the cost gate and the candidate rules.
+
+The gate is computed, never guessed (seed 004): tokens reclaimed R, tokens after the earliest
+touched position S (after the sweep), cache write and read multipliers w and r. A sweep costs
+once S·(w − r) — the suffix is written again instead of read — and saves R·r on every later
+request. Sweep when the payback, in requests, is within the horizon.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+
+from .context import Context, Turn
+from .records import AssistantMessage, ToolUse
+from .render import replacement_label
+
+WRITE_MULT = {"5m": 1.25, "1h": 2.0}
+READ_MULT = 0.1
+
+
+@dataclass(frozen=True)
+class Gate:
+    reclaimed_tokens: float  # R
+    suffix_tokens: float  # S, after the sweep
+    write_mult: float
+    read_mult: float
+    earliest: tuple[int, int] | None  # the earliest touched block
+
+    @property
+    def one_time(self) -> float:
+        return self.suffix_tokens * (self.write_mult - self.read_mult)
+
+    @property
+    def saving_per_request(self) -> float:
+        return self.reclaimed_tokens * self.read_mult
+
+    @property
+    def payback_requests(self) -> float:
+        if self.saving_per_request <= 0:
+            return math.inf
+        return self.one_time / self.saving_per_request
+
+    def pays(self, horizon: float) -> bool:
+        return self.reclaimed_tokens > 0 and self.payback_requests <= horizon
+
+    def as_dict(self) -> dict:
+        pb = self.payback_requests
+        return {"reclaimed_tokens": round(self.reclaimed_tokens), "suffix_tokens":
+                round(self.suffix_tokens), "one_time_tokens": round(self.one_time),
+                "saving_per_request_tokens": round(self.saving_per_request, 1),
+                "payback_requests": None if math.isinf(pb) else round(pb, 1)}
+
+
+def gate(ctx: Context, tokens_per_byte: float, *, write_mult: float = WRITE_MULT["5m"],
+         read_mult: float = READ_MULT, marks: dict[tuple[int, int], str] | None = None) -> Gate:
+    """The gate for the pending marks (or the ``marks`` given)."""
+    marks = ctx.marks if marks is None else marks
+    if not marks:
+        return Gate(0.0, 0.0, write_mult, read_mult, None)
+    reclaimed = 0
+    for (tid, idx), repl in marks.items():
+        blocks = ctx.blocks(tid)
+        if idx < len(blocks):
+            label = replacement_label(tid, idx, repl)
+            reclaimed += max(0, blocks[idx].length - len(label.encode("utf-8")))
+    earliest = min(marks)
+    suffix = 0
+    for item in ctx.frontier():
+        first = item.id if isinstance(item, Turn) else item.first
+        if first >= earliest[0]:
+            suffix += item.bytes if isinstance(item, Turn) else 0
+    suffix = max(0, suffix - reclaimed)
+    return Gate(reclaimed * tokens_per_byte, suffix * tokens_per_byte, write_mult, read_mult,
+                earliest)
+
+
+# --------------------------------------------------------------------------- candidates
+
+READERS = {"cat", "head", "tail", "nl", "less", "more", "sed", "awk", "bat", "view", "open"}
+SEARCHERS = {"grep", "rg", "find", "ls", "ag", "git", "fd", "tree"}
+LARGE_SEARCH = 2048
+
+
+@dataclass(frozen=True)
+class Candidate:
+    block: tuple[int, int]
+    bytes: int
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"block": f"{self.block[0]}.{self.block[1]}", "bytes": self.bytes,
+                "reason": self.reason}
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command, comments=False)
+    except ValueError:
+        return command.split()
+
+
+def call_target(call: ToolUse) -> tuple[str, str]:
+    """(kind, target): 'read' with a file path, 'search' with the command, or 'call' with the
+    whole input — what a later call must repeat to supersede this one."""
+    from .records import compact
+
+    inp = call.input if isinstance(call.input, dict) else {}
+    path = inp.get("path") or inp.get("file_path") or inp.get("file")
+    if isinstance(path, str) and call.name.lower() in ("read", "read_file", "view", "open",
+                                                       "str_replace_editor", "cat"):
+        return "read", path
+    cmd = inp.get("command") or inp.get("cmd")
+    if isinstance(cmd, list):
+        cmd = " ".join(str(c) for c in cmd)
+    if isinstance(cmd, str) and "&&" not in cmd and "|" not in cmd and ";" not in cmd:
+        words = _words(cmd)
+        if words:
+            head = words[0].rsplit("/", 1)[-1]
+            files = [w for w in words[1:] if not w.startswith("-") and ("." in w or "/" in w)]
+            if head in READERS and files:
+                return "read", files[-1]
+            if head in SEARCHERS:
+                return "search", cmd
+    return "call", f"{call.name}:{compact(inp).decode()}"
+
+
+def candidates(ctx: Context, *, limit: int = 20) -> list[Candidate]:
+    """Blocks the harness proposes for marking, by rule, oldest first.
+
+    - a tool result superseded by a later call with the same tool and the same target;
+    - a file read again later;
+    - a large search result followed by reads of what it found.
+    """
+    calls: list[tuple[int, int, ToolUse, int | None, int]] = []  # turn, call index, call, block, size
+    for t in ctx.turns:
+        if t.state != "resident" or t.records is None or t.role != "assistant":
+            continue
+        if t.id == ctx.in_hand:
+            continue
+        blocks = ctx.blocks(t.id)
+        result_at = {b.value.tool_use_id: b for b in blocks if b.kind == "tool_result"}
+        msg = t.records[0]
+        if not isinstance(msg, AssistantMessage):
+            continue
+        for i, b in enumerate(msg.blocks):
+            if isinstance(b, ToolUse):
+                ref = result_at.get(b.id)
+                calls.append((t.id, i, b, ref.index if ref else None, ref.length if ref else 0))
+    out: list[Candidate] = []
+    seen: set[tuple[int, int]] = set()
+    targets = [call_target(c[2]) for c in calls]
+    later_reads: dict[int, frozenset[str]] = {len(calls): frozenset()}
+    for n in range(len(calls) - 1, -1, -1):  # read targets among calls[n:]
+        kind, target = targets[n]
+        later_reads[n] = later_reads[n + 1] | {target} if kind == "read" else later_reads[n + 1]
+    for n, (tid, _i, call, bidx, size) in enumerate(calls):
+        if bidx is None or size == 0:
+            continue
+        key = (tid, bidx)
+        turn = ctx.turn(tid)
+        if turn is None or bidx in turn.swept or key in ctx.marks:
+            continue
+        kind, target = targets[n]
+        reason = None
+        for m in range(n + 1, len(calls)):
+            k2, t2 = targets[m]
+            if k2 == kind and t2 == target and calls[m][2].name == call.name:
+                reason = ("read again later" if kind == "read" else
+                          "superseded by a later call with the same tool and target")
+                break
+        if reason is None and kind == "search" and size >= LARGE_SEARCH:
+            result_text = ctx.blocks(tid)[bidx].text
+            found = [p for p in later_reads[n + 1] if p and p in result_text]
+            if found:
+                reason = f"a search whose results were acted on (later read {found[0]})"
+        if reason is not None and key not in seen:
+            seen.add(key)
+            out.append(Candidate(key, size, reason))
+    out.sort(key=lambda c: c.block)
+    return out[:limit]
+
+
+def default_replacement(ctx: Context, block: tuple[int, int]) -> str:
+    """A deterministic replacement: the block's first line, its size and its read-back address."""
+    ref = ctx.blocks(block[0])[block[1]]
+    text = ref.text
+    first = text.split("\n", 1)[0][:120]
+    return f"{first!r}… ({ref.length} bytes; transcript_read(turns=[{block[0]}]) has it all)"
