@@ -1,0 +1,271 @@
+"""Tamper and confinement: each broken pointer is refused naming the path, by verify and the fold."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lineage.fork import fork
+from lineage.runroot import confine, make_loader, read_pointer
+from orchestrator.cli import main
+from session.errors import AncestorUnreadable, DigestMismatch, LogRefused, SessionError
+from session.records import Pointer, decode
+from session.resume import fold_file
+
+from .util import STARTED, answer, evict, new_agent, prompt, rewrite_inherited, start_call, tool_turn
+
+PARENT = "agents/p/record.jsonl"
+CHILD = "agents/c1/record.jsonl"
+
+
+@pytest.fixture
+def family(run_root):
+    """A parent with evicted and resident turns and a mnemon child pointing into it."""
+    p = new_agent(run_root, "p", **STARTED)
+    prompt(p, "alpha prompt")
+    tool_turn(p, "beta", "ls", "gamma output")
+    answer(p, "delta answer")
+    answer(p, "epsilon answer")
+    evict(p, 1, 2, "alpha and beta")
+    start_call(p)
+    fork(run_root, p, "c1", task="zeta task").close()
+    p.close()
+    return run_root
+
+
+def link_of(root: Path):
+    return decode((root / CHILD).read_bytes().splitlines()[1])
+
+
+def verify_json(root: Path, capsys) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = main(["verify", str(root), "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def child_problem(report: dict) -> dict:
+    probs = [p for p in report["problems"] if p["path"] == CHILD]
+    assert probs, report
+    assert probs[0]["line"] == 2  # the line of the Inherited record
+    return probs[0]
+
+
+def fold_child(root: Path) -> LogRefused:
+    with pytest.raises(LogRefused) as e:
+        fold_file(root / CHILD, CHILD, loader=make_loader(root))
+    assert e.value.line == 2
+    return e.value
+
+
+def test_intact_family_verifies(family, capsys):
+    code, rep = verify_json(family, capsys)
+    assert code == 0 and rep["ok"] and rep["problems"] == []
+
+
+def test_missing_ancestor_file(family, capsys):
+    (family / PARENT).unlink()
+    code, rep = verify_json(family, capsys)
+    assert code == 1 and rep["ok"] is False
+    prob = child_problem(rep)
+    assert PARENT in prob["error"] and "missing" in prob["error"]
+    err = fold_child(family)
+    assert PARENT in str(err)
+
+
+def resident_offset(root: Path) -> int:
+    x = next(x for x in link_of(root).turns if x.row.held == "resident")
+    return x.at.loci[0][0]
+
+
+def evicted_offset(root: Path) -> int:
+    x = next(x for x in link_of(root).turns if x.row.held == "evicted")
+    return x.at.loci[0][0]
+
+
+def flip(path: Path, at: int, old: bytes, new: bytes) -> None:
+    data = bytearray(path.read_bytes())
+    i = data.index(old, at)
+    data[i:i + len(old)] = new
+    path.write_bytes(bytes(data))
+
+
+def test_altered_byte_in_a_resident_row(family, capsys):
+    off = resident_offset(family)
+    flip(family / PARENT, off, b"gamma", b"gamme") if False else None
+    # alter one letter of a resident turn's text, keeping the parent's own log foldable
+    data = (family / PARENT).read_bytes()
+    i = data.index(b"delta", off)
+    flip(family / PARENT, i, b"delta", b"delte")
+    code, rep = verify_json(family, capsys)
+    assert code == 1
+    assert [p["path"] for p in rep["problems"]] == [CHILD]  # the parent itself still folds
+    prob = child_problem(rep)
+    assert PARENT in prob["error"] and "digest mismatch" in prob["error"]
+    assert f"offset {off}" in prob["error"]
+    err = fold_child(family)
+    assert PARENT in err.why and "digest mismatch" in err.why
+
+
+def test_altered_byte_in_an_evicted_row(family, capsys):
+    """Departed rows are not loaded by the fold; verify still checks their pointers."""
+    off = evicted_offset(family)
+    data = (family / PARENT).read_bytes()
+    flip(family / PARENT, data.index(b"alpha", off), b"alpha", b"alphb")
+    code, rep = verify_json(family, capsys)
+    assert code == 1
+    prob = child_problem(rep)
+    assert PARENT in prob["error"] and "digest mismatch" in prob["error"]
+    # the fold itself does not read departed rows (the door reads them lazily)
+    fold_file(family / CHILD, CHILD, loader=make_loader(family))
+    x = next(x for x in link_of(family).turns if x.row.held == "evicted")
+    with pytest.raises(DigestMismatch) as e:
+        read_pointer(family, x.at)
+    assert e.value.path == PARENT and e.value.offset == off
+
+
+def outside_copy(root: Path) -> Path:
+    out = root.parent / "outside"
+    out.mkdir(exist_ok=True)
+    (out / "record.jsonl").write_bytes((root / PARENT).read_bytes())
+    return out / "record.jsonl"
+
+
+def retarget(root: Path, source: str) -> None:
+    def edit(obj):
+        for x in obj["turns"]:
+            x["at"]["source"] = source
+    rewrite_inherited(root / CHILD, edit)
+
+
+@pytest.mark.parametrize("source", ["agents/../../outside/record.jsonl",
+                                    "../outside/record.jsonl",
+                                    "agents/p/../../../outside/record.jsonl"])
+def test_pointer_with_dotdot(family, capsys, source):
+    outside_copy(family)  # the bytes are right: only confinement refuses them
+    retarget(family, source)
+    code, rep = verify_json(family, capsys)
+    assert code == 1
+    prob = child_problem(rep)
+    assert source in prob["error"] and "'..'" in prob["error"]
+    assert source in fold_child(family).why
+
+
+def test_absolute_pointer(family, capsys):
+    target = outside_copy(family)
+    retarget(family, str(target))
+    code, rep = verify_json(family, capsys)
+    assert code == 1
+    prob = child_problem(rep)
+    assert str(target) in prob["error"] and "relative to the run root" in prob["error"]
+    assert str(target) in fold_child(family).why
+    # the same absolute path to a file *inside* the run root is refused too
+    retarget(family, str((family / PARENT).resolve()))
+    assert "relative" in fold_child(family).why
+
+
+def test_symlink_leading_out(family, capsys):
+    target = outside_copy(family)
+    (family / "links").mkdir()
+    os.symlink(target, family / "links" / "p.jsonl")
+    retarget(family, "links/p.jsonl")
+    code, rep = verify_json(family, capsys)
+    assert code == 1
+    prob = child_problem(rep)
+    assert "links/p.jsonl" in prob["error"] and "outside the run root" in prob["error"]
+    assert "links/p.jsonl" in fold_child(family).why
+
+
+def test_symlinked_directory_leading_out(family, capsys):
+    target = outside_copy(family)
+    os.symlink(target.parent, family / "agents" / "elsewhere")
+    retarget(family, "agents/elsewhere/record.jsonl")
+    err = fold_child(family)
+    assert "agents/elsewhere/record.jsonl" in err.why and "outside" in err.why
+
+
+def test_symlink_inside_the_run_root_is_followed(family, capsys):
+    (family / "links").mkdir()
+    os.symlink(family / PARENT, family / "links" / "p.jsonl")
+    retarget(family, "links/p.jsonl")
+    fold_file(family / CHILD, CHILD, loader=make_loader(family))  # confined: accepted
+
+
+def test_run_root_moved_still_reads(family, tmp_path):
+    moved = tmp_path / "moved-run"
+    family.rename(moved)
+    ctx, _ = fold_file(moved / CHILD, CHILD, loader=make_loader(moved))
+    assert ctx.turn(4).source == PARENT
+
+
+def test_confine_directly(run_root):
+    (run_root / PARENT).parent.mkdir(parents=True)
+    (run_root / PARENT).write_text("x\n")
+    assert confine(run_root, PARENT) == (run_root / PARENT).resolve()
+    assert confine(run_root, "agents/p/./record.jsonl") == (run_root / PARENT).resolve()
+    for bad, why in [("", "relative"), ("/etc/passwd", "relative"), ("\\\\server\\x", "relative"),
+                     ("C:/x", "relative"), ("..", "'..'"), ("agents/../run.json", "'..'"),
+                     ("agents/q/record.jsonl", "missing")]:
+        with pytest.raises(AncestorUnreadable, match=why) as e:
+            confine(run_root, bad)
+        assert e.value.path == bad
+
+
+def test_verify_from_a_fresh_process(family):
+    """The real console script: exit 1 and the problem on stdout, never a traceback."""
+    (family / PARENT).unlink()
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "verify", str(family),
+                           "--json"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["problems"][0]["path"] == CHILD and rep["problems"][0]["line"] == 2
+    assert "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------- gaps found
+# Pointers that confine() lets through or that escape as non-SessionError exceptions. Each is
+# refused in the end, but not "at the door naming the path" with verify's exit 1; reported in
+# the lineage report. strict=False so they pass quietly once runroot.py is fixed.
+
+GAP = "lineage/runroot.py: confine/read_pointer let this escape as a non-SessionError"
+
+
+@pytest.mark.xfail(reason=GAP, strict=False)
+@pytest.mark.parametrize("source", [".", "agents", "agents/p"])
+def test_gap_pointer_to_a_directory(family, source):
+    with pytest.raises(SessionError):
+        read_pointer(family, Pointer(source, [(0, 10, "0" * 16)]))
+
+
+@pytest.mark.xfail(reason=GAP, strict=False)
+def test_gap_pointer_with_a_nul_byte(family):
+    with pytest.raises(SessionError):
+        read_pointer(family, Pointer("agents/p/record.jsonl\x00", [(0, 10, "0" * 16)]))
+
+
+@pytest.mark.xfail(reason=GAP, strict=False)
+def test_gap_negative_offset(family):
+    with pytest.raises(SessionError):
+        read_pointer(family, Pointer(PARENT, [(-5, 10, "0" * 16)]))
+
+
+@pytest.mark.xfail(reason=GAP, strict=False)
+def test_gap_verify_reports_a_directory_pointer(family, capsys):
+    retarget(family, "agents")
+    code, rep = verify_json(family, capsys)
+    assert code == 1 and child_problem(rep)
+
+
+@pytest.mark.xfail(reason="lineage/view.py list_agents/agents_in: an agent's own log reached "
+                   "through a symlink out of the run root is read unconfined", strict=False)
+def test_gap_agent_log_symlinked_out(family, capsys):
+    target = outside_copy(family)
+    (family / "agents" / "evil").mkdir()
+    os.symlink(target, family / "agents" / "evil" / "record.jsonl")
+    code, rep = verify_json(family, capsys)
+    assert code == 1
