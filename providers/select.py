@@ -41,7 +41,7 @@ def make_provider(
     max_tokens: int = 8192,
     http_client: httpx.AsyncClient | None = None,
     stream: bool = True,
-    cache_ttl: str = "5m",
+    cache_ttl: str | None = "5m",
     retry: RetryPolicy | None = None,
 ) -> Provider:
     """
@@ -51,8 +51,10 @@ def make_provider(
         ProviderConfigError: unknown ``name``, or no key for a hosted provider (an OpenAI
             ``base_url`` other than OpenAI's own may go without one: local servers need none).
     """
+    cache_ttl = cache_ttl or "5m"
     if name == "scripted":
-        return ScriptedProvider(script, policy=policy, cache_model=cache_model)
+        return ScriptedProvider(script, policy=policy,
+                                cache_model=cache_model or CacheModel(ttl=cache_ttl))
     if name not in KEY_VARIABLES:
         raise ProviderConfigError(
             f"unknown provider {name!r}: choose one of {', '.join(PROVIDERS)}")

@@ -16,6 +16,8 @@ from providers import (
 async def test_scripted_needs_nothing():
     p = make_provider("scripted", env={})
     assert isinstance(p, ScriptedProvider) and p.name == "scripted"
+    assert make_provider("scripted", cache_ttl="1h").cache_model.ttl == "1h"
+    assert make_provider("scripted", cache_ttl=None).cache_model.ttl == "5m"
 
 
 async def test_keys_from_the_environment():
