@@ -339,11 +339,10 @@ class Context:
                 pass
 
     def _earliest(self) -> str:
-        fr = self.frontier()
-        if not fr:
-            return "nothing is in your context now"
-        first = fr[0]
-        fid = first.id if isinstance(first, Turn) else first.first
+        """Names the earliest turn still resident (a residue's turns are not in the context)."""
+        fid = self.earliest_resident()
+        if fid is None:
+            return "no turn is in it now"
         return f"the earliest still in it is {fid}"
 
     def check_span(self, span: tuple[int, int]) -> None:

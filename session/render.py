@@ -72,7 +72,10 @@ def residue_message(ctx: "Context", r: "ResidueEntry") -> str:
     return _clip_utf8(text, RESIDUE_MAX_BYTES - 1)
 
 
-def opening_line(turn_id: int) -> str:
+def opening_line(turn_id: int, withdrawn: bool = True) -> str:
+    """The factual user line before a frontier that opens with an assistant turn."""
+    if not withdrawn:
+        return f"[The context opens at turn {turn_id}.]"
     return (f"[The context opens at turn {turn_id}; earlier turns were withdrawn and remain "
             "readable with transcript_index and transcript_read.]")
 
@@ -143,9 +146,9 @@ def turn_messages(t: "Turn") -> list[Message]:
             steering.append((idx, r))
             idx += 1
     msgs: list[Message] = []
+    steer = [b for b in (_steer(t.id, i, s, sw) for i, s in steering) if b is not None]
     if role == "user":
-        content = head + [_steer(t.id, i, s, sw) for i, s in steering]
-        msgs.append({"role": "user", "content": content})
+        msgs.append({"role": "user", "content": head + steer})
         return msgs
     msgs.append({"role": "assistant", "content": head})
     tail: list[dict[str, Any]] = []
@@ -157,15 +160,17 @@ def turn_messages(t: "Turn") -> list[Message]:
                      "is_error": True}
         sent.add(cid)
         tail.append(block)
-    tail += [_steer(t.id, i, s, sw) for i, s in steering]
+    tail += steer
     if tail:
         msgs.append({"role": "user", "content": tail})
     return msgs
 
 
-def _steer(tid: int, idx: int, s: Steering, sw: dict[int, str]) -> dict[str, Any]:
+def _steer(tid: int, idx: int, s: Steering, sw: dict[int, str]) -> dict[str, Any] | None:
+    """A steering block; an empty one is not sent (it keeps its block index)."""
     repl = sw.get(idx)
-    return {"type": "text", "text": replacement_label(tid, idx, repl) if repl is not None else s.text}
+    text = replacement_label(tid, idx, repl) if repl is not None else s.text
+    return {"type": "text", "text": text} if text else None
 
 
 def render(ctx: "Context") -> list[Message]:
@@ -188,7 +193,9 @@ def render(ctx: "Context") -> list[Message]:
     if raw and raw[0]["role"] != "user":
         first = frontier[0]
         tid = first.id if isinstance(first, Turn) else first.first
-        raw.insert(0, {"role": "user", "content": [{"type": "text", "text": opening_line(tid)}]})
+        withdrawn = any(t.state == "withdrawn" for t in ctx.turns if t.id < tid)
+        raw.insert(0, {"role": "user", "content": [{"type": "text",
+                                                    "text": opening_line(tid, withdrawn)}]})
     out: list[Message] = []
     for m in raw:
         if out and out[-1]["role"] == m["role"]:

@@ -1,0 +1,188 @@
+"""Rendering is well-formed for every provider and deterministic, under random edits."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+
+from session.agentlog import AgentLog
+from session.constants import RESIDUE_MAX_BYTES
+from session.context import Context
+from session.records import (
+    AssistantMessage,
+    Cleared,
+    Evicted,
+    Marked,
+    Residue,
+    SessionStarted,
+    Steering,
+    Swept,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolResults,
+    ToolUse,
+    UserPrompt,
+)
+from session.render import INTERRUPTED, render, residue_message
+from session.resume import fold_file
+from tests.strategies import sessions
+
+SETTINGS = settings(max_examples=120, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                           HealthCheck.too_slow])
+
+
+def assert_well_formed(msgs: list[dict]) -> None:
+    """The strictest provider's rules (Anthropic Messages), on the neutral messages."""
+    if not msgs:
+        return
+    assert msgs[0]["role"] == "user", msgs[0]
+    for i, m in enumerate(msgs):
+        assert m["role"] in ("user", "assistant")
+        assert m["content"], f"message {i} is empty"
+        for b in m["content"]:
+            if b["type"] == "text":
+                assert b["text"], f"message {i} sends an empty text block"
+        if i:
+            assert msgs[i - 1]["role"] != m["role"], f"messages {i - 1} and {i} share a role"
+        calls = [b["id"] for b in m["content"] if b["type"] == "tool_use"]
+        results = [b for b in m["content"] if b["type"] == "tool_result"]
+        if m["role"] == "assistant":
+            assert not results
+            if calls:
+                nxt = msgs[i + 1] if i + 1 < len(msgs) else None
+                assert nxt is not None and nxt["role"] == "user", "a tool call left unanswered"
+                head = nxt["content"][:len(calls)]
+                assert [b.get("tool_use_id") for b in head] == calls, "results not first, in order"
+                assert all(b["type"] == "tool_result" for b in head)
+        else:
+            assert not calls
+            if results:
+                prev = msgs[i - 1] if i else None
+                assert prev is not None and prev["role"] == "assistant", "a tool result with no call"
+                prev_calls = [b["id"] for b in prev["content"] if b["type"] == "tool_use"]
+                assert [b["tool_use_id"] for b in results] == prev_calls
+                assert m["content"][:len(results)] == results
+
+
+def _bytes(msgs) -> bytes:
+    return json.dumps(msgs, ensure_ascii=False).encode("utf-8")
+
+
+@SETTINGS
+@given(records=sessions())
+def test_render_well_formed_and_deterministic(tmp_path, records):
+    path = tmp_path / "agents" / "a1" / "record.jsonl"
+    if path.exists():
+        path.unlink()
+    log = AgentLog.create(path, "agents/a1/record.jsonl", records[0])
+    for r in records[1:]:
+        log.append(r)
+        msgs = render(log.ctx)
+        assert_well_formed(msgs)
+        assert _bytes(render(log.ctx)) == _bytes(msgs)
+        for item in log.ctx.frontier():
+            if not hasattr(item, "role"):
+                assert len(residue_message(log.ctx, item).encode()) < RESIDUE_MAX_BYTES
+    log.close()
+    folded, _ = fold_file(path, "agents/a1/record.jsonl")
+    assert _bytes(render(folded)) == _bytes(render(log.ctx))
+
+
+def _ctx(*records) -> Context:
+    ctx = Context("agents/a1/record.jsonl")
+    ctx.step(SessionStarted(agent="a1"))
+    for r in records:
+        ctx.step(r)
+    return ctx
+
+
+def _call(tid, *ids, text="go"):
+    return AssistantMessage(turn=tid, blocks=[Text(text)] + [ToolUse(i, "bash", {"n": i}) for i in ids],
+                            stop_reason="tool_use", model=None, usage=None)
+
+
+def test_results_follow_calls_in_call_order_and_steering_after():
+    ctx = _ctx(UserPrompt(turn=1, text="hi"), _call(2, "a", "b"),
+               Steering(text="nudge", by="harness"),
+               ToolResults(results=[ToolResult(tool_use_id="b", content="B")]),
+               ToolResults(results=[ToolResult(tool_use_id="a", content="A")]),
+               UserPrompt(turn=3, text="next"))
+    msgs = render(ctx)
+    assert_well_formed(msgs)
+    tail = msgs[2]["content"]
+    assert [b.get("tool_use_id") or b["text"] for b in tail] == ["a", "b", "nudge", "next"]
+
+
+def test_interrupted_call_gets_a_factual_error_result():
+    ctx = _ctx(UserPrompt(turn=1, text="hi"), _call(2, "a", "b"),
+               ToolResults(results=[ToolResult(tool_use_id="a", content="A")]),
+               AssistantMessage(turn=3, blocks=[Text("moving on")], stop_reason="end_turn",
+                                model=None, usage=None))
+    msgs = render(ctx)
+    assert_well_formed(msgs)
+    res = msgs[2]["content"]
+    assert res[1] == {"type": "tool_result", "tool_use_id": "b", "content": INTERRUPTED,
+                      "is_error": True}
+
+
+def test_opening_assistant_turn_gets_a_factual_user_line():
+    ctx = _ctx(UserPrompt(turn=1, text="hi"), Cleared(),
+               AssistantMessage(turn=2, blocks=[Text("alone")], stop_reason="end_turn", model=None,
+                                usage=None))
+    msgs = render(ctx)
+    assert msgs[0]["role"] == "user" and "turn 2" in msgs[0]["content"][0]["text"]
+    assert msgs[1] == {"role": "assistant", "content": [{"type": "text", "text": "alone"}]}
+
+
+def test_empty_text_blocks_are_not_sent_but_keep_their_index():
+    ctx = _ctx(UserPrompt(turn=1, text="hi"),
+               AssistantMessage(turn=2, blocks=[Text(""), Text("long enough text here")],
+                                stop_reason="end_turn", model=None, usage=None),
+               UserPrompt(turn=3, text="x"),
+               Marked(block=(2, 1), replacement="short"), Swept(blocks=[(2, 1)]))
+    msgs = render(ctx)
+    assert msgs[1]["content"] == [{"type": "text", "text": msgs[1]["content"][0]["text"]}]
+    assert "block 2.1" in msgs[1]["content"][0]["text"]
+    assert msgs[1]["content"][0]["text"].endswith("short")
+
+
+def test_swept_tool_use_keeps_id_and_name_and_swept_thinking_is_text():
+    ctx = _ctx(UserPrompt(turn=1, text="hi"),
+               AssistantMessage(turn=2, blocks=[Thinking("a long chain of thought", "sig"),
+                                                ToolUse("c1", "bash", {"command": "cat big.txt"})],
+                                stop_reason="tool_use", model=None, usage=None),
+               ToolResults(results=[ToolResult(tool_use_id="c1", content="x" * 100)]),
+               UserPrompt(turn=3, text="next"),
+               Marked(block=(2, 0), replacement="thought"), Marked(block=(2, 1), replacement="cat"),
+               Marked(block=(2, 2), replacement="100 x"),
+               Swept(blocks=[(2, 0), (2, 1), (2, 2)]))
+    msgs = render(ctx)
+    assert_well_formed(msgs)
+    a = msgs[1]["content"]
+    assert a[0]["type"] == "text" and "block 2.0" in a[0]["text"]
+    assert a[1]["type"] == "tool_use" and a[1]["id"] == "c1" and a[1]["name"] == "bash"
+    assert "block 2.1" in a[1]["input"]["replacement"]
+    assert "block 2.2" in msgs[2]["content"][0]["content"]
+
+
+def test_residue_message_is_bounded_quotes_the_note_and_lists_user_labels():
+    recs = []
+    for i in range(1, 41, 2):
+        recs += [UserPrompt(turn=i, text=f"question {i} " + "é" * 200),
+                 AssistantMessage(turn=i + 1, blocks=[Text("y" * 5000)], stop_reason="end_turn",
+                                  model=None, usage=None)]
+    ctx = _ctx(*recs, UserPrompt(turn=41, text="now"),
+               Evicted(residue=Residue(span=(1, 40), note="ü" * 120, by="harness")))
+    r = ctx.frontier()[0]
+    msg = residue_message(ctx, r)
+    assert len(msg.encode()) < RESIDUE_MAX_BYTES
+    assert "[1, 40]" in msg or "1-40" in msg
+    assert repr("ü" * 120)[:20] in msg
+    assert "question 39" in msg and "question 35" in msg and "question 33" not in msg
+    # the model's eviction names no labels
+    ctx2 = _ctx(*recs, UserPrompt(turn=41, text="now"),
+                Evicted(residue=Residue(span=(1, 40), note="n", by="model")))
+    assert "question" not in residue_message(ctx2, ctx2.frontier()[0])
