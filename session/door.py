@@ -1,0 +1,711 @@
+"""The transcript door: ``index``, ``read`` and ``grep`` over everything a lineage recorded.
+
+Read-only. The door answers the record, not what was sent in its place: a departed turn (under a
+residue, withdrawn by a clear or rewind) is read back from the file that holds it — this agent's
+log or the ancestor file its Pointer names, confined to the run root and digest-checked before
+anything is parsed.
+
+Three rules shape the code:
+
+* **Bounded memory.** A request is resolved into owned ``Want`` tuples ``(turn id, source,
+  loci)``; the loci are grouped by source file, sorted by offset and read in one sequential pass
+  per file through a fixed-size buffer, one record decoded at a time. Nothing holds a whole file.
+* **Lock discipline.** A live agent resolves under ``AgentLog.seam`` (a sync step: copying loci)
+  and reads after releasing it, in a worker thread (``trio.to_thread.run_sync``); the ``regex``
+  module is called with ``concurrent=True`` so it releases the GIL while it matches.
+* **An exact shortcut.** ``grep`` extracts a literal every match must contain. When that
+  literal's JSON encoding is its raw bytes (printable ASCII without ``"`` or ``\\``), a line of
+  the file can hold a match only if its raw bytes contain the literal, so the door scans the raw
+  bytes with ``bytes.find`` and decodes only the records that can match. Otherwise it decodes every
+  record. Either way every searched line is matched with the real pattern, so the shortcut never
+  changes an answer (a property test holds the two paths equal).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import regex
+
+from .constants import GREP_HITS, GREP_LINE_BYTES, GREP_TIMEOUT_S
+from .context import Context, Turn, turn_blocks
+from .errors import AncestorUnreadable, LogCorrupt, Refusal, SessionError
+from .log import digest
+from .records import (
+    AssistantMessage,
+    Evicted,
+    Marked,
+    Steering,
+    Text,
+    Thinking,
+    ToolResults,
+    ToolUse,
+    UserPrompt,
+    compact,
+    decode,
+)
+
+BLOCK_LISTED_BYTES = 2048
+"""Blocks at least this large are listed in an index row (``blocks``), for mark-and-sweep."""
+
+CHUNK = 4 << 20
+"""The read buffer of a grep pass: memory stays bounded by this plus the longest record."""
+
+__all__ = ["Door", "Want", "index", "read", "grep", "parse_turns", "required_literal",
+           "GREP_HITS", "GREP_LINE_BYTES", "GREP_TIMEOUT_S"]
+
+
+# --------------------------------------------------------------------------- addressing
+
+
+@dataclass(frozen=True, slots=True)
+class Want:
+    """One turn to read, resolved under the agent's lock into data owned by the reader."""
+
+    turn: int
+    source: str
+    loci: tuple[tuple[int, int, str], ...]
+
+
+def parse_turns(spec: Any) -> tuple[list[int], list[tuple[int, int]]]:
+    """``"3,5-9"``, ``[3, "5-9"]`` or ``7`` → (explicit ids, inclusive ranges)."""
+    items: list[Any]
+    if isinstance(spec, bool):
+        raise Refusal(f"turns takes ids and ranges such as \"3,5-9\" — {spec!r} is not one")
+    if isinstance(spec, int):
+        items = [spec]
+    elif isinstance(spec, str):
+        items = [s for s in (p.strip() for p in spec.split(",")) if s]
+        if not items:
+            raise Refusal("turns names no turn — give ids and ranges such as \"3,5-9\"")
+    elif isinstance(spec, (list, tuple)):
+        items = list(spec)
+    else:
+        raise Refusal(f"turns takes ids and ranges such as \"3,5-9\" — {spec!r} is not one")
+    ids: list[int] = []
+    ranges: list[tuple[int, int]] = []
+    for it in items:
+        if isinstance(it, bool):
+            raise Refusal(f"turns takes ids and ranges such as \"3,5-9\" — {it!r} is not one")
+        if isinstance(it, int):
+            ids.append(it)
+            continue
+        if isinstance(it, str):
+            s = it.strip()
+            if "," in s:
+                sub_ids, sub_ranges = parse_turns(s)
+                ids += sub_ids
+                ranges += sub_ranges
+                continue
+            a, dash, b = s.partition("-")
+            try:
+                if dash:
+                    lo, hi = int(a), int(b)
+                    if lo > hi:
+                        raise Refusal(f"the range {s} runs backwards")
+                    ranges.append((lo, hi))
+                else:
+                    ids.append(int(s))
+                continue
+            except ValueError:
+                pass
+        raise Refusal(f"turns takes ids and ranges such as \"3,5-9\" — {it!r} is not one")
+    return ids, ranges
+
+
+# --------------------------------------------------------------------------- index
+
+
+def _row(t: Turn) -> dict:
+    row: dict[str, Any] = {
+        "id": t.id, "role": t.role, "label": t.label, "bytes": t.bytes, "held": t.held,
+        "residue": list(t.residue) if t.residue is not None else None,
+        "origin": t.origin, "source": t.source,
+    }
+    if t.records is not None and t.state == "resident" and t.bytes >= BLOCK_LISTED_BYTES:
+        big = [{"block": b.address, "bytes": n} for b in turn_blocks(t.id, t.records)
+               if b.index not in t.swept and (n := b.length) >= BLOCK_LISTED_BYTES]
+        if big:
+            row["blocks"] = big
+    return row
+
+
+def index(ctx: Context) -> list[dict]:
+    """Every turn of the table, oldest first, as the ``transcript index`` rows of DESIGN.md."""
+    return [_row(t) for t in ctx.turns]
+
+
+# --------------------------------------------------------------------------- pointers and files
+
+
+def _refuse(tid: int | None, e: SessionError) -> Refusal:
+    """A pointer or file problem as one line naming the path."""
+    who = f"turn {tid}: " if tid is not None else ""
+    if isinstance(e, AncestorUnreadable):
+        return Refusal(f"{who}cannot read {e.path}: {e.why}")
+    if isinstance(e, LogCorrupt):
+        return Refusal(f"{who}cannot read {e.path} at offset {e.offset}: {e.why}")
+    return Refusal(f"{who}{e}")
+
+
+def _open_source(root: Path, source: str):
+    from lineage.runroot import confine  # lineage builds on session; imported late
+
+    try:
+        path = confine(root, source)
+    except AncestorUnreadable as e:
+        raise _refuse(None, e) from None
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise Refusal(f"cannot read {source}: {e.strerror or e}") from None
+
+
+def _by_source(wants: Sequence[Want]) -> list[tuple[str, list[tuple[int, int, str, int, int]]]]:
+    """Loci grouped by file, each group sorted by offset, the groups in turn order.
+
+    An entry is ``(offset, length, digest, want index, record index)``.
+    """
+    groups: dict[str, list[tuple[int, int, str, int, int]]] = {}
+    first: dict[str, int] = {}
+    for wi, w in enumerate(wants):
+        g = groups.get(w.source)
+        if g is None:
+            g = groups[w.source] = []
+            first[w.source] = wi
+        for ri, (off, length, dig) in enumerate(w.loci):
+            g.append((off, length, dig, wi, ri))
+    for g in groups.values():
+        g.sort()
+    return [(s, groups[s]) for s in sorted(groups, key=first.__getitem__)]
+
+
+def _check(source: str, off: int, length: int, want: str, raw) -> None:
+    if len(raw) != length:
+        raise Refusal(f"cannot read {source} at offset {off}: the file ends before this record "
+                      f"({length} bytes)")
+    got = digest(raw)
+    if got != want:
+        raise Refusal(f"cannot read {source} at offset {off}: digest mismatch (expected {want}, "
+                      f"found {got}): the file was edited, rotated or copied over")
+
+
+def read_wants(root: Path, wants: Sequence[Want]) -> list[dict]:
+    """Each wanted turn's records, as objects exactly as in the file (no lock needed)."""
+    out: list[list[Any]] = [[None] * len(w.loci) for w in wants]
+    for source, entries in _by_source(wants):
+        with _open_source(root, source) as f:
+            for off, length, want, wi, ri in entries:
+                f.seek(off)
+                raw = f.read(length)
+                _check(source, off, length, want, raw)
+                try:
+                    out[wi][ri] = msgspec.json.decode(raw)
+                except msgspec.DecodeError as e:
+                    raise Refusal(f"cannot read {source} at offset {off}: not a record ({e})"
+                                  ) from None
+    return [{"turn": w.turn, "source": w.source, "records": recs} for w, recs in zip(wants, out)]
+
+
+# --------------------------------------------------------------------------- grep: the pattern
+
+_META = set(".^$*+?{}[]\\|()")
+_BOUNDARY_ESCAPES = set("AZzGK")
+
+
+def required_literal(pattern: str) -> tuple[str, bool]:
+    """A literal every match of ``pattern`` contains, and whether the pattern is just it.
+
+    Conservative by construction: any alternation or inline group ``(?…`` gives no literal; the
+    scan stops at the first group, class or letter escape; a quantified character leaves the run.
+    An empty string means "no literal".
+    """
+    if "|" in pattern or "(?" in pattern:
+        return "", False
+    runs: list[str] = []
+    cur: list[str] = []
+    pure = True
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n:
+                return "", False
+            d = pattern[i + 1]
+            if d.isalnum() or d in "_\n" or not d.isascii():
+                pure = False
+                break  # \d, \b, \N{…}, \p{…}, \g<…>, \L<…>, backreferences: stop here
+            cur.append(d)
+            i += 2
+            continue
+        if c in "*?{":
+            pure = False
+            if cur:
+                cur.pop()  # the quantified character is optional
+            runs.append("".join(cur))
+            cur = []
+            if c == "{":
+                j = pattern.find("}", i)
+                if j < 0:
+                    break
+                i = j + 1
+            else:
+                i += 1
+            continue
+        if c == "+":
+            pure = False
+            runs.append("".join(cur))  # the character is required once; the run ends with it
+            cur = []
+            i += 1
+            continue
+        if c in "([":
+            pure = False
+            break
+        if c == "\n":  # no line holds a newline: treat it as an opaque element
+            pure = False
+            runs.append("".join(cur))
+            cur = []
+            i += 1
+            continue
+        if c in ".^$)]}":
+            pure = False
+            runs.append("".join(cur))
+            cur = []
+            i += 1
+            continue
+        cur.append(c)
+        i += 1
+    runs.append("".join(cur))
+    best = max(runs, key=len)
+    return best, pure and bool(best)
+
+
+def _boundary_blind(pattern: str) -> bool:
+    """True when a line match is always also a match somewhere in the whole text.
+
+    That holds unless the pattern observes where a string ends: anchors (``^ $ \\A \\Z \\z \\G``),
+    lookarounds, ``\\K``, verbs and conditionals. Then searching a whole text first is an exact
+    negative filter: no match in the text means no line of it matches.
+    """
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 < n and pattern[i + 1] in _BOUNDARY_ESCAPES:
+                return False
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            continue
+        if c in "^$":
+            return False
+        if c == "(" and pattern.startswith(("(?=", "(?!", "(?<=", "(?<!", "(*", "(?("), i):
+            return False
+        if c == "(" and pattern.startswith("(?", i):
+            # inline flags: (?m), (?w) … change how boundaries are seen — be conservative
+            j = i + 2
+            while j < n and pattern[j].isalpha():
+                j += 1
+            if j > i + 2 and pattern[i + 2:j] != "P":
+                return False
+        i += 1
+    return True
+
+
+def _raw_safe(lit: str) -> bool:
+    """The literal's JSON encoding is its raw bytes (writers escape only ``"``, ``\\``, controls)."""
+    return bool(lit) and all(0x20 <= ord(c) < 0x7F and c not in '"\\' for c in lit)
+
+
+def _clip(line: str) -> str:
+    head = line[:GREP_LINE_BYTES]
+    raw = head.encode("utf-8")
+    if len(raw) <= GREP_LINE_BYTES:
+        return head
+    return raw[:GREP_LINE_BYTES].decode("utf-8", "ignore")
+
+
+def _texts(rec: Any) -> list[str]:
+    """The searchable text of one record, in record order."""
+    if isinstance(rec, AssistantMessage):
+        out = []
+        for b in rec.blocks:
+            if isinstance(b, (Text, Thinking)):
+                out.append(b.text)
+            elif isinstance(b, ToolUse):
+                out.append(compact(b.input).decode("utf-8"))
+        return out
+    if isinstance(rec, ToolResults):
+        return [r.content for r in rec.results]
+    if isinstance(rec, (UserPrompt, Steering)):
+        return [rec.text]
+    if isinstance(rec, Evicted):
+        return [rec.residue.note] if rec.residue.note is not None else []
+    if isinstance(rec, Marked):
+        return [rec.replacement]
+    return []
+
+
+class _Matcher:
+    """A compiled pattern with a budget of regex time; finds matching lines in a text."""
+
+    def __init__(self, pattern: str, timeout_s: float, shortcut: bool):
+        if not isinstance(pattern, str):
+            raise Refusal("the pattern must be a string")
+        try:
+            self.rx = regex.compile(pattern)
+        except regex.error as e:
+            raise Refusal(f"the pattern is not a valid regex: {e}") from None
+        except (ValueError, TypeError, OverflowError, RecursionError) as e:
+            raise Refusal(f"the pattern is not a valid regex: {e}") from None
+        self.timeout_s = timeout_s
+        self.left = timeout_s
+        self.shortcut = shortcut
+        lit, pure = required_literal(pattern) if shortcut else ("", False)
+        self.lit = lit or None
+        self.pure = pure
+        self.blind = shortcut and _boundary_blind(pattern)
+        self.raw = lit.encode("ascii") if shortcut and _raw_safe(lit) else None
+
+    def _search(self, s: str) -> bool:
+        if self.left <= 0:
+            self._timeout()
+        t0 = time.perf_counter()
+        try:
+            m = self.rx.search(s, concurrent=True, timeout=self.left)
+        except TimeoutError:
+            self._timeout()
+        self.left -= time.perf_counter() - t0
+        return m is not None
+
+    def _timeout(self):
+        raise Refusal(f"the pattern ran longer than {self.timeout_s:g} s — narrow it")
+
+    def lines(self, text: str) -> Iterable[str]:
+        """The lines of ``text`` (split on ``\\n`` only) that the pattern matches, in order."""
+        lit = self.lit
+        if lit is not None:
+            if lit not in text:
+                return ()
+            if self.pure:
+                return self._literal_lines(text, lit, check=False)
+        if self.blind and not self._search(text):
+            return ()
+        if lit is not None and len(text) > 256:
+            return self._literal_lines(text, lit, check=True)
+        return [ln for ln in text.split("\n") if self._search(ln)]
+
+    def _literal_lines(self, text: str, lit: str, check: bool) -> list[str]:
+        out = []
+        find, rfind = text.find, text.rfind
+        p = find(lit)
+        while p >= 0:
+            ls = rfind("\n", 0, p) + 1
+            le = find("\n", p)
+            if le < 0:
+                le = len(text)
+            line = text[ls:le]
+            if not check or self._search(line):
+                out.append(line)
+            p = find(lit, le + 1)
+        return out
+
+
+class _Hits:
+    """The first GREP_HITS hits by (turn, record, line) and the total, in bounded memory."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[tuple[int, int, int], int, str]] = []
+        self.total = 0
+        self.worst: tuple[int, int, int] | None = None
+
+    def add(self, key: tuple[int, int, int], tid: int, line: str) -> None:
+        self.total += 1
+        if self.worst is not None and key > self.worst:
+            return
+        self.kept.append((key, tid, _clip(line)))
+        if len(self.kept) >= 4 * GREP_HITS:
+            self._trim()
+
+    def _trim(self) -> None:
+        self.kept.sort(key=lambda h: h[0])
+        del self.kept[GREP_HITS:]
+        if len(self.kept) == GREP_HITS:
+            self.worst = self.kept[-1][0]
+
+    def answer(self) -> dict:
+        self._trim()
+        return {"hits": [{"turn": tid, "line": line} for _, tid, line in self.kept],
+                "total": self.total}
+
+
+def grep_wants(root: Path, wants: Sequence[Want], pattern: str, *,
+               timeout_s: float = GREP_TIMEOUT_S, shortcut: bool = True,
+               _matcher: _Matcher | None = None) -> dict:
+    """Grep the wanted turns' records (no lock needed); see ``Door.grep``."""
+    m = _matcher or _Matcher(pattern, timeout_s, shortcut)
+    hits = _Hits()
+    order: dict[str, list[int]] = {}
+    for wi, w in enumerate(wants):
+        order.setdefault(w.source, []).append(wi)
+    for source, idxs in order.items():  # sources in order of their first turn
+        with _open_source(root, source) as f:
+            _grep_file(f, source, _in_locus_order(wants, idxs), wants, m, hits)
+    return hits.answer()
+
+
+def _in_locus_order(wants: Sequence[Want], idxs: list[int]) -> Iterator[tuple]:
+    """``(offset, length, digest, want index, record index)`` lazily, sorted by offset.
+
+    Turns are appended in id order, so their loci usually are already sorted: then this is a
+    plain chain; otherwise a lazy merge. Either way nothing per locus is materialised.
+    """
+    def one(wi: int) -> Iterator[tuple]:
+        loci = wants[wi].loci
+        if any(loci[x][0] >= loci[x + 1][0] for x in range(len(loci) - 1)):
+            items = sorted((lo, ri) for ri, lo in enumerate(loci))
+        else:
+            items = ((lo, ri) for ri, lo in enumerate(loci))
+        for (off, length, dig), ri in items:
+            yield off, length, dig, wi, ri
+
+    last = -1
+    for wi in idxs:
+        for off, _, _ in wants[wi].loci:
+            if off <= last:
+                return heapq.merge(*(one(wi) for wi in idxs))
+            last = off
+    return itertools.chain.from_iterable(one(wi) for wi in idxs)
+
+
+def _grep_file(f, source: str, entries: Iterator[tuple], wants: Sequence[Want], m: _Matcher,
+               hits: _Hits) -> None:
+    """One sequential pass over one file through a fixed buffer, one record decoded at a time."""
+    buf = bytearray(CHUNK)
+    raw_lit = m.raw
+    seq = 0
+    pos = -1  # the file position after the last read
+    pending = next(entries, None)
+    while pending is not None:
+        # a window: the next entries whose span from the first fits the buffer (at least one)
+        start = pending[0]
+        window = [pending]
+        last_end = start + pending[1]
+        pending = next(entries, None)
+        while pending is not None and pending[0] + pending[1] - start <= CHUNK:
+            window.append(pending)
+            last_end = pending[0] + pending[1]
+            pending = next(entries, None)
+        need = last_end - start
+        if need > len(buf):
+            buf = bytearray(need)
+        if pos != start:
+            f.seek(start)
+        mv = memoryview(buf)
+        got = f.readinto(mv[:need])
+        pos = start + got
+        if got < need:
+            for e in window:
+                if e[0] + e[1] > pos:
+                    _check(source, e[0], e[1], e[2], b"")  # the file ends before this record
+        if raw_lit is None:
+            cands: Iterable[tuple] = window
+        else:
+            cands = _candidates(buf, start, need, raw_lit, window)
+        for off, length, want, wi, ri in cands:
+            raw = mv[off - start:off - start + length]
+            _check(source, off, length, want, raw)
+            try:
+                rec = decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise Refusal(f"cannot read {source} at offset {off}: not a record ({e})"
+                              ) from None
+            tid = wants[wi].turn
+            for text in _texts(rec):
+                for line in m.lines(text):
+                    hits.add((wi, ri, seq), tid, line)
+                    seq += 1
+        mv.release()
+
+
+def _candidates(buf: bytearray, start: int, limit: int, lit: bytes, window: list[tuple]
+                ) -> list[tuple]:
+    """Entries of the window whose raw bytes contain the literal (found with ``bytes.find``)."""
+    out: list[tuple] = []
+    find = buf.find
+    p = find(lit, 0, limit)
+    if p < 0:
+        return out
+    offs = [e[0] - start for e in window]
+    L = len(lit)
+    while p >= 0:
+        j = bisect.bisect_right(offs, p) - 1
+        if j >= 0:
+            e = window[j]
+            eend = offs[j] + e[1]
+            if p < eend:
+                if p + L <= eend:
+                    out.append(e)
+                p = find(lit, eend, limit)  # the rest of this record cannot add a candidate
+                continue
+        # between wanted records (a forensic record, another turn's line): skip that line
+        nl = find(b"\n", p, limit)
+        if nl < 0:
+            break
+        p = find(lit, nl + 1, limit)
+    return out
+
+
+# --------------------------------------------------------------------------- the door
+
+
+class Door:
+    """The door onto one agent's transcript.
+
+    ``own=True`` is the agent's own (model-facing) door: it refuses the turn in hand, which is
+    still being written, and grep skips it. From outside (the CLI) every recorded turn reads.
+    ``seam`` is the agent's lock; the ``a*`` entry points resolve under it and read after it is
+    released, in a worker thread.
+    """
+
+    def __init__(self, root: Path, ctx: Context, *, own: bool = False, seam=None):
+        self.root = Path(root)
+        self.ctx = ctx
+        self.own = own
+        self.seam = seam
+
+    @classmethod
+    def of_agent(cls, root: Path, agent, *, own: bool = True) -> "Door":
+        """The door of a live ``AgentLog`` (its own, model-facing door by default)."""
+        return cls(root, agent.ctx, own=own, seam=agent.seam)
+
+    @classmethod
+    def open(cls, path: Path):
+        """From outside: fold an agent directory read-only → ``(door, torn tail or None)``."""
+        from lineage.view import open_agent
+
+        root, _agent, ctx, torn = open_agent(Path(path))
+        return cls(root, ctx), torn
+
+    # ------------------------------------------------------------------ resolving (under the lock)
+
+    def _in_hand(self) -> int | None:
+        return self.ctx.in_hand if self.own else None
+
+    def _latest(self) -> str:
+        latest = self.ctx.latest
+        return "no turn is recorded yet" if latest is None else f"the latest is {latest}"
+
+    def select(self, turns: Any = None) -> list[Turn]:
+        """The turns a ``turns`` argument names, in id order (refusals name the state)."""
+        ctx = self.ctx
+        hand = self._in_hand()
+        if turns is None:
+            return [t for t in ctx.turns if t.id != hand]
+        ids, ranges = parse_turns(turns)
+        chosen: dict[int, Turn] = {}
+        for tid in ids:
+            t = ctx.turn(tid)
+            if t is None:
+                raise Refusal(f"turn {tid} is not recorded — {self._latest()}")
+            if tid == hand:
+                closed = [x.id for x in ctx.turns if x.id != hand]
+                what = (f"its closed turns ({closed[0]}–{closed[-1]}) are readable" if closed
+                        else "no closed turn is recorded yet")
+                raise Refusal(f"turn {tid} is still being written — {what}")
+            chosen[tid] = t
+        if ranges:
+            keys = [t.id for t in ctx.turns]
+            for lo, hi in ranges:
+                a = bisect.bisect_left(keys, lo)
+                b = bisect.bisect_right(keys, hi)
+                for t in ctx.turns[a:b]:
+                    if t.id != hand:
+                        chosen[t.id] = t
+        return [chosen[k] for k in sorted(chosen)]
+
+    def resolve(self, turns: Any = None) -> list[Want]:
+        """Owned ``(turn, source, loci)`` for the turns named; the only step under the lock."""
+        return [Want(t.id, t.source, tuple(t.loci)) for t in self.select(turns)]
+
+    # ------------------------------------------------------------------ sync calls
+
+    def index(self) -> list[dict]:
+        return index(self.ctx)
+
+    def read(self, turns: Any) -> list[dict]:
+        """Each named turn's own protocol records, objects exactly as in the file."""
+        if turns is None:
+            raise Refusal("name the turns to read, such as \"3,5-9\"")
+        return read_wants(self.root, self.resolve(turns))
+
+    def grep(self, pattern: str, turns: Any = None, *, timeout_s: float = GREP_TIMEOUT_S,
+             shortcut: bool = True) -> dict:
+        """``{"hits": [{"turn", "line"}], "total"}`` — at most GREP_HITS hits, oldest first."""
+        matcher = _Matcher(pattern, timeout_s, shortcut)  # a bad pattern is refused first
+        return grep_wants(self.root, self.resolve(turns), pattern, _matcher=matcher)
+
+    # ------------------------------------------------------------------ model-facing (async)
+
+    async def _resolve_locked(self, turns: Any) -> list[Want]:
+        if self.seam is None:
+            return self.resolve(turns)
+        async with self.seam:
+            return self.resolve(turns)
+
+    async def aindex(self) -> list[dict]:
+        if self.seam is None:
+            return self.index()
+        async with self.seam:
+            return self.index()
+
+    async def aread(self, turns: Any) -> list[dict]:
+        import trio
+
+        if turns is None:
+            raise Refusal("name the turns to read, such as \"3,5-9\"")
+        wants = await self._resolve_locked(turns)
+        return await trio.to_thread.run_sync(read_wants, self.root, wants,
+                                             abandon_on_cancel=True)
+
+    async def agrep(self, pattern: str, turns: Any = None, *,
+                    timeout_s: float = GREP_TIMEOUT_S) -> dict:
+        import trio
+
+        matcher = _Matcher(pattern, timeout_s, True)
+        wants = await self._resolve_locked(turns)
+        return await trio.to_thread.run_sync(
+            lambda: grep_wants(self.root, wants, pattern, _matcher=matcher),
+            abandon_on_cancel=True)
+
+
+# --------------------------------------------------------------------------- module-level calls
+
+
+def read(root: Path, ctx: Context, turns: Any, *, own: bool = False) -> list[dict]:
+    return Door(root, ctx, own=own).read(turns)
+
+
+def grep(root: Path, ctx: Context, pattern: str, turns: Any = None, *, own: bool = False,
+         timeout_s: float = GREP_TIMEOUT_S) -> dict:
+    return Door(root, ctx, own=own).grep(pattern, turns, timeout_s=timeout_s)
