@@ -61,13 +61,17 @@ async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
         reason = "cancelled"
         raise
     except BaseExceptionGroup as eg:  # an error escaping a tool task or a child's nursery
-        if eg.subgroup(trio.Cancelled) is not None and eg.subgroup(
-                lambda e: not isinstance(e, trio.Cancelled)) is None:
+        cancelled, rest = eg.split(trio.Cancelled)
+        if rest is None:
             reason = "cancelled"
             raise
-        first = eg.exceptions[0]
+        first = rest.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
         reason = f"failed: {type(first).__name__}: {first}"
         log.error("agent failed", error=reason)
+        if cancelled is not None:
+            raise cancelled from None
     except Exception as e:
         reason = f"failed: {type(e).__name__}: {e}"
         log.error("agent failed", error=reason)

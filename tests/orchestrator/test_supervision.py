@@ -1,0 +1,202 @@
+"""Cancellation, crashes in children, and resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import trio
+import trio.testing
+
+from lineage.runroot import agent_source
+from orchestrator.supervisor import Supervisor, open_supervisor
+from providers.errors import ServerError
+
+from .conftest import call, fetch_tool, provider, records, refold, say, settings
+
+
+def tree_policy(fanout_depth: int = 2):
+    """Every agent starts one mnemon child until depth ``fanout_depth``, then each keeps
+    fetching pages forever (so only cancellation ends them)."""
+
+    def policy(request, state):
+        depth = request.meta["depth"]
+        state["k"] = state.get("k", 0) + 1
+        if depth < fanout_depth and state["k"] == 1:
+            return call(state, "agents_start", task=f"child of depth {depth + 1}")
+        return call(state, "fetch", i=state["k"])
+
+    return policy
+
+
+class CountingProvider:
+    """Wraps a provider and records when each call started."""
+
+    name = "scripted"
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls: list[float] = []
+
+    async def complete(self, request, *, on_attempt=None):
+        self.calls.append(trio.current_time())
+        return await self.inner.complete(request, on_attempt=on_attempt)
+
+    async def aclose(self):
+        pass
+
+
+async def test_cancelling_a_parent_ends_every_descendant(tmp_path, autojump_clock):
+    root = tmp_path / "run"
+    prov = CountingProvider(provider(tree_policy(2), latency_s=0.1))
+    async with open_supervisor(root, prov, settings(), user_tools=[fetch_tool()]) as sup:
+        baseline = trio.lowlevel.current_statistics().tasks_living
+        node = sup.new_root("root")
+        sup.start(node)
+        await trio.sleep(5.05)  # mid-turn: every agent is waiting on its provider
+        assert len(sup.agents) == 3
+        assert all(a.state == "running" for a in sup.agents.values())
+        cancelled_at = trio.current_time()
+        sup.cancel(node.id)
+        with trio.fail_after(1):
+            for a in sup.agents.values():
+                await a.done.wait()
+        done_at = trio.current_time()
+        await trio.testing.wait_all_tasks_blocked()
+        assert trio.lowlevel.current_statistics().tasks_living == baseline, "no orphaned task"
+    assert done_at - cancelled_at < 0.01
+    assert all(t <= cancelled_at for t in prov.calls), "no provider call after the cancel"
+    for aid, a in sup.agents.items():
+        assert a.state == "cancelled"
+        recs = records(root, aid)
+        assert recs[-1]["t"] == "SessionEnded" and recs[-1]["reason"] == "cancelled"
+        assert refold(root, aid) == a.ctx
+
+
+async def test_parent_loop_end_cancels_children_it_did_not_wait_for(tmp_path, autojump_clock):
+    def policy(request, state):
+        state["k"] = state.get("k", 0) + 1
+        if request.meta["depth"] == 0:
+            if state["k"] == 1:
+                return call(state, "agents_start", task="work forever", kind="fresh")
+            return say("leaving without waiting")
+        return call(state, "fetch", i=1)
+
+    root = tmp_path / "run"
+    async with open_supervisor(root, provider(policy, latency_s=0.1), settings(),
+                               user_tools=[fetch_tool()]) as sup:
+        node = await sup.ask("go")
+    child = [a for a in sup.agents.values() if a is not node][0]
+    assert node.reason == "done"
+    assert child.state == "cancelled" and child.kind == "fresh"
+    assert records(root, child.id)[-1]["reason"] == "cancelled"
+
+
+async def test_a_failing_child_reaches_the_parent_as_a_result(tmp_path, autojump_clock):
+    class Flaky:
+        """The root's calls succeed; every call for a child fails with a 500."""
+
+        name = "scripted"
+
+        def __init__(self):
+            self.inner = provider(self.policy)
+
+        @staticmethod
+        def policy(request, state):
+            state["k"] = state.get("k", 0) + 1
+            if state["k"] == 1:
+                return call(state, "agents_start", task="doomed")
+            if state["k"] == 2:
+                child = json.loads(request.messages[-1]["content"][0]["content"])["agent"]
+                return call(state, "agents_wait", agents=[child])
+            return say("parent went on: " + request.messages[-1]["content"][0]["content"])
+
+        async def complete(self, request, *, on_attempt=None):
+            if request.meta["depth"] > 0:
+                from providers.retry import RetryPolicy, call_with_retry
+
+                async def attempt():
+                    raise ServerError(500, {"error": {"message": "down"}}, {})
+
+                return await call_with_retry(attempt, policy=RetryPolicy(max_attempts=3),
+                                             on_attempt=on_attempt)
+            return await self.inner.complete(request, on_attempt=on_attempt)
+
+        async def aclose(self):
+            pass
+
+    root = tmp_path / "run"
+    async with open_supervisor(root, Flaky(), settings()) as sup:
+        node = await sup.ask("go")
+    assert node.reason == "done"
+    assert '"state":"failed"' in node.answer
+    child = [a for a in sup.agents.values() if a is not node][0]
+    recs = records(root, child.id)
+    calls = [r for r in recs if r["t"] == "ProviderCall"]
+    assert [c["attempt"] for c in calls] == [1, 2, 3] and all(c["error"] for c in calls)
+    assert recs[-1]["reason"].startswith("failed: provider")
+
+
+async def test_a_user_tool_crash_in_a_child_does_not_fail_it(tmp_path):
+    from orchestrator.usertools import UserTool
+
+    def boom() -> str:
+        """Fails."""
+        raise OSError("disk on fire")
+
+    def policy(request, state):
+        state["k"] = state.get("k", 0) + 1
+        if request.meta["depth"] == 0:
+            if state["k"] == 1:
+                return call(state, "agents_start", task="use the tool")
+            if state["k"] == 2:
+                return call(state, "agents_wait")
+            return say(request.messages[-1]["content"][0]["content"])
+        if state["k"] == 1:
+            return call(state, "boom")
+        return say("child saw: " + request.messages[-1]["content"][0]["content"])
+
+    root = tmp_path / "run"
+    async with open_supervisor(root, provider(policy), settings(),
+                               user_tools=[UserTool(boom)]) as sup:
+        node = await sup.ask("go")
+    out = json.loads(node.answer)
+    assert out[0]["state"] == "ended"
+    assert "OSError: disk on fire" in out[0]["answer"]
+
+
+async def test_resume_after_a_crash_equals_the_replay(tmp_path):
+    """Kill a run part-way (a snapshot of its log mid-run plus a torn line), restart it, and
+    every agent's table equals the replay of its file."""
+    from .conftest import reader_policy
+
+    root = tmp_path / "run"
+    snap = tmp_path / "snap"
+
+    def snapshotting(request, state):
+        i = state.get("i", 0)
+        if i == 5 and not snap.exists():
+            shutil.copytree(root, snap)
+        return reader_policy(9)(request, state)
+
+    async with open_supervisor(root, provider(snapshotting), settings(context_window=6000),
+                               user_tools=[fetch_tool()]) as sup:
+        await sup.ask("read nine pages", agent_id="a1")
+    # the crash: the snapshot has no SessionEnded, and a half-written line at its end
+    path = snap / agent_source("a1")
+    with open(path, "ab") as f:
+        f.write(b'{"t":"AssistantMessage","turn":99,"blo')
+    sup2 = Supervisor(snap, provider(reader_policy(9)), settings(context_window=6000),
+                      user_tools=[fetch_tool()])
+    node = sup2.resume_agent("a1")
+    assert list(snap.glob("agents/a1/record.jsonl.torn-*")), "the torn tail is moved aside"
+    assert refold(snap, "a1") == node.ctx
+    await sup2.run(node)
+    assert node.reason == "done"
+    assert refold(snap, "a1") == node.ctx
+    recs = records(snap, "a1")
+    assert any(r["t"] == "SessionResumed" for r in recs)
+    fetched = [r["blocks"][0]["input"]["i"] for r in recs if r["t"] == "AssistantMessage"
+               and r["blocks"][0]["type"] == "tool_use"]
+    assert fetched[-1] == 9
+    sup2.close()
