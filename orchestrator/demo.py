@@ -51,9 +51,9 @@ def _last_results(request: Request) -> list[dict[str, Any]]:
     return []
 
 
-def _call(state: dict, name: str, **inp: Any) -> tuple[list, str]:
+def _call(state: dict, tool: str, /, **inp: Any) -> tuple[list, str]:
     state["n"] = state.get("n", 0) + 1
-    return [ToolUse(f"call_{state['n']}", name, inp)], "tool_use"
+    return [ToolUse(f"call_{state['n']}", tool, inp)], "tool_use"
 
 
 def _say(text: str) -> tuple[list, str]:

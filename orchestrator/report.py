@@ -53,9 +53,11 @@ def cost_table(sup: "Supervisor") -> str:
 def evictions(sup: "Supervisor") -> str:
     lines = []
     for aid, node in sorted(sup.agents.items(), key=lambda kv: _order(kv[0])):
+        parent = set()
+        if node.parent is not None:
+            parent = {(r.span, r.note, r.by) for r in node.parent.ctx.residues}
         for r in node.ctx.residues:
-            inherited = r.span[1] < (node.ctx.id_floor if node.kind != "root" else 0)
-            where = " (inherited)" if inherited else ""
+            where = " (inherited)" if (r.span, r.note, r.by) in parent else ""
             note = f" note {r.note!r}" if r.note else ""
             lines.append(f"  {aid}: turns [{r.span[0]}, {r.span[1]}] by {r.by}, "
                          f"{r.weight} bytes{where}{note}")

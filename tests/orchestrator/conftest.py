@@ -48,9 +48,9 @@ def last_results(request) -> list[dict]:
     return [b for b in msg["content"] if b.get("type") == "tool_result"]
 
 
-def call(state: dict, name: str, **inp):
+def call(state: dict, tool: str, /, **inp):
     state["n"] = state.get("n", 0) + 1
-    return [ToolUse(f"c{state['n']}", name, inp)], "tool_use"
+    return [ToolUse(f"c{state['n']}", tool, inp)], "tool_use"
 
 
 def say(text: str):
