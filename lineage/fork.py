@@ -26,6 +26,8 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 
 from session.agentlog import AgentLog
 from session.context import Context
@@ -46,7 +48,7 @@ from session.records import (
     encode,
 )
 
-from .runroot import RunRootError, agent_dir, agent_source, make_loader
+from .runroot import RunRootError, agent_dir, agent_source, confine, make_loader
 
 Kind = Literal["mnemon", "fresh"]
 
@@ -135,6 +137,39 @@ def link_for(parent_ctx: Context, *, log_path: Path | None = None) -> Inherited:
     return Inherited(turns=turns, residues=residues, id_floor=floor)
 
 
+# --------------------------------------------------------------------------- loading
+
+
+def opening_loader(root: Path):
+    """A loader for folding one ``Inherited`` record: ``make_loader``'s reads, with each source
+    confined once (``confine`` resolves the path through every symlink — most of the cost of
+    loading thousands of rows), every locus still digest-checked before it is parsed.
+
+    Meant for one fold: the cache of confined paths is not re-checked, so ``fork`` and
+    ``resume_child`` put ``make_loader(root)`` back on the table once the opening is folded.
+    """
+    from session.errors import AncestorUnreadable
+    from session.log import read_span
+
+    root = Path(root)
+    confined: dict[str, Path] = {}
+
+    def load(ptr: Pointer):
+        path = confined.get(ptr.source)
+        if path is None:
+            path = confined[ptr.source] = confine(root, ptr.source)
+        out = []
+        for raw, locus in zip(read_span(path, ptr.source, ptr.loci), ptr.loci):
+            try:
+                out.append(decode(raw))
+            except msgspec.DecodeError as e:
+                raise AncestorUnreadable(ptr.source, f"offset {locus[0]}: not a record ({e})") \
+                    from None
+        return out
+
+    return load
+
+
 # --------------------------------------------------------------------------- the fork
 
 
@@ -185,10 +220,11 @@ def fork(root: Path, parent: AgentLog, child_id: str, *, kind: Kind = "mnemon", 
     opening = child_started(started, child_id, kind, at=at, **started_extra)
     link = link_for(parent.ctx, log_path=parent.path) if kind == "mnemon" else None
     src = agent_source(child_id)
-    child = AgentLog.create(path, src, opening, loader=make_loader(root), fsync=fsync)
+    child = AgentLog.create(path, src, opening, loader=opening_loader(root), fsync=fsync)
     try:
         if link is not None:
             child.append(link)
+        child.ctx.loader = make_loader(root)
         child.append(UserPrompt(turn=child.next_id(), text=task))
         child.log.sync()
     except BaseException:
@@ -201,7 +237,8 @@ def resume_child(root: Path, child_id: str, *, fsync: Fsync = "none") -> AgentLo
     """Reopen a child's log like a root's: torn tail aside, refold (loading through the link),
     record ``SessionResumed``."""
     src = agent_source(child_id)
-    log, _ = AgentLog.resume(Path(root) / src, src, loader=make_loader(Path(root)), fsync=fsync)
+    log, _ = AgentLog.resume(Path(root) / src, src, loader=opening_loader(root), fsync=fsync)
+    log.ctx.loader = make_loader(Path(root))
     return log
 
 
@@ -210,4 +247,4 @@ def link_bytes(link: Inherited) -> int:
     return len(encode(link))
 
 
-__all__ = ["link_for", "fork", "resume_child", "child_started", "link_bytes", "ForkError", "Kind"]
+__all__ = ["link_for", "fork", "opening_loader", "resume_child", "child_started", "link_bytes", "ForkError", "Kind"]

@@ -269,3 +269,33 @@ def test_gap_agent_log_symlinked_out(family, capsys):
     os.symlink(target, family / "agents" / "evil" / "record.jsonl")
     code, rep = verify_json(family, capsys)
     assert code == 1
+
+
+@pytest.mark.parametrize("source", ["../outside/record.jsonl", "/etc/hostname", "links/p.jsonl",
+                                    "agents/nobody/record.jsonl"])
+def test_opening_loader_refuses_like_make_loader(family, source):
+    from lineage.fork import opening_loader
+
+    outside_copy(family)
+    (family / "links").mkdir()
+    os.symlink(family.parent / "outside" / "record.jsonl", family / "links" / "p.jsonl")
+    x = next(x for x in link_of(family).turns if x.row.held == "resident")
+    ptr = Pointer(source, x.at.loci)
+    errs = []
+    for loader in (make_loader(family), opening_loader(family)):
+        with pytest.raises(AncestorUnreadable) as e:
+            loader(ptr)
+        errs.append(str(e.value))
+    assert errs[0] == errs[1] and source in errs[0]
+    assert opening_loader(family)(x.at) == make_loader(family)(x.at)
+
+
+def test_resuming_a_child_whose_ancestor_was_tampered(family):
+    from lineage.fork import resume_child
+
+    data = (family / PARENT).read_bytes()
+    i = data.index(b"delta")
+    (family / PARENT).write_bytes(data[:i] + b"DELTA" + data[i + 5:])
+    with pytest.raises(LogRefused) as e:
+        resume_child(family, "c1")
+    assert e.value.line == 2 and PARENT in e.value.why and "digest mismatch" in e.value.why
