@@ -11,6 +11,7 @@ agent and a resume run exactly this code, so a replayed file gives the live tabl
 
 from __future__ import annotations
 
+import bisect
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ def check_note(note: str | None) -> None:
                           f"break or control character ({ch!r})")
 
 
-@dataclass
+@dataclass(eq=False)
 class Turn:
     id: int
     role: str  # "user" | "assistant"
@@ -77,7 +78,12 @@ class Turn:
     origin: str = "own"  # "own" | "inherited"
     records: list[Record] | None = None  # Here when not None
     swept: dict[int, str] = field(default_factory=dict)
-    residue: tuple[int, int] | None = None  # the outermost residue over it
+    under: "ResidueEntry | None" = None  # the residue that took it (nesting resolved on read)
+
+    @property
+    def residue(self) -> tuple[int, int] | None:
+        """The outermost residue over it (kept when it is withdrawn later), or None."""
+        return None if self.under is None else self.under.outermost().span
 
     @property
     def held(self) -> str:
@@ -93,6 +99,15 @@ class Turn:
     def here(self) -> bool:
         return self.records is not None
 
+    def _key(self) -> tuple:
+        return (self.id, self.role, self.label, self.bytes, self.state, self.source, self.loci,
+                self.origin, self.records, self.swept, self.residue)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Turn) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 @dataclass
 class ResidueEntry:
@@ -101,6 +116,9 @@ class ResidueEntry:
     by: str
     weight: int  # bytes of the turns under it when they left (nested included, withdrawn not)
     withdrawn: bool = False
+    labels: tuple[str, ...] = ()  # labels of the user turns it covers, newest first, at most 3
+    parent: "ResidueEntry | None" = field(default=None, compare=False, repr=False)
+    _msg_len: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def first(self) -> int:
@@ -110,11 +128,42 @@ class ResidueEntry:
     def last(self) -> int:
         return self.span[1]
 
+    @property
+    def outer(self) -> bool:
+        """Not swallowed by a later residue."""
+        return self.parent is None
+
+    def outermost(self) -> "ResidueEntry":
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        node = self
+        while node.parent is not None and node.parent is not root:  # path compression
+            node.parent, node = root, node.parent
+        return root
+
     def contains(self, other: tuple[int, int]) -> bool:
         return self.span[0] <= other[0] and other[1] <= self.span[1]
 
     def as_record(self) -> Residue:
         return Residue(span=self.span, note=self.note, by=self.by)  # type: ignore[arg-type]
+
+
+LABELS_LISTED = 3
+
+
+def newest_labels(items: "Iterator[Turn | ResidueEntry] | list[Turn | ResidueEntry]") -> tuple[str, ...]:
+    """Labels of the user turns among items (in id order), newest first, at most 3."""
+    out: list[str] = []
+    for it in reversed(list(items)):
+        if isinstance(it, Turn):
+            if it.role == "user" and it.label and it.state != "withdrawn":
+                out.append(it.label)
+        else:
+            out.extend(it.labels)
+        if len(out) >= LABELS_LISTED:
+            break
+    return tuple(out[:LABELS_LISTED])
 
 
 FrontierItem = "Turn | ResidueEntry"
@@ -176,6 +225,10 @@ def turn_blocks(turn_id: int, records: list[Record]) -> list[BlockRef]:
 # --------------------------------------------------------------------------- the table
 
 
+def _turn_id(t: Turn) -> int:
+    return t.id
+
+
 class Context:
     """The context table of one agent. ``step`` is the only way it changes."""
 
@@ -224,23 +277,36 @@ class Context:
 
     def frontier(self) -> list[Turn | ResidueEntry]:
         """Resident turns not under a residue and outermost residues, in id order."""
-        out: list[Turn | ResidueEntry] = []
-        outer = {r.span: r for r in self.residues if not r.withdrawn}
-        last_span: tuple[int, int] | None = None
-        for t in self.turns:
+        return list(self._items(0, len(self.turns)))
+
+    def _items(self, lo: int, hi: int) -> Iterator[Turn | ResidueEntry]:
+        """Frontier items among ``turns[lo:hi]``, jumping over each residue's turns."""
+        turns = self.turns
+        i = lo
+        while i < hi:
+            t = turns[i]
             if t.state == "resident":
-                out.append(t)
-            elif t.state == "evicted" and t.residue != last_span:
-                r = outer.get(t.residue)  # type: ignore[arg-type]
-                if r is not None:
-                    out.append(r)
-                    last_span = t.residue
-        return out
+                yield t
+                i += 1
+            elif t.state == "evicted" and t.under is not None:
+                r = t.under.outermost()
+                yield r
+                i = self._index_after(r.last, i + 1)
+            else:
+                i += 1
+
+    def _index_after(self, tid: int, lo: int = 0) -> int:
+        """Index of the first turn with id > tid."""
+        return bisect.bisect_right(self.turns, tid, lo=lo, key=_turn_id)
+
+    def _index_from(self, tid: int, lo: int = 0) -> int:
+        """Index of the first turn with id >= tid."""
+        return bisect.bisect_left(self.turns, tid, lo=lo, key=_turn_id)
 
     def outermost_residues(self) -> list[ResidueEntry]:
-        live = [r for r in self.residues if not r.withdrawn]
-        return [r for r in live if not any(o is not r and o.contains(r.span) and o.span != r.span
-                                           for o in live)]
+        """Live residues not nested in another, in id order."""
+        return sorted((r for r in self.residues if not r.withdrawn and r.parent is None),
+                      key=lambda r: r.span)
 
     def blocks(self, tid: int) -> list[BlockRef]:
         t = self.turn(tid)
@@ -296,6 +362,11 @@ class Context:
             check_note(r.note)
             if r.span[0] > r.span[1]:
                 raise Refusal(f"the residue {list(r.span)} runs backwards")
+        for i, (a, b) in enumerate(spans):
+            for c, d in spans[i + 1:]:
+                if a <= d and c <= b and not ((a <= c and d <= b) or (c <= a and b <= d)):
+                    raise Refusal(f"the residues [{a}, {b}] and [{c}, {d}] overlap without "
+                                  "nesting")
         for link in rec.turns:
             row = link.row
             if row.id <= prev:
@@ -303,6 +374,8 @@ class Context:
             prev = row.id
             if row.held == "evicted" and not any(a <= row.id <= b for a, b in spans):
                 raise Refusal(f"inherited row {row.id} is held evicted outside every residue")
+            if row.held in ("resident", "swept") and any(a <= row.id <= b for a, b in spans):
+                raise Refusal(f"inherited row {row.id} is held {row.held} inside a residue")
             if row.role not in ("user", "assistant"):
                 raise Refusal(f"inherited row {row.id} has role {row.role!r}")
         if rec.id_floor is not None and rec.id_floor <= prev:
@@ -371,7 +444,8 @@ class Context:
             if t.state == "resident" or (t.state == "evicted" and x in edge):
                 continue
             raise Refusal(f"turn {x} has already left your context — {self._earliest()}")
-        takes_turn = any(t.state == "resident" for t in self._turns_in(a, b))
+        takes_turn = ta.state == "resident" or tb.state == "resident" or any(
+            isinstance(it, Turn) for it in self._items(self._index_from(a), self._index_after(b)))
         if not takes_turn and any(r.span == (a, b) for r in outer):
             raise Refusal(f"[{a}, {b}] is already one residue — nothing would leave")
 
@@ -399,10 +473,9 @@ class Context:
                           f"({have} bytes)")
 
     def _turns_in(self, a: int, b: int) -> Iterator[Turn]:
-        import bisect
-
-        lo = bisect.bisect_left(self.turns, a, key=lambda t: t.id)
-        for t in self.turns[lo:]:
+        turns = self.turns
+        for i in range(self._index_from(a), len(turns)):
+            t = turns[i]
             if t.id > b:
                 break
             yield t
@@ -480,34 +553,38 @@ class Context:
                 self._withdraw(above=to)
 
     def _evict(self, res: Residue) -> None:
+        """Move the frontier items in the span under one new residue; older residues nest."""
         a, b = res.span
-        for r in self.outermost_residues():
-            if a <= r.first and r.last <= b:
-                self._hist -= self._residue_len(r)
+        entry = ResidueEntry((a, b), res.note, res.by, 0)
+        items = list(self._items(self._index_from(a), self._index_after(b)))
         weight = 0
-        for t in self._turns_in(a, b):
-            if t.state == "withdrawn":
-                continue
-            weight += t.bytes
-            if t.state == "resident":
-                self._hist -= t.bytes
-                t.state = "evicted"
-                t.records = None
-                self._drop_marks(t.id)
-            t.residue = (a, b)
-        entry = ResidueEntry((a, b), res.note, res.by, weight)
+        for it in items:
+            if isinstance(it, Turn):
+                weight += it.bytes
+                self._hist -= it.bytes
+                it.state = "evicted"
+                it.records = None
+                it.under = entry
+                if self.marks:
+                    self._drop_marks(it.id)
+            else:
+                weight += it.weight
+                self._hist -= self._residue_len(it)
+                it.parent = entry
+        entry.weight = weight
+        entry.labels = newest_labels(items)
         self.residues.append(entry)
         self._hist += self._residue_len(entry)
 
     def _withdraw(self, *, above: int) -> None:
         """Withdraw every turn and residue with id > ``above`` (clear: above=0)."""
-        for r in self.outermost_residues():
-            if r.first > above:
+        for r in self.residues:
+            if not r.withdrawn and r.parent is None and r.first > above:
                 self._hist -= self._residue_len(r)
         for r in self.residues:
             if not r.withdrawn and r.first > above:
                 r.withdrawn = True
-        for t in self._turns_in(above + 1, self.reach):
+        for t in self.turns[self._index_after(above):]:
             if t.state != "withdrawn":
                 if t.state == "resident":
                     self._hist -= t.bytes
@@ -521,20 +598,27 @@ class Context:
                 del self.marks[key]
 
     def _residue_len(self, r: ResidueEntry) -> int:
-        from .render import residue_message
+        """The residue message's length; the message is a function of the entry alone."""
+        if r._msg_len is None:
+            from .render import residue_message
 
-        return len(residue_message(self, r).encode("utf-8"))
+            r._msg_len = len(residue_message(self, r).encode("utf-8"))
+        return r._msg_len
 
     def _install(self, rec: Inherited) -> None:
-        spans = [tuple(r.span) for r in rec.residues]
-
-        def outermost(tid: int) -> tuple[int, int] | None:
+        entries = [ResidueEntry((r.span[0], r.span[1]), r.note, r.by, 0) for r in rec.residues]
+        # nesting: each residue's parent is the widest other residue containing it (ties: the
+        # one listed first stays outermost)
+        for i, e in enumerate(entries):
             best = None
-            for s in spans:
-                if s[0] <= tid <= s[1] and (best is None or (s[1] - s[0]) > (best[1] - best[0])):
-                    best = s
-            return best  # type: ignore[return-value]
-
+            for j, o in enumerate(entries):
+                if j == i or not o.contains(e.span):
+                    continue
+                if o.span == e.span and j > i:
+                    continue
+                if best is None or (o.last - o.first) > (best.last - best.first):
+                    best = o
+            e.parent = best
         for link in rec.turns:
             row = link.row
             state = "resident" if row.held in ("resident", "swept") else row.held
@@ -544,16 +628,23 @@ class Context:
                     raise Refusal(f"inherited row {row.id} is resident but no loader can read "
                                   f"{link.at.source}")
                 records = self.loader(link.at)
+            under = None
+            if state != "resident":
+                for e in entries:
+                    if e.parent is None and e.first <= row.id <= e.last:
+                        under = e
+                        break
             t = Turn(row.id, row.role, row.label, row.bytes, state, link.at.source,
                      [tuple(x) for x in link.at.loci], "inherited", records,  # type: ignore[misc]
-                     dict(row.swept or []), outermost(row.id) if state != "resident" else None)
+                     dict(row.swept or []), under)
             self._by_id[row.id] = len(self.turns)
             self.turns.append(t)
             self.reach = row.id
-        for r in rec.residues:
-            a, b = r.span
-            weight = sum(t.bytes for t in self._turns_in(a, b) if t.state == "evicted")
-            self.residues.append(ResidueEntry((a, b), r.note, r.by, weight))
+        for e in entries:
+            under = [t for t in self._turns_in(e.first, e.last) if t.state == "evicted"]
+            e.weight = sum(t.bytes for t in under)
+            e.labels = newest_labels(under)
+            self.residues.append(e)
         self.id_floor = rec.id_floor if rec.id_floor is not None else self.reach + 1
         self.in_hand = None
         self._hist = self.history_bytes_projection()
@@ -570,8 +661,11 @@ class Context:
 
     def history_bytes_projection(self) -> int:
         total = 0
+        from .render import residue_message
+
         for item in self.frontier():
-            total += item.bytes if isinstance(item, Turn) else self._residue_len(item)
+            total += item.bytes if isinstance(item, Turn) else len(
+                residue_message(self, item).encode("utf-8"))
         return total
 
     def overhead_bytes(self) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .constants import EVICT_THRESHOLD_BYTES, KEEP, RESERVE_FLOOR_TOKENS, RESERVE_SHARE
-from .context import Context, ResidueEntry, Turn
+from .context import Context, ResidueEntry, Turn, newest_labels
 
 
 def reserve(window: int) -> float:
@@ -58,8 +58,9 @@ def plan_eviction(ctx: Context, keep: float = KEEP) -> Plan | None:
     """One prefix span of the frontier, leaving at least ``keep`` of the history bytes.
 
     Walk back from the newest item spending the keep budget; the first item that does not fit
-    ends the cut. The newest item (the turn in hand) is never in a plan; a plan that takes no
-    resident turn is no plan.
+    ends the cut (it is the newest item cut). The newest item (the turn in hand) is never in a
+    plan; a plan that takes no resident turn is no plan, and neither is one whose residue message
+    would weigh as much as what it takes out (docs/decisions/0100-plan-net-gain.md).
     """
     frontier = ctx.frontier()
     if len(frontier) < 2:
@@ -81,7 +82,19 @@ def plan_eviction(ctx: Context, keep: float = KEEP) -> Plan | None:
     span = (item_span(taken[0])[0], item_span(taken[-1])[1])
     if ctx.in_hand is not None and span[0] <= ctx.in_hand <= span[1]:
         return None
+    if total - spent <= residue_bytes(ctx, span, taken, "harness", None):
+        return None
     return Plan(span, total - spent, spent)
+
+
+def residue_bytes(ctx: Context, span: tuple[int, int], items: list, by: str,
+                  note: str | None) -> int:
+    """The length of the residue message an eviction of these frontier items would leave."""
+    from .render import residue_message
+
+    weight = sum(it.bytes if isinstance(it, Turn) else it.weight for it in items)
+    entry = ResidueEntry(span, note, by, weight, labels=newest_labels(items))
+    return len(residue_message(ctx, entry).encode("utf-8"))
 
 
 class PressureLatch:

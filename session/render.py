@@ -51,25 +51,30 @@ def _clip_utf8(text: str, limit: int) -> str:
 
 
 def residue_message(ctx: "Context", r: "ResidueEntry") -> str:
-    """One user-voice message under RESIDUE_MAX_BYTES naming the span, weight and note."""
+    """One user-voice message under RESIDUE_MAX_BYTES naming the span, weight and note.
+
+    A function of the residue entry alone (span, weight, note, who, the labels it recorded), so
+    it never changes while the residue stands. The labels are listed only as far as they fit;
+    the note (at most 240 bytes, ``repr``-quoted) and the read-back call always fit.
+    """
     a, b = r.span
     who = "the model" if r.by == "model" else "the harness"
-    parts = [f"[Turns {a}-{b} left the context ({_fmt_bytes(r.weight)}), evicted by {who}."]
+    head = f"[Turns {a}-{b} left the context ({_fmt_bytes(r.weight)}), evicted by {who}."
     if r.note is not None:
-        parts.append(f" Note left with them: {r.note!r}.")
-    if r.by == "harness":
-        labels: list[str] = []
-        for t in reversed(list(ctx._turns_in(a, b))):
-            if t.role == "user" and t.state != "withdrawn" and t.label:
-                labels.append(repr(t.label))
-                if len(labels) == 3:
-                    break
-        if labels:
-            parts.append(" User turns among them, newest first: " + ", ".join(labels) + ".")
-    parts.append(f" They are still readable: transcript_read(turns=\"{a}-{b}\"), "
-                 "transcript_grep(pattern).]")
-    text = "".join(parts)
-    return _clip_utf8(text, RESIDUE_MAX_BYTES - 1)
+        head += f" Note left with them: {r.note!r}."
+    tail = (f" They are still readable: transcript_read(turns=\"{a}-{b}\"), "
+            "transcript_grep(pattern).]")
+    if r.by == "harness" and r.labels:
+        room = RESIDUE_MAX_BYTES - 1 - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
+        shown: list[str] = []
+        for label in r.labels:
+            cand = " User turns among them, newest first: " + ", ".join(shown + [repr(label)]) + "."
+            if len(cand.encode("utf-8")) > room:
+                break
+            shown.append(repr(label))
+        if shown:
+            head += " User turns among them, newest first: " + ", ".join(shown) + "."
+    return _clip_utf8(head + tail, RESIDUE_MAX_BYTES - 1)
 
 
 def opening_line(turn_id: int, withdrawn: bool = True) -> str:
