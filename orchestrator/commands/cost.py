@@ -1,0 +1,57 @@
+"""``mnemon cost DIR|RUN_ROOT`` — tokens, cache reads/writes and price, per agent and in total.
+
+Read-only: a torn tail is reported on stderr and what is complete is counted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lineage.runroot import RunRootError
+from lineage.view import report_torn
+
+from ..cli import UserError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("cost", help="tokens, cache reads/writes and price of a run, per agent")
+    p.add_argument("path", help="a run root or an agent directory")
+    p.add_argument("--price-as", default=None, metavar="MODEL",
+                   help="price every usage as this model (default: each record's own model; "
+                        "an unknown model such as 'scripted' prices at the default tier)")
+    p.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"],
+                   help="price cache writes at the 5-minute or the 1-hour TTL")
+    p.add_argument("--json", action="store_true", help="machine output: {\"agents\": [...], "
+                   "\"total\": {...}}")
+
+
+def run(args) -> int:
+    from ..costs import CostError, as_json, run_cost, total
+    from ..report import table
+
+    path = Path(args.path)
+    try:
+        rows = run_cost(path, price_as=args.price_as, ttl=args.cache_ttl)
+    except RunRootError as e:
+        raise UserError(str(e)) from None
+    except CostError as e:
+        raise UserError(str(e)) from None
+    for r in rows:
+        report_torn(f"agents/{r.agent}/record.jsonl", r.torn)
+    if args.json:
+        print(json.dumps(as_json(rows)))
+        return 0
+    cols = ["agent", "input_tokens", "cache_read_tokens", "cache_write_tokens",
+            "output_tokens", "cost_usd"]
+    lines = [r.as_json() for r in rows] + [{"agent": "total", **total(rows)}]
+    for line in lines:
+        line["cost_usd"] = f"${line['cost_usd']:.4f}"
+    print(table(lines, cols, ["agent", "input", "cache read", "cache write", "output", "cost"]))
+    priced = (f"priced as {args.price_as}" if args.price_as else
+              "priced on each record's model")
+    fallback = [r.agent for r in rows if r.counted == "assistant_messages"]
+    note = (f"; {', '.join(fallback)} from AssistantMessage usage (no ProviderCall usage)"
+            if fallback else "")
+    print(f"({priced}, cache writes at the {args.cache_ttl} TTL{note})")
+    return 0

@@ -1,0 +1,147 @@
+"""What a run cost: tokens, cache reads and writes, and price, per agent and in total.
+
+Read-only and free of printing; ``mnemon cost`` (``orchestrator/commands/cost.py``) is the front.
+
+Per agent, from its own ``record.jsonl`` only (an inherited turn was paid for by the agent that
+recorded it, so nothing is counted twice):
+
+* the ``usage`` of every ``ProviderCall`` that carries one — each successful attempt, including
+  calls that open no turn (a summarisation request, a peer's extra call);
+* if the log has no ``ProviderCall`` with a usage (a hand-written or foreign log), the ``usage``
+  of its ``AssistantMessage`` records instead.
+
+Each usage is priced with ``providers.prices.cost_usd`` on the record's own model
+(``ProviderCall.model`` / ``AssistantMessage.model``, else ``SessionStarted.model``), unless a
+``price_as`` model overrides them all. Cache writes are priced at the 5-minute or 1-hour TTL.
+
+The reader decodes one line at a time into a lenient probe (only ``t``, ``usage`` and ``model``;
+every other field is skipped), so it is fast on large logs and indifferent to record types it
+does not price. A torn tail is not read, only reported; nothing is ever written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import msgspec
+from msgspec import Struct
+
+from lineage.runroot import agent_source
+from lineage.view import agents_in
+from providers.prices import cost_usd
+from session.log import TornTail, find_torn_tail, iter_lines
+from session.records import Usage
+
+__all__ = ["FIELDS", "AgentCost", "CostError", "agent_cost", "run_cost", "as_json", "total"]
+
+FIELDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+TTLS = ("5m", "1h")
+
+
+class CostError(Exception):
+    """A log that cannot be read for costing (a line that is not a JSON record), or bad input."""
+
+
+class _Probe(Struct):
+    """The fields of a record that pricing needs; everything else in the line is skipped."""
+
+    t: str
+    usage: Usage | None = None
+    model: str | None = None
+
+
+_probe = msgspec.json.Decoder(_Probe)
+
+
+class AgentCost(Struct, kw_only=True):
+    agent: str
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    counted: str = "none"
+    """Which records were summed: ``provider_calls``, ``assistant_messages`` or ``none``."""
+    records: int = 0
+    """How many usages were summed."""
+    torn: TornTail | None = None
+
+    def as_json(self) -> dict:
+        return {"agent": self.agent, **{f: getattr(self, f) for f in FIELDS},
+                "cost_usd": round(self.cost_usd, 6)}
+
+
+class _Sum:
+    __slots__ = ("usage", "cost", "n")
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self.cost = 0.0
+        self.n = 0
+
+    def add(self, usage: Usage, model: str | None, ttl: str) -> None:
+        self.usage = self.usage + usage
+        self.cost += cost_usd(usage, model, ttl)
+        self.n += 1
+
+
+def agent_cost(path: Path, agent: str, *, display: str | None = None,
+               price_as: str | None = None, ttl: str = "5m") -> AgentCost:
+    """The cost of one agent's log at ``path`` (only its complete lines are read)."""
+    if ttl not in TTLS:
+        raise CostError(f"the cache TTL is 5m or 1h, not {ttl!r}")
+    shown = display or str(path)
+    torn = find_torn_tail(path)
+    calls, messages = _Sum(), _Sum()
+    started_model: str | None = None
+    for lineno, (off, line) in enumerate(iter_lines(path), 1):
+        try:
+            rec = _probe.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise CostError(f"{shown}:{lineno}: not a record at offset {off} ({e})") from None
+        if rec.t == "SessionStarted":
+            started_model = rec.model
+        elif rec.t == "ProviderCall" and rec.usage is not None:
+            calls.add(rec.usage, price_as or rec.model or started_model, ttl)
+        elif rec.t == "AssistantMessage" and rec.usage is not None:
+            messages.add(rec.usage, price_as or rec.model or started_model, ttl)
+    chosen, counted = ((calls, "provider_calls") if calls.n else
+                       (messages, "assistant_messages") if messages.n else (calls, "none"))
+    u = chosen.usage
+    return AgentCost(agent=agent, input_tokens=u.input_tokens,
+                     cache_read_tokens=u.cache_read_tokens,
+                     cache_write_tokens=u.cache_write_tokens, output_tokens=u.output_tokens,
+                     cost_usd=chosen.cost, counted=counted, records=chosen.n, torn=torn)
+
+
+def _natural(agent: str) -> list:
+    """a2 before a10."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", agent)]
+
+
+def run_cost(path: Path, *, price_as: str | None = None, ttl: str = "5m") -> list[AgentCost]:
+    """Every agent of a run root (or the one agent an agent directory names), in id order.
+
+    Raises ``lineage.runroot.RunRootError`` for a path that is neither, ``CostError`` for a log
+    that cannot be read.
+    """
+    root, agents = agents_in(Path(path))
+    out = []
+    for agent in sorted(agents, key=_natural):
+        src = agent_source(agent)
+        out.append(agent_cost(root / src, agent, display=src, price_as=price_as, ttl=ttl))
+    return out
+
+
+def total(rows: Iterable[AgentCost]) -> dict:
+    rows = list(rows)
+    t: dict = {f: sum(getattr(r, f) for r in rows) for f in FIELDS}
+    t["cost_usd"] = round(sum(r.cost_usd for r in rows), 6)
+    return t
+
+
+def as_json(rows: list[AgentCost]) -> dict:
+    """The fixed machine shape: ``{"agents": [...], "total": {...}}``."""
+    return {"agents": [r.as_json() for r in rows], "total": total(rows)}
