@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from .constants import EVICT_THRESHOLD_BYTES, KEEP, RESERVE_FLOOR_TOKENS, RESERVE_SHARE
 from .context import Context, ResidueEntry, Turn, newest_labels
+from .records import Evicted, Residue, encode
 
 
 def reserve(window: int) -> float:
@@ -82,7 +83,10 @@ def plan_eviction(ctx: Context, keep: float = KEEP) -> Plan | None:
     span = (item_span(taken[0])[0], item_span(taken[-1])[1])
     if ctx.in_hand is not None and span[0] <= ctx.in_hand <= span[1]:
         return None
-    if total - spent <= residue_bytes(ctx, span, taken, "harness", None):
+    # what the edit adds: the residue message, and the Evicted line the turn in hand grows by
+    added = residue_bytes(ctx, span, taken, "harness", None) + len(
+        encode(Evicted(residue=Residue(span=span, note=None, by="harness"))))
+    if total - spent <= added:
         return None
     return Plan(span, total - spent, spent)
 
