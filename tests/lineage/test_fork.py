@@ -331,3 +331,26 @@ def test_child_can_evict_inherited_turns_and_fork_again(run_root):
     g = fork(run_root, child, "g1", task="u")
     assert_prefix(child.ctx, g.ctx, "u")
     assert g.ctx == refold(run_root, "g1")
+
+
+def test_a_residue_spanning_withdrawn_turns(run_root):
+    """Withdrawn turns inside a residue's span are not carried; weight and labels still agree."""
+    parent = new_agent(run_root, "p", **STARTED)
+    for i in range(3):
+        prompt(parent, f"prompt {i}")
+        tool_turn(parent, f"tool {i}", "ls", "o" * (100 * (i + 1)))
+    parent.append(Rewound(to=4))  # withdraws 5 and 6
+    prompt(parent, "after rewind")
+    answer(parent, "a")
+    answer(parent, "b")
+    evict(parent, 1, 2, "first pair")
+    evict(parent, 1, 8, None, by="harness")  # spans the withdrawn 5, 6
+    answer(parent, "c")
+    start_call(parent)
+    child = fork(run_root, parent, "c1", task="t")
+    assert [t.id for t in child.ctx.turns if t.origin == "inherited"] == [1, 2, 3, 4, 7, 8, 9, 10]
+    pw = {r.span: (r.weight, r.labels) for r in parent.ctx.residues}
+    cw = {r.span: (r.weight, r.labels) for r in child.ctx.residues}
+    assert pw == cw
+    assert_prefix(parent.ctx, child.ctx, "t")
+    assert child.ctx == refold(run_root, "c1")
