@@ -1,0 +1,74 @@
+"""``mnemon replay TRAJ --out DIR`` — replay a recorded trajectory under context strategies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..cli import UserError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("replay", help="replay a recorded agent trajectory through the harness")
+    p.add_argument("trajectory", help="a recorded session (neutral JSONL, Claude Code, Codex, "
+                                      "OpenAI messages JSON)")
+    p.add_argument("--out", required=True, help="a new or empty directory for the reports")
+    p.add_argument("--format", default="auto",
+                   choices=["auto", "neutral", "claude-code", "codex", "openai-messages"])
+    p.add_argument("--strategy", default="evict",
+                   help="comma-separated: evict, sweep, compact, rollover, clear-tool-uses, none")
+    p.add_argument("--context-window", type=int, default=200_000)
+    p.add_argument("--keep", type=float, default=0.5)
+    p.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"])
+    p.add_argument("--model", default="claude-sonnet-4-5", help="the model whose prices apply")
+    p.add_argument("--prices", default=None, help="a TOML or JSON price table overriding ours")
+    p.add_argument("--summary-tokens", type=int, default=2000)
+    p.add_argument("--seconds-per-request", type=float, default=15.0)
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--json", action="store_true", help="print summary.json")
+
+
+def run(args) -> int:
+    import json
+
+    from ..importers import TrajectoryFormatError, load
+    from ..replay import replay, summary_table, write_reports
+    from ..strategies import STRATEGIES, Options
+
+    names = [s.strip() for s in args.strategy.split(",") if s.strip()]
+    bad = [s for s in names if s not in STRATEGIES]
+    if bad or not names:
+        raise UserError(f"unknown strategy {', '.join(bad) or '(none)'}: choose from "
+                        f"{', '.join(STRATEGIES)}")
+    if not 0 < args.keep < 1:
+        raise UserError(f"--keep must be between 0 and 1, not {args.keep}")
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out} exists and is not an empty directory")
+    try:
+        traj = load(args.trajectory, args.format)
+    except TrajectoryFormatError as e:
+        raise UserError(str(e)) from None
+    except FileNotFoundError:
+        raise UserError(f"{args.trajectory}: no such file") from None
+    if args.prices:
+        from providers import prices
+
+        try:
+            prices.PRICES.update(prices.load_prices(args.prices))
+        except (OSError, ValueError) as e:
+            raise UserError(f"{args.prices}: {e}") from None
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name in names:
+        results.append(replay(traj, out / name, name, window=args.context_window,
+                              model=args.model, ttl=args.cache_ttl, keep=args.keep,
+                              seconds_per_request=args.seconds_per_request,
+                              opts=Options(keep=args.keep, summary_tokens=args.summary_tokens)))
+    summary = write_reports(results, out, plot=not args.no_plot)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(summary_table(summary))
+        print(f"\nreports: {out / 'summary.json'}, {out / 'per_turn.csv'}"
+              + ("" if args.no_plot else f", {out / 'plot.png'}"))
+    return 0
