@@ -140,3 +140,27 @@ def test_tree_errors(tmp_path, capsys):
 def test_empty_run(run_root, capsys):
     code, out, _ = run_tree([str(run_root), "--json"], capsys)
     assert code == 0 and json.loads(out) == []
+
+
+def test_tree_survives_pointers_that_escape_as_os_errors(run_root, capsys):
+    """Pointers that runroot lets escape as OSError/ValueError still draw as broken."""
+    from .util import rewrite_inherited
+
+    p = new_agent(run_root, "p", **STARTED)
+    prompt(p, "q")
+    answer(p, "a")
+    start_call(p)
+    for i, src in enumerate(["agents", "agents/p/record.jsonl\x00", None]):
+        fork(run_root, p, f"c{i}", task="t").close()
+
+        def edit(o, src=src):
+            for x in o["turns"]:
+                if src is None:
+                    x["at"]["loci"][0][0] = -5
+                else:
+                    x["at"]["source"] = src
+        rewrite_inherited(run_root / f"agents/c{i}/record.jsonl", edit)
+    got = {n["agent"]: n["state"] for n in tree_json(run_root)}
+    assert got == {"p": "open", "c0": "broken", "c1": "broken", "c2": "broken"}
+    code, out, _ = run_tree([str(run_root)], capsys)
+    assert code == 0 and out.count("broken") == 3
