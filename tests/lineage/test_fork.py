@@ -157,7 +157,7 @@ def test_withdrawn_turns_and_residues_are_not_carried(run_root):
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "session/render.py (uncommitted edit seen 2026-11-30): render() picks opening_line(tid, "
+    "session/render.py (commit 224f4a6): render() picks opening_line(tid, "
     "withdrawn) from `any(t.state == 'withdrawn' for t in ctx.turns if t.id < tid)`; a fork does "
     "not carry withdrawn turns (DESIGN, Forks and children), so the child's first message reads "
     "'[The context opens at turn 3.]' where the parent's reads '...; earlier turns were "
