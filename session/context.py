@@ -32,6 +32,7 @@ from .records import (
     Record,
     Residue,
     Rewound,
+    SessionEnded,
     SessionStarted,
     Steering,
     Swept,
@@ -229,6 +230,9 @@ def _turn_id(t: Turn) -> int:
     return t.id
 
 
+_FORENSIC = frozenset(FORENSIC)
+
+
 class Context:
     """The context table of one agent. ``step`` is the only way it changes."""
 
@@ -322,28 +326,43 @@ class Context:
         self.apply(record, locus)
 
     def check(self, record: Record) -> None:
-        if isinstance(record, SessionStarted):
+        """Judge a record against the table; raises ``Refusal`` naming the state."""
+        kind = type(record)
+        if kind is SessionStarted:
             if self.started is not None or self.records_folded:
                 raise Refusal("a log opens with SessionStarted, once — this is a second one")
             return
         if self.started is None:
             raise Refusal("a log opens with SessionStarted")
-        if isinstance(record, FORENSIC):
+        if kind is UserPrompt:
+            if record.turn < self.reach + 1 or record.turn < self.id_floor:  # type: ignore[union-attr]
+                self._check_new_id(record.turn)  # type: ignore[union-attr]
             return
-        match record:
-            case UserPrompt(turn=tid) | AssistantMessage(turn=tid):
-                self._check_new_id(tid)
-                if isinstance(record, AssistantMessage):
-                    ids = [b.id for b in record.blocks if isinstance(b, ToolUse)]
-                    if len(set(ids)) != len(ids):
-                        raise Refusal("duplicate tool_use ids in one message")
-            case Inherited():
-                self._check_inherited(record)
-            case _:
-                if self.in_hand is None:
-                    raise Refusal(f"a {type(record).__name__} record extends the turn in hand — "
-                                  "no turn is open yet")
-                self._check_extension(record)
+        if kind is AssistantMessage:
+            if record.turn < self.reach + 1 or record.turn < self.id_floor:  # type: ignore[union-attr]
+                self._check_new_id(record.turn)  # type: ignore[union-attr]
+            ids = [b.id for b in record.blocks if type(b) is ToolUse]  # type: ignore[union-attr]
+            if len(ids) > 1 and len(set(ids)) != len(ids):
+                raise Refusal("duplicate tool_use ids in one message")
+            return
+        if kind in _FORENSIC:
+            return
+        if kind is Inherited:
+            self._check_inherited(record)  # type: ignore[arg-type]
+            return
+        if self.in_hand is None:
+            raise Refusal(f"a {kind.__name__} record extends the turn in hand — no turn is open "
+                          "yet")
+        if kind is ToolResults:
+            pending = self.pending
+            seen: set[str] = set()
+            for r in record.results:  # type: ignore[union-attr]
+                if r.tool_use_id not in pending or r.tool_use_id in seen:
+                    raise Refusal(f"a tool result with no pending call ({r.tool_use_id}) in "
+                                  f"turn {self.in_hand}")
+                seen.add(r.tool_use_id)
+            return
+        self._check_extension(record)
 
     def _check_new_id(self, tid: int) -> None:
         floor = self.next_id()
@@ -488,36 +507,54 @@ class Context:
             line = encode(record)
             locus = (0, len(line), "")
         self.records_folded += 1
-        if isinstance(record, SessionStarted):
-            self.started = record
+        kind = type(record)
+        if kind is UserPrompt:
+            self.protocol_seen = True
+            self._open(record.turn, "user", clip_label(record.text), record, locus)  # type: ignore[union-attr]
+            self.pending = {}
             return
-        if isinstance(record, FORENSIC):
-            if type(record).__name__ == "SessionEnded":
+        if kind is AssistantMessage:
+            self.protocol_seen = True
+            tid = record.turn  # type: ignore[union-attr]
+            label = ""
+            pending: dict[str, int] = {}
+            for b in record.blocks:  # type: ignore[union-attr]
+                tb = type(b)
+                if tb is ToolUse:
+                    pending[b.id] = tid  # type: ignore[union-attr]
+                elif tb is Text and not label and b.text:  # type: ignore[union-attr]
+                    label = b.text  # type: ignore[union-attr]
+            self._open(tid, "assistant", clip_label(label) if label else "", record, locus)
+            self.pending = pending
+            usage = record.usage  # type: ignore[union-attr]
+            if usage is not None:
+                self.last_input_tokens = (usage.input_tokens + usage.cache_read_tokens
+                                          + usage.cache_write_tokens)
+                self.history_at_response = self._hist - locus[1]
+            return
+        if kind in _FORENSIC:
+            if kind is SessionStarted:
+                self.started = record  # type: ignore[assignment]
+            elif kind is SessionEnded:
                 self.ended = record.reason  # type: ignore[union-attr]
             return
         self.protocol_seen = True
-        match record:
-            case UserPrompt(turn=tid, text=text):
-                self._open(tid, "user", clip_label(text), record, locus)
-                self.pending = {}
-            case AssistantMessage(turn=tid):
-                label = next((b.text for b in record.blocks if isinstance(b, Text) and b.text), "")
-                self._open(tid, "assistant", clip_label(label), record, locus)
-                self.pending = {b.id: tid for b in record.blocks if isinstance(b, ToolUse)}
-                if record.usage is not None:
-                    self.last_input_tokens = record.usage.total_input
-                    self.history_at_response = self.history_bytes() - locus[1]
-            case Inherited():
-                self._install(record)
-            case _:
-                t = self.turns[self._by_id[self.in_hand]]  # type: ignore[index]
-                t.loci.append(locus)
-                if t.records is not None:
-                    t.records.append(record)
-                if t.state == "resident":
-                    t.bytes += locus[1]
-                    self._hist += locus[1]
-                self._extend(record)
+        if kind is Inherited:
+            self._install(record)  # type: ignore[arg-type]
+            return
+        t = self.turns[self._by_id[self.in_hand]]  # type: ignore[index]
+        t.loci.append(locus)
+        if t.records is not None:
+            t.records.append(record)
+        if t.state == "resident":
+            t.bytes += locus[1]
+            self._hist += locus[1]
+        if kind is ToolResults:
+            pending = self.pending
+            for r in record.results:  # type: ignore[union-attr]
+                pending.pop(r.tool_use_id, None)
+        elif kind is not Steering:
+            self._extend(record)
 
     def _open(self, tid: int, role: str, label: str, record: Record, locus: Locus) -> None:
         turn = Turn(tid, role, label, locus[1], "resident", self.source, [locus], "own", [record])

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import blake3
 import msgspec
 
 from .context import Context, Loader
 from .errors import LogRefused, SessionError
-from .log import TornTail, digest, find_torn_tail, iter_lines
-from .records import decode
+from .log import TornTail, find_torn_tail, iter_lines
+from .records import _decoder
 
 
 def fold_file(path: Path, source: str, *, loader: Loader | None = None,
@@ -23,16 +24,19 @@ def fold_file(path: Path, source: str, *, loader: Loader | None = None,
     shown = display or source or str(path)
     torn = find_torn_tail(path)
     lineno = 0
+    step = ctx.step
+    dec = _decoder.decode
+    b3 = blake3.blake3
     for off, line in iter_lines(path):
         lineno += 1
         if not line:
             raise LogRefused(shown, lineno, "a blank line", off)
         try:
-            rec = decode(line)
+            rec = dec(line)
         except msgspec.DecodeError as e:
             raise LogRefused(shown, lineno, f"not a record: {e}", off) from None
         try:
-            ctx.step(rec, (off, len(line), digest(line)))
+            step(rec, (off, len(line), b3(line).digest(length=8).hex()))
         except SessionError as e:
             raise LogRefused(shown, lineno, str(e), off) from None
     if lineno == 0:
