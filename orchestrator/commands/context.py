@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lineage.runroot import RunRootError
+from lineage.runroot import RunRootError, find_run_root, read_run_json
 from lineage.view import open_agent, report_torn
+from session.errors import LogRefused
 from session.context import Turn
 from session.render import render, residue_message
 
-from ..cli import UserError
+from ..cli import Failure, UserError
 
 
 def add_parser(sub) -> None:
@@ -35,9 +36,12 @@ def survey(ctx) -> dict:
 
 def run(args) -> int:
     try:
+        read_run_json(find_run_root(Path(args.path)))
         root, agent, ctx, torn = open_agent(Path(args.path))
     except RunRootError as e:
         raise UserError(str(e)) from None
+    except LogRefused as e:  # a log that does not fold: not the user's doing
+        raise Failure(f"{e} (run `mnemon verify` for every problem)") from None
     report_torn(f"agents/{agent}/record.jsonl", torn)
     if args.rendered:
         msgs = render(ctx)

@@ -6,7 +6,14 @@ import json
 import sys
 from pathlib import Path
 
-from lineage.runroot import RunRootError, agent_source, make_loader, read_pointer
+from lineage.runroot import (
+    RunRootError,
+    agent_source,
+    confine,
+    make_loader,
+    read_pointer,
+    read_run_json,
+)
 from lineage.view import agents_in
 from session.errors import LogRefused, SessionError
 from session.log import iter_lines
@@ -38,13 +45,18 @@ def _inherited_line(path: Path) -> tuple[int, Inherited | None]:
 def verify(path: Path) -> dict:
     try:
         root, agents = agents_in(path)
+        read_run_json(root)
     except RunRootError as e:
         raise UserError(str(e)) from None
     problems: list[dict] = []
     torn_list: list[dict] = []
     for agent in agents:
         src = agent_source(agent)
-        full = root / src
+        try:
+            full = confine(root, src)
+        except SessionError as e:
+            problems.append({"path": src, "line": 0, "offset": None, "error": str(e)})
+            continue
         try:
             ctx, torn = fold_file(full, src, loader=make_loader(root))
         except LogRefused as e:
