@@ -1,0 +1,493 @@
+"""Orchestrator benchmark: harness overhead per turn, a 1 000-agent swarm, memory per idle agent.
+
+    python bench/agents.py [--roots 250] [--children 3] [--child-turns 8] [--latency 0.1]
+                           [--context-tokens 150000] [--overhead-turns 40]
+                           [--only overhead|swarm|memory] [--profile] [--json] [--dir DIR]
+
+Three figures (docs/performance.md, "Orchestrator"):
+
+(a) **Harness overhead per turn** at a 150 000-token context: one root agent whose context holds
+    ~600 KB of real records (the turn shapes and texts of ``data/trajectories/dev``, converted
+    line by line), driven through the real loop (``orchestrator.loop.run_agent``) by a policy that
+    reads one more realistic tool output per turn, context window 200 000 (so nothing is evicted
+    while it is measured), logs as JSON lines to ``<run root>/mnemon.log`` as the CLI does.
+    Overhead of a turn = the time between the end of one provider call and the end of the next,
+    minus the provider call itself (the scripted provider's policy and its cache model), plus the
+    ``ProviderCall`` append made inside it — i.e. everything the loop does except the call:
+    weigh, render (``build_request``), every append, accounting, the tool calls, the pressure
+    check, logging. Each step is timed by wrapping the loop's own functions. Goal: median ≤ 5 ms.
+(b) **Swarm wall time**: ``--roots`` root agents each fork ``--children`` mnemon children
+    (1 000 agents with the defaults, all alive at once), on ``ScriptedProvider(latency_s=0.1)``
+    with ``Settings(concurrency=<agents>)`` so the limiter is never the bottleneck. A root reads
+    two documents, starts its children in one turn, waits for them, answers (5 turns); a child
+    greps its inherited transcript, reads ``child-turns − 2`` documents, answers. Ideal wall time
+    = the critical path of sequential provider calls × latency = (3 + child-turns + 1) × 0.1 s.
+    Goal: within 1.2× of it.
+(c) **Memory per idle agent**: the same swarm shape with every child parked inside its first
+    provider call (the roots parked in ``agents_wait``): ``tracemalloc`` current minus the
+    baseline before the supervisor opened, and the RSS delta, divided by the number of agents.
+
+This is a benchmark, not a test: it prints figures (``--json``: one object) and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import trio  # noqa: E402
+
+from orchestrator import logs, loop  # noqa: E402
+from orchestrator.settings import Settings  # noqa: E402
+from orchestrator.supervisor import open_supervisor  # noqa: E402
+from orchestrator.usertools import UserTool  # noqa: E402
+from providers.cache import CacheModel  # noqa: E402
+from providers.scripted import ScriptedProvider  # noqa: E402
+from session.agentlog import AgentLog  # noqa: E402
+from session.records import (  # noqa: E402
+    AssistantMessage,
+    Text,
+    ToolResult,
+    ToolResults,
+    ToolUse,
+    UserPrompt,
+)
+
+TRAJ = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
+
+
+# --------------------------------------------------------------------------- realistic material
+
+
+def load_trajectories() -> list[list[dict]]:
+    out = []
+    for path in sorted(TRAJ.glob("*.jsonl")):
+        out.append([json.loads(x) for x in path.read_text().splitlines() if x.strip()])
+    if not out:
+        raise SystemExit(f"no trajectories in {TRAJ}")
+    return out
+
+
+def tool_outputs(trajs: list[list[dict]]) -> list[str]:
+    """Real tool outputs (clipped to 1 500 characters), in file order."""
+    outs = [o["text"][:1500] for t in trajs for o in t if o["role"] == "tool" and o.get("text")]
+    return outs
+
+
+def system_of(trajs: list[list[dict]]) -> str | None:
+    first = trajs[0][0]
+    return first["text"] if first["role"] == "system" else None
+
+
+def fill(log: AgentLog, trajs: list[list[dict]], target_bytes: int) -> int:
+    """Append real trajectory turns (user → UserPrompt, assistant → AssistantMessage with its text
+    and tool calls, tool → ToolResults) until the history reaches ``target_bytes``."""
+    n = 0
+    while True:
+        for t in trajs:
+            n += 1
+            for obj in t[1:] if t[0]["role"] == "system" else t:
+                role = obj["role"]
+                if role == "user":
+                    log.append(UserPrompt(turn=log.next_id(), text=obj["text"]))
+                elif role == "assistant":
+                    blocks = [Text(obj["text"])] if obj.get("text") else []
+                    for c in obj.get("tool_calls") or []:
+                        blocks.append(ToolUse(f"r{n}_{c['id']}", c["name"], c["arguments"]))
+                    if not blocks:
+                        continue
+                    log.append(AssistantMessage(turn=log.next_id(), blocks=blocks,
+                                                stop_reason="tool_use", model="m", usage=None))
+                elif role == "tool":
+                    cid = f"r{n}_{obj['tool_call_id']}"
+                    if any(c.id == cid for c in log.ctx.pending_calls()):
+                        log.append(ToolResults(results=[ToolResult(tool_use_id=cid,
+                                                                   content=obj["text"])]))
+                if log.ctx.history_bytes() >= target_bytes:
+                    # answer what is still pending, so the next turn is well-formed
+                    pend = log.ctx.pending_calls()
+                    if pend:
+                        log.append(ToolResults(results=[
+                            ToolResult(tool_use_id=c.id, content="(not run)", is_error=True)
+                            for c in pend]))
+                    return log.ctx.history_bytes()
+
+
+# --------------------------------------------------------------------------- (a) overhead
+
+
+class Clock:
+    """Per-turn accumulators for the loop's steps, filled by wrappers."""
+
+    def __init__(self) -> None:
+        self.turn: dict[str, float] = {}
+        self.turns: list[dict[str, float]] = []
+        self.in_provider = False
+
+    def add(self, key: str, dt: float) -> None:
+        self.turn[key] = self.turn.get(key, 0.0) + dt
+
+
+def instrument(clock: Clock):
+    """Wrap the loop's own steps; returns an undo function."""
+    saved = {}
+
+    def wrap_fn(mod, name, key):
+        fn = getattr(mod, name)
+        saved[(mod, name)] = fn
+
+        def wrapper(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                clock.add(key, time.perf_counter() - t0)
+
+        setattr(mod, name, wrapper)
+
+    def wrap_async(mod, name, key):
+        fn = getattr(mod, name)
+        saved[(mod, name)] = fn
+
+        async def wrapper(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return await fn(*a, **kw)
+            finally:
+                clock.add(key, time.perf_counter() - t0)
+
+        setattr(mod, name, wrapper)
+
+    wrap_fn(loop, "weigh", "weigh")
+    wrap_fn(loop, "build_request", "render")
+    wrap_fn(loop, "_account", "account")
+    wrap_fn(loop, "pressure", "pressure")
+    wrap_async(loop, "run_calls", "tools")
+    append = AgentLog.append
+    saved[(AgentLog, "append")] = append
+
+    def timed_append(self, record):
+        t0 = time.perf_counter()
+        try:
+            return append(self, record)
+        finally:
+            clock.add("appends", time.perf_counter() - t0)
+            clock.add("appends_n", 1)
+
+    AgentLog.append = timed_append  # type: ignore[method-assign]
+
+    def undo():
+        for (mod, name), fn in saved.items():
+            setattr(mod, name, fn)
+
+    return undo
+
+
+class TimedProvider:
+    """The scripted provider, timed: each call's duration without the ProviderCall append made
+    in its ``on_attempt`` (that append is the harness's, and is counted as overhead)."""
+
+    name = "scripted"
+
+    def __init__(self, inner: ScriptedProvider, clock: Clock):
+        self.inner = inner
+        self.clock = clock
+        self.last_end: float | None = None
+
+    async def complete(self, request, *, on_attempt=None):
+        c = self.clock
+        inside = {"t": 0.0}
+
+        def attempt(*a):
+            t0 = time.perf_counter()
+            try:
+                return on_attempt(*a) if on_attempt else None
+            finally:
+                inside["t"] += time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        resp = await self.inner.complete(request, on_attempt=attempt)
+        end = time.perf_counter()
+        if self.last_end is not None:
+            c.turn["provider"] = end - t0 - inside["t"]
+            c.turn["gap"] = end - self.last_end
+            c.turn["overhead"] = c.turn["gap"] - c.turn["provider"]
+            c.turn["used_tokens"] = resp.usage.total_input
+            c.turns.append(c.turn)
+        c.turn = {}
+        self.last_end = end
+        return resp
+
+    async def aclose(self):
+        pass
+
+
+async def overhead_phase(base: Path, trajs, *, context_tokens: int, turns: int,
+                         window: int) -> dict:
+    root = base / "overhead"
+    outs = tool_outputs(trajs)
+    clock = Clock()
+    logs.configure(root if root.exists() else _mkroot(root), verbose=False)
+
+    async def read_output(i: int) -> str:
+        """Read one more output of the task at hand (a real tool output)."""
+        return outs[i % len(outs)]
+
+    def policy(request, state):
+        k = state["k"] = state.get("k", 0) + 1
+        if k <= turns + 1:
+            return [Text(f"Step {k}: reading the next output."),
+                    ToolUse(f"o{k}", "read_output", {"i": k})], "tool_use"
+        return [Text("done")], "end_turn"
+
+    settings = Settings(system=system_of(trajs), model="claude-sonnet-4-5",
+                        context_window=window, max_turns=turns + 10, concurrency=4)
+    inner = ScriptedProvider(policy=policy, cache_model=CacheModel())
+    prov = TimedProvider(inner, clock)
+    async with open_supervisor(root, prov, settings, user_tools=[UserTool(read_output)],
+                               provider_name="scripted", started_by="bench/agents.py") as sup:
+        node = sup.new_root("Fix the failing test; the transcript so far follows.")
+        # system + tools are sent too: fill the messages up to the rest
+        tools_bytes = loop.request_bytes(loop.build_request(sup, node))
+        # start a little below the figure so the measured turns straddle it (each adds ~1 KB)
+        target = (context_tokens - turns * 160) * 4 - tools_bytes
+        filled = fill(node.log, trajs, target)
+        node.log.prompt("Continue with the next output.")
+        undo = instrument(clock)
+        gc.collect()
+        try:
+            await sup.run(node)
+        finally:
+            undo()
+    logs.shutdown()
+    rows = clock.turns[1:]  # the first measured turn carries the one pressure reminder
+    keys = ["overhead", "weigh", "render", "appends", "account", "tools", "pressure",
+            "provider"]
+    for r in rows:
+        r["other"] = r["overhead"] - sum(r.get(k, 0.0) for k in keys[1:-1])
+    keys.append("other")
+    med = {k: statistics.median(r.get(k, 0.0) for r in rows) * 1e3 for k in keys}
+    p90 = sorted(r["overhead"] for r in rows)[int(0.9 * (len(rows) - 1))] * 1e3
+    return {
+        "turns_measured": len(rows),
+        "history_bytes_filled": filled,
+        "used_tokens_range": [min(r["used_tokens"] for r in rows),
+                              max(r["used_tokens"] for r in rows)],
+        "evictions": node.evictions,
+        "reason": node.reason,
+        "median_ms": {k: round(v, 3) for k, v in med.items()},
+        "overhead_p90_ms": round(p90, 3),
+        "appends_per_turn": statistics.median(r.get("appends_n", 0) for r in rows),
+        "first_turn_overhead_ms": round(clock.turns[0]["overhead"] * 1e3, 3),
+        "goal_ms": 5.0,
+        "met": med["overhead"] <= 5.0,
+    }
+
+
+def _mkroot(path: Path) -> Path:
+    from lineage.runroot import create_run_root
+
+    return create_run_root(path, "bench/agents.py")
+
+
+# --------------------------------------------------------------------------- (b) swarm
+
+
+def swarm_policy(children: int, child_turns: int, park: trio.Event | None = None,
+                 parked: list | None = None):
+    async def policy(request, state):
+        k = state["k"] = state.get("k", 0) + 1
+        if request.meta["depth"] == 0:
+            if k <= 2:
+                return [Text(f"Reading document {k}."),
+                        ToolUse(f"d{k}", "read_output", {"i": k})], "tool_use"
+            if k == 3:
+                return [ToolUse(f"s{j}", "agents_start",
+                                {"task": f"Check part {j} of the findings.", "kind": "mnemon"})
+                        for j in range(children)], "tool_use"
+            if k == 4:
+                return [ToolUse("w", "agents_wait", {})], "tool_use"
+            return [Text("All parts checked.")], "end_turn"
+        if park is not None and k == 1:
+            parked.append(1)  # type: ignore[union-attr]
+            await park.wait()
+            return [Text("released")], "end_turn"
+        if k == 1:
+            return [ToolUse("g", "transcript_grep", {"pattern": "Error|FAILED"})], "tool_use"
+        if k < child_turns:
+            return [Text(f"Reading document {k}."),
+                    ToolUse(f"d{k}", "read_output", {"i": k})], "tool_use"
+        return [Text("Part checked.")], "end_turn"
+
+    return policy
+
+
+async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: int,
+                latency: float, park: trio.Event | None = None, on_parked=None) -> dict:
+    outs = tool_outputs(trajs)
+    agents = roots * (1 + children)
+    parked: list = []
+
+    async def read_output(i: int) -> str:
+        """Read one document (a real tool output)."""
+        return outs[i % len(outs)]
+
+    settings = Settings(system=system_of(trajs), model="claude-sonnet-4-5",
+                        context_window=200_000, concurrency=agents, max_agents=agents,
+                        max_turns=50)
+    prov = ScriptedProvider(policy=swarm_policy(children, child_turns, park, parked),
+                            cache_model=CacheModel(), latency_s=latency)
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    async with open_supervisor(root, prov, settings, user_tools=[UserTool(read_output)],
+                               provider_name="scripted", started_by="bench/agents.py") as sup:
+        nodes = [sup.new_root(f"Task {r}: audit the findings.") for r in range(roots)]
+        for n in nodes:
+            sup.start(n)
+        if park is not None:
+            while len(parked) < roots * children:
+                await trio.sleep(0.01)
+            await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+            await on_parked(sup)
+            park.set()
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    turns = sum(a.turns_taken for a in sup.agents.values())
+    ideal = (3 + child_turns + 1) * latency
+    reasons: dict[str, int] = {}
+    for a in sup.agents.values():
+        reasons[a.reason or "?"] = reasons.get(a.reason or "?", 0) + 1
+    return {"agents": len(sup.agents), "roots": roots, "children_per_root": children,
+            "turns": turns, "provider_calls": sup.provider_calls, "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 3), "ideal_s": round(ideal, 3),
+            "ratio": round(wall / ideal, 2) if ideal else None,
+            "cpu_ms_per_turn": round(cpu / max(1, turns) * 1e3, 3),
+            "reasons": reasons, "goal_ratio": 1.2,
+            "met": wall <= 1.2 * ideal}
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def memory_phase(base: Path, trajs, *, roots: int, children: int) -> dict:
+    import trio.testing  # noqa: F401
+
+    root = _mkroot(base / "memory")
+    logs.configure(root)
+    gc.collect()
+    rss0 = rss_bytes()
+    tracemalloc.start()
+    snap0 = tracemalloc.get_traced_memory()[0]
+    seen: dict = {}
+
+    async def on_parked(sup):
+        gc.collect()
+        seen["traced"] = tracemalloc.get_traced_memory()[0] - snap0
+        seen["rss"] = rss_bytes() - rss0
+        seen["agents"] = len(sup.agents)
+        seen["running"] = sum(a.state == "running" for a in sup.agents.values())
+
+    out = await swarm(root, trajs, roots=roots, children=children, child_turns=3, latency=0.0,
+                      park=trio.Event(), on_parked=on_parked)
+    tracemalloc.stop()
+    logs.shutdown()
+    n = seen["agents"]
+    return {"agents_idle": n, "running_when_measured": seen["running"],
+            "traced_bytes_per_agent": round(seen["traced"] / n),
+            "rss_bytes_per_agent": round(seen["rss"] / n),
+            "ended": out["reasons"]}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def machine() -> dict:
+    cpu = platform.processor() or ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"python": platform.python_version(), "platform": platform.platform(),
+            "cpu": cpu, "cores": os.cpu_count(), "trio": trio.__version__}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--roots", type=int, default=250)
+    ap.add_argument("--children", type=int, default=3)
+    ap.add_argument("--child-turns", type=int, default=8)
+    ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--context-tokens", type=int, default=150_000)
+    ap.add_argument("--window", type=int, default=200_000)
+    ap.add_argument("--overhead-turns", type=int, default=40)
+    ap.add_argument("--only", choices=["overhead", "swarm", "memory"])
+    ap.add_argument("--profile", action="store_true", help="cProfile the swarm; print the top")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--dir", default=None, help="where run roots go (default: a temp dir)")
+    args = ap.parse_args()
+
+    trajs = load_trajectories()
+    base = Path(args.dir or tempfile.mkdtemp(prefix="mnemon-bench-agents-"))
+    base.mkdir(parents=True, exist_ok=True)
+    res: dict = {"machine": machine(), "command": "python " + " ".join(sys.argv)}
+
+    if args.only in (None, "overhead"):
+        res["overhead"] = trio.run(lambda: overhead_phase(
+            base, trajs, context_tokens=args.context_tokens, turns=args.overhead_turns,
+            window=args.window))
+    if args.only in (None, "swarm"):
+        root = _mkroot(base / "swarm")
+        logs.configure(root)
+        prof = cProfile.Profile() if args.profile else None
+        if prof:
+            prof.enable()
+        res["swarm"] = trio.run(lambda: swarm(
+            root, trajs, roots=args.roots, children=args.children,
+            child_turns=args.child_turns, latency=args.latency))
+        if prof:
+            prof.disable()
+            s = io.StringIO()
+            pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
+            res["profile_tottime"] = s.getvalue()
+            s = io.StringIO()
+            pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(40)
+            res["profile_cumulative"] = s.getvalue()
+        logs.shutdown()
+    if args.only in (None, "memory"):
+        res["memory"] = trio.run(lambda: memory_phase(base, trajs, roots=args.roots,
+                                                      children=args.children))
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    for key in ("profile_tottime", "profile_cumulative"):
+        if key in res:
+            print(res.pop(key))
+    print(json.dumps(res, indent=2))
+    print(f"run roots under {base}")
+    return 0
+
+
+if __name__ == "__main__":
+    import trio.testing  # noqa: F401
+
+    sys.exit(main())
