@@ -48,7 +48,7 @@ from session.records import (
     encode,
 )
 
-from .runroot import RunRootError, agent_dir, agent_source, confine, make_loader
+from .runroot import RunRootError, agent_dir, agent_source, check_loci, confine, make_loader
 
 Kind = Literal["mnemon", "fresh"]
 
@@ -158,6 +158,7 @@ def opening_loader(root: Path):
         path = confined.get(ptr.source)
         if path is None:
             path = confined[ptr.source] = confine(root, ptr.source)
+        check_loci(ptr.source, ptr.loci)
         out = []
         for raw, locus in zip(read_span(path, ptr.source, ptr.loci), ptr.loci):
             try:

@@ -227,43 +227,33 @@ def test_verify_from_a_fresh_process(family):
     assert "Traceback" not in proc.stderr
 
 
-# ----------------------------------------------------------------------------- gaps found
-# Pointers that confine() lets through or that escape as non-SessionError exceptions. Each is
-# refused in the end, but not "at the door naming the path" with verify's exit 1; reported in
-# the lineage report. strict=False so they pass quietly once runroot.py is fixed.
-
-GAP = "lineage/runroot.py: confine/read_pointer let this escape as a non-SessionError"
+# ----------------------------------------------------------------------------- odd pointers
+# Directories, NUL bytes, negative offsets and logs symlinked out are refused naming the path.
 
 
-@pytest.mark.xfail(reason=GAP, strict=False)
 @pytest.mark.parametrize("source", [".", "agents", "agents/p"])
-def test_gap_pointer_to_a_directory(family, source):
+def test_pointer_to_a_directory(family, source):
     with pytest.raises(SessionError):
         read_pointer(family, Pointer(source, [(0, 10, "0" * 16)]))
 
 
-@pytest.mark.xfail(reason=GAP, strict=False)
-def test_gap_pointer_with_a_nul_byte(family):
+def test_pointer_with_a_nul_byte(family):
     with pytest.raises(SessionError):
         read_pointer(family, Pointer("agents/p/record.jsonl\x00", [(0, 10, "0" * 16)]))
 
 
-@pytest.mark.xfail(reason=GAP, strict=False)
-def test_gap_negative_offset(family):
+def test_negative_offset(family):
     with pytest.raises(SessionError):
         read_pointer(family, Pointer(PARENT, [(-5, 10, "0" * 16)]))
 
 
-@pytest.mark.xfail(reason=GAP, strict=False)
-def test_gap_verify_reports_a_directory_pointer(family, capsys):
+def test_verify_reports_a_directory_pointer(family, capsys):
     retarget(family, "agents")
     code, rep = verify_json(family, capsys)
     assert code == 1 and child_problem(rep)
 
 
-@pytest.mark.xfail(reason="lineage/view.py list_agents/agents_in: an agent's own log reached "
-                   "through a symlink out of the run root is read unconfined", strict=False)
-def test_gap_agent_log_symlinked_out(family, capsys):
+def test_agent_log_symlinked_out(family, capsys):
     target = outside_copy(family)
     (family / "agents" / "evil").mkdir()
     os.symlink(target, family / "agents" / "evil" / "record.jsonl")
