@@ -30,7 +30,6 @@ import operator
 import time
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +67,12 @@ __all__ = ["Door", "Want", "index", "read", "grep", "parse_turns", "required_lit
 # --------------------------------------------------------------------------- addressing
 
 
-@dataclass(frozen=True, slots=True)
-class Want:
-    """One turn to read, resolved under the agent's lock into data owned by the reader."""
+Want = tuple  # (turn id, source, loci): one turn to read, owned by the reader
+"""One turn to read, resolved under the agent's lock: ``(turn id, source, loci)``.
 
-    turn: int
-    source: str
-    loci: tuple[tuple[int, int, str], ...]
+A plain tuple, cheap to make for every turn of a long lineage. The loci of a closed turn never
+change (only the turn in hand grows), so they are shared; the turn in hand's are copied.
+"""
 
 
 def parse_turns(spec: Any) -> tuple[list[int], list[tuple[int, int]]]:
@@ -178,12 +176,12 @@ def _by_source(wants: Sequence[Want]) -> list[tuple[str, list[tuple[int, int, st
     """
     groups: dict[str, list[tuple[int, int, str, int, int]]] = {}
     first: dict[str, int] = {}
-    for wi, w in enumerate(wants):
-        g = groups.get(w.source)
+    for wi, (_, source, loci) in enumerate(wants):
+        g = groups.get(source)
         if g is None:
-            g = groups[w.source] = []
-            first[w.source] = wi
-        for ri, (off, length, dig) in enumerate(w.loci):
+            g = groups[source] = []
+            first[source] = wi
+        for ri, (off, length, dig) in enumerate(loci):
             g.append((off, length, dig, wi, ri))
     for g in groups.values():
         g.sort()
@@ -202,7 +200,7 @@ def _check(source: str, off: int, length: int, want: str, raw) -> None:
 
 def read_wants(root: Path, wants: Sequence[Want]) -> list[dict]:
     """Each wanted turn's records, as objects exactly as in the file (no lock needed)."""
-    out: list[list[Any]] = [[None] * len(w.loci) for w in wants]
+    out: list[list[Any]] = [[None] * len(w[2]) for w in wants]
     for source, entries in _by_source(wants):
         with _open_source(root, source) as f:
             for off, length, want, wi, ri in entries:
@@ -214,7 +212,7 @@ def read_wants(root: Path, wants: Sequence[Want]) -> list[dict]:
                 except msgspec.DecodeError as e:
                     raise Refusal(f"cannot read {source} at offset {off}: not a record ({e})"
                                   ) from None
-    return [{"turn": w.turn, "source": w.source, "records": recs} for w, recs in zip(wants, out)]
+    return [{"turn": w[0], "source": w[1], "records": recs} for w, recs in zip(wants, out)]
 
 
 # --------------------------------------------------------------------------- grep: the pattern
@@ -494,10 +492,7 @@ def grep_wants(root: Path, wants: Sequence[Want], pattern: str, *,
     """Grep the wanted turns' records (no lock needed); see ``Door.grep``."""
     m = _matcher or _Matcher(pattern, timeout_s, shortcut)
     hits = _Hits()
-    order: dict[str, list[int]] = {}
-    for wi, w in enumerate(wants):
-        order.setdefault(w.source, []).append(wi)
-    for source, idxs in order.items():  # sources in order of their first turn
+    for source, idxs in _groups(wants):  # sources in order of their first turn
         with _open_source(root, source) as f:
             spans = _spans(wants, idxs) if m.raw is not None else None
             if spans is not None:
@@ -507,16 +502,35 @@ def grep_wants(root: Path, wants: Sequence[Want], pattern: str, *,
     return hits.answer()
 
 
-def _spans(wants: Sequence[Want], idxs: list[int]):
+def _groups(wants: Sequence[Want]) -> list[tuple[str, Sequence[int]]]:
+    """The wanted turns' indices by source file. A lineage's files hold contiguous id ranges, so
+    each group is usually one ``range``; a file whose turns interleave with another's is still
+    read in one pass (its indices gathered into one list)."""
+    runs: list[tuple[str, range]] = []
+    lo = 0
+    for source, grp in itertools.groupby(wants, key=operator.itemgetter(1)):
+        n = sum(1 for _ in grp)
+        runs.append((source, range(lo, lo + n)))
+        lo += n
+    if len({s for s, _ in runs}) == len(runs):
+        return runs  # type: ignore[return-value]
+    merged: dict[str, list[int]] = {}
+    for source, r in runs:
+        merged.setdefault(source, []).extend(r)
+    return list(merged.items())
+
+
+def _spans(wants: Sequence[Want], idxs: Sequence[int]):
     """Each wanted turn's byte span ``[start, end)`` in its file, when the turns lie in order.
 
     Returns ``(starts, ends)`` as compact arrays, or None when some turn's records are not in
     offset order or two turns overlap (a file written by another tool): then the general pass.
     """
-    starts = array("q", [wants[wi].loci[0][0] if wants[wi].loci else -1 for wi in idxs])
-    ends = array("q", [(lambda lo: lo[0] + lo[1])(wants[wi].loci[-1]) if wants[wi].loci else -1
-                       for wi in idxs])
-    if -1 in starts:
+    sel = wants[idxs.start:idxs.stop] if isinstance(idxs, range) else [wants[i] for i in idxs]
+    try:
+        starts = array("q", [w[2][0][0] for w in sel])
+        ends = array("q", [lo[-1][0] + lo[-1][1] for _, _, lo in sel])
+    except IndexError:  # a turn with no records: malformed, let the general pass refuse it
         return None
     if not all(map(operator.lt, ends[:-1], starts[1:])) or \
             not all(map(operator.lt, starts, ends)):
@@ -524,7 +538,7 @@ def _spans(wants: Sequence[Want], idxs: list[int]):
     return starts, ends
 
 
-def _scan_file(f, source: str, idxs: list[int], spans, wants: Sequence[Want], m: _Matcher,
+def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want], m: _Matcher,
                hits: _Hits) -> None:
     """The raw-literal pass: find the literal in a fixed buffer; decode only records holding it.
 
@@ -561,7 +575,7 @@ def _scan_file(f, source: str, idxs: list[int], spans, wants: Sequence[Want], m:
             nxt = -1
             if j >= i and at < ends[j]:
                 wi = idxs[j]
-                for ri, (off, length, want) in enumerate(wants[wi].loci):
+                for ri, (off, length, want) in enumerate(wants[wi][2]):
                     if off <= at < off + length:
                         if at + L <= off + length:
                             if off + length > pos:
@@ -580,7 +594,7 @@ def _scan_file(f, source: str, idxs: list[int], spans, wants: Sequence[Want], m:
         if got < need:
             for j in range(i, k):
                 wi = idxs[j]
-                for off, length, want in wants[wi].loci:
+                for off, length, want in wants[wi][2]:
                     if off + length > pos:
                         _check(source, off, length, want, b"")
         mv.release()
@@ -593,7 +607,7 @@ def _grep_record(raw, source: str, off: int, wi: int, ri: int, seq: int,
         rec = decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise Refusal(f"cannot read {source} at offset {off}: not a record ({e})") from None
-    tid = wants[wi].turn
+    tid = wants[wi][0]
     for text in _texts(rec):
         for line in m.lines(text):
             hits.add((wi, ri, seq), tid, line)
@@ -601,14 +615,14 @@ def _grep_record(raw, source: str, off: int, wi: int, ri: int, seq: int,
     return seq
 
 
-def _in_locus_order(wants: Sequence[Want], idxs: list[int]) -> Iterator[tuple]:
+def _in_locus_order(wants: Sequence[Want], idxs: Sequence[int]) -> Iterator[tuple]:
     """``(offset, length, digest, want index, record index)`` lazily, sorted by offset.
 
     Turns are appended in id order, so their loci usually are already sorted: then this is a
     plain chain; otherwise a lazy merge. Either way nothing per locus is materialised.
     """
     def one(wi: int) -> Iterator[tuple]:
-        loci = wants[wi].loci
+        loci = wants[wi][2]
         if any(loci[x][0] >= loci[x + 1][0] for x in range(len(loci) - 1)):
             items = sorted((lo, ri) for ri, lo in enumerate(loci))
         else:
@@ -618,7 +632,7 @@ def _in_locus_order(wants: Sequence[Want], idxs: list[int]) -> Iterator[tuple]:
 
     last = -1
     for wi in idxs:
-        for off, _, _ in wants[wi].loci:
+        for off, _, _ in wants[wi][2]:
             if off <= last:
                 return heapq.merge(*(one(wi) for wi in idxs))
             last = off
@@ -764,7 +778,12 @@ class Door:
 
     def resolve(self, turns: Any = None) -> list[Want]:
         """Owned ``(turn, source, loci)`` for the turns named; the only step under the lock."""
-        return [Want(t.id, t.source, tuple(t.loci)) for t in self.select(turns)]
+        hand = self.ctx.in_hand
+        if turns is None and not self.own:
+            sel: Iterable[Turn] = self.ctx.turns
+        else:
+            sel = self.select(turns)
+        return [(t.id, t.source, t.loci if t.id != hand else tuple(t.loci)) for t in sel]
 
     # ------------------------------------------------------------------ sync calls
 
