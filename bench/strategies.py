@@ -1,0 +1,147 @@
+"""Every context strategy over every dev trajectory, at 32k, 64k and 128k windows.
+
+    python bench/strategies.py [--windows 32000,64000,128000] [--jobs 2] [--out bench/out/strategies]
+
+Reports, per window: total cost per strategy relative to ``compact``, cache-read share (all and
+steady requests), recoverability, verbatim kept, and the cost–verbatim curve traced by KEEP
+(0.3, 0.5, 0.7) for ``evict``. Also ``sweep`` against ``evict`` on the dev trajectories and on
+long sessions made by chaining several trajectories into one agent's work. Prints markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DEV = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
+
+
+def _chain(paths: list[Path]):
+    from orchestrator.importers import Trajectory, UserStep, load
+
+    steps = []
+    system = None
+    for p in paths:
+        t = load(p)
+        system = system or t.system
+        steps.append(UserStep(text=f"Next task ({p.stem}):"))
+        steps += t.steps
+    return Trajectory(system=system, steps=steps, source_format="neutral", name="chain")
+
+
+def _one(job: tuple) -> dict:
+    from orchestrator import logs
+    from orchestrator.importers import load
+    from orchestrator.replay import replay
+
+    logs.quiet()
+    name, paths, strategy, window, keep = job
+    traj = load(paths[0]) if len(paths) == 1 else _chain([Path(p) for p in paths])
+    with tempfile.TemporaryDirectory() as tmp:
+        res = replay(traj, Path(tmp) / "run", strategy, window=window, keep=keep)
+    s = res.summary()
+    s.update(name=name, strategy=strategy, window=window, keep=keep)
+    return s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--windows", default="32000,64000,128000")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "strategies"))
+    ap.add_argument("--limit", type=int, default=0, help="only the first N trajectories")
+    args = ap.parse_args()
+    windows = [int(w) for w in args.windows.split(",")]
+    trajs = sorted(DEV.glob("*.jsonl"))
+    if args.limit:
+        trajs = trajs[:args.limit]
+    jobs = []
+    for w in windows:
+        for p in trajs:
+            for s in ("evict", "sweep", "compact", "rollover", "clear-tool-uses", "none"):
+                jobs.append((p.stem, [str(p)], s, w, 0.5))
+            for k in (0.3, 0.7):
+                jobs.append((p.stem, [str(p)], "evict", w, k))
+    chains = [trajs[i:i + 4] for i in range(0, len(trajs), 4)]
+    for w in windows[:2]:
+        for n, c in enumerate(chains):
+            for s in ("evict", "sweep", "compact"):
+                jobs.append((f"chain{n}", [str(p) for p in c], s, w, 0.5))
+    with ProcessPoolExecutor(args.jobs) as ex:
+        rows = list(ex.map(_one, jobs, chunksize=4))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rows.json").write_text(json.dumps(rows, indent=1))
+    print(report(rows, windows))
+
+
+def _sum(rows, key):
+    return sum(r[key] for r in rows)
+
+
+def _agg(rows: list[dict]) -> dict:
+    tin = _sum(rows, "input_tokens") + _sum(rows, "cache_read_tokens") + _sum(rows, "cache_write_tokens")
+    verb = [r["verbatim_kept"] for r in rows if r["verbatim_kept"] is not None]
+    steady = [r["steady_cache_read_share"] for r in rows if r["steady_cache_read_share"] is not None]
+    return {"cost": _sum(rows, "cost_usd"), "read_share": _sum(rows, "cache_read_tokens") / tin,
+            "steady": sum(steady) / len(steady) if steady else None,
+            "recover": sum(r["recoverability"] for r in rows) / len(rows),
+            "verbatim": sum(verb) / len(verb) if verb else None, "edits": _sum(rows, "edits"),
+            "overflow": _sum(rows, "overflow_requests")}
+
+
+def report(rows: list[dict], windows: list[int]) -> str:
+    lines = []
+    singles = [r for r in rows if not r["name"].startswith("chain")]
+    for w in windows:
+        at = [r for r in singles if r["window"] == w]
+        comp = _agg([r for r in at if r["strategy"] == "compact"])
+        lines.append(f"\n#### Window {w:,} tokens ({len({r['name'] for r in at})} trajectories)\n")
+        lines.append("| strategy | KEEP | total cost | vs compact | cache-read share | steady share "
+                     "| recoverability | verbatim kept (tokens) | edits | overflow requests |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        order = [("evict", 0.3), ("evict", 0.5), ("evict", 0.7), ("sweep", 0.5), ("compact", 0.5),
+                 ("rollover", 0.5), ("clear-tool-uses", 0.5), ("none", 0.5)]
+        for s, k in order:
+            sel = [r for r in at if r["strategy"] == s and r["keep"] == k]
+            if not sel:
+                continue
+            a = _agg(sel)
+            keep = f"{k}" if s in ("evict", "sweep") else "–"
+            verb = f"{a['verbatim']:,.0f}" if a["verbatim"] is not None else "–"
+            steady = f"{a['steady']:.1%}" if a["steady"] is not None else "–"
+            lines.append(f"| {s} | {keep} | ${a['cost']:.2f} | {a['cost'] / comp['cost']:.3f} | "
+                         f"{a['read_share']:.1%} | {steady} | {a['recover']:.0%} | {verb} | "
+                         f"{a['edits']} | {a['overflow']} |")
+        ev = {r["name"]: r for r in at if r["strategy"] == "evict" and r["keep"] == 0.5}
+        sw = {r["name"]: r for r in at if r["strategy"] == "sweep"}
+        ratios = [sw[n]["cost_usd"] / ev[n]["cost_usd"] for n in ev if n in sw]
+        worse = [n for n in ev if n in sw and sw[n]["cost_usd"] > ev[n]["cost_usd"] * 1.005]
+        lines.append(f"\nsweep vs evict per trajectory: max {max(ratios):.3f}×, "
+                     f"min {min(ratios):.3f}×; costlier than evict (beyond 0.5 %): "
+                     f"{len(worse)} of {len(ratios)}; harness evictions "
+                     f"{sum(sw[n]['edits'] for n in sw)} edits with sweep (sweeps included) vs "
+                     f"{sum(ev[n]['edits'] for n in ev)} with evict.")
+    chains = [r for r in rows if r["name"].startswith("chain")]
+    if chains:
+        lines.append("\n#### Long sessions (four dev trajectories chained into one agent)\n")
+        lines.append("| window | session | evict | sweep | sweep/evict | compact | evict edits | sweep edits |")
+        lines.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+        for w in sorted({r["window"] for r in chains}):
+            for name in sorted({r["name"] for r in chains}):
+                get = {r["strategy"]: r for r in chains if r["window"] == w and r["name"] == name}
+                e, s, c = get["evict"], get["sweep"], get["compact"]
+                lines.append(f"| {w:,} | {name} | ${e['cost_usd']:.3f} | ${s['cost_usd']:.3f} | "
+                             f"{s['cost_usd'] / e['cost_usd']:.3f} | ${c['cost_usd']:.3f} | "
+                             f"{e['edits']} | {s['edits']} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
