@@ -77,12 +77,15 @@ def residue_message(ctx: "Context", r: "ResidueEntry") -> str:
     return _clip_utf8(head + tail, RESIDUE_MAX_BYTES - 1)
 
 
-def opening_line(turn_id: int, withdrawn: bool = True) -> str:
-    """The factual user line before a frontier that opens with an assistant turn."""
-    if not withdrawn:
-        return f"[The context opens at turn {turn_id}.]"
-    return (f"[The context opens at turn {turn_id}; earlier turns were withdrawn and remain "
-            "readable with transcript_index and transcript_read.]")
+def opening_line(turn_id: int) -> str:
+    """The factual user line before a frontier that opens with an assistant turn.
+
+    One wording whatever lies below: a fork carries no withdrawn turns, so a wording that
+    depended on them would make a child's first message differ from its parent's and lose the
+    whole cached prefix.
+    """
+    return (f"[The context opens at turn {turn_id}; any earlier turns remain readable with "
+            "transcript_index and transcript_read.]")
 
 
 def _block_out(b: Any, tid: int, idx: int, swept: dict[int, str]) -> dict[str, Any] | None:
@@ -198,9 +201,8 @@ def render(ctx: "Context") -> list[Message]:
     if raw and raw[0]["role"] != "user":
         first = frontier[0]
         tid = first.id if isinstance(first, Turn) else first.first
-        withdrawn = any(t.state == "withdrawn" for t in ctx.turns if t.id < tid)
         raw.insert(0, {"role": "user", "content": [{"type": "text",
-                                                    "text": opening_line(tid, withdrawn)}]})
+                                                    "text": opening_line(tid)}]})
     out: list[Message] = []
     for m in raw:
         if out and out[-1]["role"] == m["role"]:

@@ -156,12 +156,6 @@ def test_withdrawn_turns_and_residues_are_not_carried(run_root):
     assert_prefix(parent.ctx, child.ctx, "t")
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "session/render.py (commit 224f4a6): render() picks opening_line(tid, "
-    "withdrawn) from `any(t.state == 'withdrawn' for t in ctx.turns if t.id < tid)`; a fork does "
-    "not carry withdrawn turns (DESIGN, Forks and children), so the child's first message reads "
-    "'[The context opens at turn 3.]' where the parent's reads '...; earlier turns were "
-    "withdrawn...' and the whole cached prefix is lost"))
 def test_fork_after_a_clear_opens_on_the_factual_line(run_root):
     parent = new_agent(run_root, "p", **STARTED)
     prompt(parent, "q")
