@@ -183,7 +183,7 @@ def build_corpus(out_dir: Path, target_bytes: int, *, children: int = 2,
     parent_bytes = target_bytes - child_bytes * children
     w = _Writer(parent, trajs)
     w.rare_left = RARE_COUNT
-    w.rare_every = max(1, int(parent_bytes / 3000 / RARE_COUNT))  # ~3 KB a turn
+    w.rare_every = max(1, int(parent_bytes / 3000 / RARE_COUNT)) | 1  # ~3 KB a turn; odd
     w.run_until(parent_bytes)
     if verbose:
         print(f"parent: {parent.log.size / 1e6:.0f} MB, {len(parent.ctx.turns)} turns "

@@ -338,12 +338,16 @@ _BYTE_RANK = {b: i for i, b in enumerate(
     b' entsoair\\ld_cp".umfhy`=:,g()b/10x2-*\'3w4k5v+T>EIN<6j78{}S9[]ODFUqRA#GBCMPHLzW%?&QYV|!@^KJZX;~$')}
 
 
+RARE_BYTE_RANK = 40  # from here on (capitals, rarer punctuation) a byte is worth a memchr
+
+
 def _finder(lit: bytes):
     """``find(buf, start, limit)`` → the next occurrence of ``lit`` or -1, anchored on its rarest
     byte (a one-byte ``find`` is a memchr, many times faster than a substring search)."""
-    if len(lit) == 1:
-        return lambda buf, p, limit: buf.find(lit, p, limit)
     r = max(range(len(lit)), key=lambda i: _BYTE_RANK.get(lit[i], 0))
+    if len(lit) == 1 or _BYTE_RANK.get(lit[r], 0) < RARE_BYTE_RANK:
+        # every byte is common: memchr would stop too often; a substring search is faster
+        return lambda buf, p, limit: buf.find(lit, p, limit)
     rare = lit[r:r + 1]
 
     def find(buf, p: int, limit: int) -> int:
@@ -436,11 +440,64 @@ class _Matcher:
                 return ()
             if self.pure:
                 return self._literal_lines(text, lit, check=False)
-        if self.blind and not self._search(text):
-            return ()
+        if self.blind:
+            return self._blind_lines(text)
         if lit is not None and len(text) > 256:
             return self._literal_lines(text, lit, check=True)
         return [ln for ln in text.split("\n") if self._search(ln)]
+
+    def _blind_lines(self, text: str) -> list[str]:
+        """Lines matching a boundary-blind pattern, jumping from one whole-text match to the next.
+
+        A line that matches on its own matches at the same place in the whole text, so no line
+        before the leftmost whole-text match can match: only the line holding it is checked, then
+        the search resumes after that line (with ``pos``, which a pattern without anchors or
+        lookarounds sees exactly as a fresh string: the ``\n`` before it is a non-word character,
+        like a string's start).
+        """
+        out = []
+        n = len(text)
+        pos = 0
+        rx = self.rx
+        while pos <= n:
+            if self.left <= 0:
+                self._timeout()
+            t0 = time.perf_counter()
+            try:
+                m = rx.search(text, pos, concurrent=True, timeout=self.left)
+            except TimeoutError:
+                self._timeout()
+            self.left -= time.perf_counter() - t0
+            if m is None:
+                break
+            s = m.start()
+            ls = text.rfind("\n", 0, s) + 1 if s > pos else pos
+            le = text.find("\n", s)
+            if le < 0:
+                le = n
+            line = text[ls:le]
+            if self._search(line):
+                out.append(line)
+            pos = le + 1
+        return out
+
+    def count(self, text: str) -> int:
+        """How many lines of ``text`` match (no line is cut out when the pattern is a literal)."""
+        lit = self.lit
+        if lit is not None and self.pure:
+            if lit not in text:
+                return 0
+            find = text.find
+            n = 0
+            p = find(lit)
+            while p >= 0:
+                n += 1
+                e = find("\n", p)
+                if e < 0:
+                    break
+                p = find(lit, e + 1)
+            return n
+        return len(self.lines(text))
 
     def _literal_lines(self, text: str, lit: str, check: bool) -> list[str]:
         out = []
@@ -471,7 +528,7 @@ class _Hits:
         if self.worst is not None and key > self.worst:
             return
         self.kept.append((key, tid, _clip(line)))
-        if len(self.kept) >= 4 * GREP_HITS:
+        if len(self.kept) >= 2 * GREP_HITS:
             self._trim()
 
     def _trim(self) -> None:
@@ -608,6 +665,9 @@ def _grep_record(raw, source: str, off: int, wi: int, ri: int, seq: int,
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise Refusal(f"cannot read {source} at offset {off}: not a record ({e})") from None
     tid = wants[wi][0]
+    if hits.worst is not None and (wi, ri) > hits.worst[:2]:
+        hits.total += sum(m.count(text) for text in _texts(rec))  # past the kept hits: count
+        return seq
     for text in _texts(rec):
         for line in m.lines(text):
             hits.add((wi, ri, seq), tid, line)
