@@ -56,7 +56,7 @@ from orchestrator import logs, loop  # noqa: E402
 from orchestrator.settings import Settings  # noqa: E402
 from orchestrator.supervisor import open_supervisor  # noqa: E402
 from orchestrator.usertools import UserTool  # noqa: E402
-from providers.cache import CacheModel  # noqa: E402
+from providers.cache import TTL_S, CacheModel  # noqa: E402
 from providers.scripted import ScriptedProvider  # noqa: E402
 from session.agentlog import AgentLog  # noqa: E402
 from session.records import (  # noqa: E402
@@ -350,8 +350,20 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
     settings = Settings(system=system_of(trajs), model="claude-sonnet-4-5",
                         context_window=200_000, concurrency=agents, max_agents=agents,
                         max_turns=50)
+    cache = CacheModel()
+    sim = {"s": 0.0}
+    usage_for = cache.usage_for
+
+    def timed_usage_for(*a, **kw):  # the provider's simulation, not the harness's work
+        t = time.perf_counter()
+        try:
+            return usage_for(*a, **kw)
+        finally:
+            sim["s"] += time.perf_counter() - t
+
+    cache.usage_for = timed_usage_for  # type: ignore[method-assign]
     prov = ScriptedProvider(policy=swarm_policy(children, child_turns, park, parked),
-                            cache_model=CacheModel(), latency_s=latency)
+                            cache_model=cache, latency_s=latency)
     t0 = time.perf_counter()
     c0 = time.process_time()
     async with open_supervisor(root, prov, settings, user_tools=[UserTool(read_output)],
@@ -377,8 +389,26 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
             "cpu_s": round(cpu, 3), "ideal_s": round(ideal, 3),
             "ratio": round(wall / ideal, 2) if ideal else None,
             "cpu_ms_per_turn": round(cpu / max(1, turns) * 1e3, 3),
+            "cache_model_s": round(sim["s"], 3),
+            "harness_cpu_ms_per_turn": round((cpu - sim["s"]) / max(1, turns) * 1e3, 3),
             "reasons": reasons, "goal_ratio": 1.2,
             "met": wall <= 1.2 * ideal}
+
+
+def amortised_expire() -> None:
+    """What-if (--what-if-expire): ``CacheModel._expire`` scans only once the earliest expiry
+    can have passed (a lower bound kept beside the entries), instead of every request."""
+
+    def _expire(self, now: float) -> None:
+        nxt = getattr(self, "_next_expiry", None)
+        if nxt is not None and now < nxt:
+            return
+        for key in [k for k, e in self.entries.items() if e.expires_at <= now]:
+            del self.entries[key]
+        self._next_expiry = min((e.expires_at for e in self.entries.values()),
+                                default=now + min(TTL_S.values()))
+
+    CacheModel._expire = _expire  # type: ignore[method-assign]
 
 
 def rss_bytes() -> int:
@@ -387,32 +417,38 @@ def rss_bytes() -> int:
 
 
 async def memory_phase(base: Path, trajs, *, roots: int, children: int) -> dict:
-    import trio.testing  # noqa: F401
-
-    root = _mkroot(base / "memory")
-    logs.configure(root)
-    gc.collect()
-    rss0 = rss_bytes()
-    tracemalloc.start()
-    snap0 = tracemalloc.get_traced_memory()[0]
-    seen: dict = {}
-
-    async def on_parked(sup):
+    """Two parked swarms: the first measures the RSS delta (tracemalloc off), the second the
+    traced Python allocations. Run it in a fresh process (the full run does) for a clean RSS."""
+    out: dict = {}
+    for mode in ("rss", "traced"):
+        root = _mkroot(base / f"memory-{mode}")
+        logs.configure(root)
         gc.collect()
-        seen["traced"] = tracemalloc.get_traced_memory()[0] - snap0
-        seen["rss"] = rss_bytes() - rss0
-        seen["agents"] = len(sup.agents)
-        seen["running"] = sum(a.state == "running" for a in sup.agents.values())
+        rss0 = rss_bytes()
+        if mode == "traced":
+            tracemalloc.start()
+        traced0 = tracemalloc.get_traced_memory()[0] if mode == "traced" else 0
+        seen: dict = {}
 
-    out = await swarm(root, trajs, roots=roots, children=children, child_turns=3, latency=0.0,
-                      park=trio.Event(), on_parked=on_parked)
-    tracemalloc.stop()
-    logs.shutdown()
-    n = seen["agents"]
-    return {"agents_idle": n, "running_when_measured": seen["running"],
-            "traced_bytes_per_agent": round(seen["traced"] / n),
-            "rss_bytes_per_agent": round(seen["rss"] / n),
-            "ended": out["reasons"]}
+        async def on_parked(sup, mode=mode, rss0=rss0, traced0=traced0, seen=seen):
+            gc.collect()
+            if mode == "traced":
+                seen["delta"] = tracemalloc.get_traced_memory()[0] - traced0
+            else:
+                seen["delta"] = rss_bytes() - rss0
+            seen["agents"] = len(sup.agents)
+            seen["running"] = sum(a.state == "running" for a in sup.agents.values())
+
+        res = await swarm(root, trajs, roots=roots, children=children, child_turns=3,
+                          latency=0.0, park=trio.Event(), on_parked=on_parked)
+        if mode == "traced":
+            tracemalloc.stop()
+        logs.shutdown()
+        out["agents_idle"] = seen["agents"]
+        out["running_when_measured"] = seen["running"]
+        out[f"{mode}_bytes_per_agent"] = round(seen["delta"] / seen["agents"])
+        out[f"ended_{mode}"] = res["reasons"]
+    return out
 
 
 # --------------------------------------------------------------------------- main
@@ -428,7 +464,8 @@ def machine() -> dict:
     except OSError:
         pass
     return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpu": cpu, "cores": os.cpu_count(), "trio": trio.__version__}
+            "cpu": cpu, "cores": os.cpu_count(), "trio": trio.__version__,
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
 
 
 def main() -> int:
@@ -442,10 +479,14 @@ def main() -> int:
     ap.add_argument("--overhead-turns", type=int, default=40)
     ap.add_argument("--only", choices=["overhead", "swarm", "memory"])
     ap.add_argument("--profile", action="store_true", help="cProfile the swarm; print the top")
+    ap.add_argument("--what-if-expire", action="store_true",
+                    help="patch CacheModel._expire to an amortised scan (a proposed fix)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--dir", default=None, help="where run roots go (default: a temp dir)")
     args = ap.parse_args()
 
+    if args.what_if_expire:
+        amortised_expire()
     trajs = load_trajectories()
     base = Path(args.dir or tempfile.mkdtemp(prefix="mnemon-bench-agents-"))
     base.mkdir(parents=True, exist_ok=True)
@@ -473,9 +514,16 @@ def main() -> int:
             pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(40)
             res["profile_cumulative"] = s.getvalue()
         logs.shutdown()
-    if args.only in (None, "memory"):
+    if args.only == "memory":
         res["memory"] = trio.run(lambda: memory_phase(base, trajs, roots=args.roots,
                                                       children=args.children))
+    elif args.only is None:  # a fresh process, so that the RSS delta is not hidden by reuse
+        import subprocess
+
+        proc = subprocess.run([sys.executable, __file__, "--only", "memory", "--json",
+                               "--roots", str(args.roots), "--children", str(args.children),
+                               "--dir", str(base)], capture_output=True, text=True, check=True)
+        res["memory"] = json.loads(proc.stdout)["memory"]
     if args.json:
         print(json.dumps(res))
         return 0
