@@ -126,12 +126,13 @@ def report(rows: list[dict], windows: list[int]) -> str:
         lines.append(f"\nsweep vs evict per trajectory: max {max(ratios):.3f}×, "
                      f"min {min(ratios):.3f}×; costlier than evict (beyond 0.5 %): "
                      f"{len(worse)} of {len(ratios)}; harness evictions "
-                     f"{sum(sw[n]['edits'] for n in sw)} edits with sweep (sweeps included) vs "
-                     f"{sum(ev[n]['edits'] for n in ev)} with evict.")
+                     f"{sum(sw[n]['harness_evictions'] for n in sw)} with sweep (plus "
+                     f"{sum(sw[n]['sweeps'] for n in sw)} sweeps) vs "
+                     f"{sum(ev[n]['harness_evictions'] for n in ev)} with evict alone.")
     chains = [r for r in rows if r["name"].startswith("chain")]
     if chains:
         lines.append("\n#### Long sessions (four dev trajectories chained into one agent)\n")
-        lines.append("| window | session | evict | sweep | sweep/evict | compact | evict edits | sweep edits |")
+        lines.append("| window | session | evict | sweep | sweep/evict | compact | harness evictions (evict) | harness evictions + sweeps (sweep) |")
         lines.append("|---:|---|---:|---:|---:|---:|---:|---:|")
         for w in sorted({r["window"] for r in chains}):
             for name in sorted({r["name"] for r in chains}):
@@ -139,7 +140,8 @@ def report(rows: list[dict], windows: list[int]) -> str:
                 e, s, c = get["evict"], get["sweep"], get["compact"]
                 lines.append(f"| {w:,} | {name} | ${e['cost_usd']:.3f} | ${s['cost_usd']:.3f} | "
                              f"{s['cost_usd'] / e['cost_usd']:.3f} | ${c['cost_usd']:.3f} | "
-                             f"{e['edits']} | {s['edits']} |")
+                             f"{e['harness_evictions']} | {s['harness_evictions']} + "
+                             f"{s['sweeps']} |")
     return "\n".join(lines)
 
 

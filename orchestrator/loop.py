@@ -144,6 +144,8 @@ def _account(sup: "Supervisor", node: "AgentNode", request: Request, usage: Usag
     total = usage.total_input
     if total:
         node.tokens_per_byte = total / max(1, request_bytes(request))
+    node.growth.observe(total, node.edited)
+    node.edited = False
 
 
 def build_request(sup: "Supervisor", node: "AgentNode") -> Request:
@@ -190,6 +192,7 @@ def weigh(sup: "Supervisor", node: "AgentNode") -> None:
 
             node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness")))
             node.evictions += 1
+            node.edited = True
             log.info("harness eviction", span=list(plan.span), bytes_out=plan.bytes_out,
                      used_tokens=used)
             return

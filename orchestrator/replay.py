@@ -38,7 +38,7 @@ from session.records import (
     compact,
 )
 from session.render import render, replacement_label
-from session.sweep import WRITE_MULT
+from session.sweep import WRITE_MULT, Growth
 
 from . import strategies as S
 from .importers import AssistantStep, RewindStep, ToolStep, Trajectory, UserStep
@@ -66,6 +66,7 @@ class Result:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     edits: int = 0
+    edit_kinds: dict = field(default_factory=dict)
     overflow_requests: int = 0
     left_bytes: int = 0
     recoverable_bytes: int = 0
@@ -87,6 +88,8 @@ class Result:
             "verbatim_kept": (round(sum(self.verbatim_after_edits) / len(self.verbatim_after_edits))
                               if self.verbatim_after_edits else None),
             "edits": self.edits,
+            "harness_evictions": self.edit_kinds.get("evict", 0),
+            "sweeps": self.edit_kinds.get("sweep", 0),
             "requests": len(self.rows),
             "overflow_requests": self.overflow_requests,
             "input_tokens": u.input_tokens,
@@ -119,7 +122,9 @@ class Driver:
         self.left_bytes = 0
         self.recoverable_bytes = 0
         self.edits = 0
+        self.edit_kinds: dict[str, int] = {}
         self._edited = False
+        self.growth = Growth()
         src = agent_source(agent)
         started = SessionStarted(agent=agent, at=now_iso(), system=traj.system, tools=[],
                                  provider="replay", model=model, context_window=window,
@@ -144,6 +149,7 @@ class Driver:
 
     def edit(self, kind: str, before_bytes: int) -> None:
         self.edits += 1
+        self.edit_kinds[kind] = self.edit_kinds.get(kind, 0) + 1
         self._edited = True
         self.result.verbatim_after_edits.append(self.verbatim_tokens())
 
@@ -186,6 +192,8 @@ class Driver:
         total = usage.total_input
         if total:
             self.tpb = total / max(1, self._request_bytes(req))
+        if kind == "turn":
+            self.growth.observe(total, self._edited)
         if self.window and total > self.window:
             self.result.overflow_requests += 1
         cost = cost_usd(usage, self.price_model, self.ttl)
@@ -240,6 +248,8 @@ class Driver:
         self.append(SessionEnded(reason="done", at=now_iso()))
         self.log.close()
         self.result.edits += self.edits
+        for k, v in self.edit_kinds.items():
+            self.result.edit_kinds[k] = self.result.edit_kinds.get(k, 0) + v
         self.result.left_bytes += self.left_bytes
         self.result.recoverable_bytes += self.recoverable_bytes
 

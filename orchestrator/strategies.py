@@ -119,10 +119,13 @@ class Sweep(Evict):
         if eviction_due(used, d.window, ctx.history_bytes()) and plan_eviction(ctx, self.opts.keep):
             super().before_request(d)  # always sweep just before an eviction
             return
-        from session.sweep import gate
+        from session.eviction import due_line
+        from session.sweep import effective_horizon, gate
 
         g = gate(ctx, d.tokens_per_byte(), write_mult=d.write_mult, read_mult=0.1)
-        if g.pays(self.opts.sweep_horizon):
+        due = due_line(d.window) if d.window else None
+        horizon = effective_horizon(self.opts.sweep_horizon, used, due, d.growth.per_request)
+        if g.pays(horizon):
             self.sweep_pending(d)
 
 

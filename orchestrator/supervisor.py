@@ -18,6 +18,7 @@ from providers.base import Provider
 from session.agentlog import AgentLog
 from session.errors import Refusal
 from session.eviction import PressureLatch
+from session.sweep import Growth
 from session.records import SessionStarted, Usage
 
 from .settings import Settings
@@ -47,6 +48,8 @@ class AgentNode:
         self.scope = trio.CancelScope()
         self.nursery: trio.Nursery | None = None
         self.latch = PressureLatch()
+        self.growth = Growth()
+        self.edited = False  # an edit since the last request (for the growth meter)
         self.tokens_per_byte: float | None = None
         self.evictions = 0
         self.sweeps = 0

@@ -194,8 +194,8 @@ def survey(sup: "Supervisor", node: "AgentNode") -> dict:
         "large_blocks": large[:20],
         "marks": [{"block": f"{k[0]}.{k[1]}", "replacement_bytes": len(v.encode())}
                   for k, v in sorted(ctx.marks.items())],
-        "sweep_gate": {**g.as_dict(), "horizon_requests": s.sweep_horizon,
-                       "would_sweep": g.pays(s.sweep_horizon)},
+        "sweep_gate": {**g.as_dict(), "horizon_requests": round(sweep_horizon(sup, node), 1),
+                       "would_sweep": g.pays(sweep_horizon(sup, node))},
         "candidates": [c.as_dict() for c in candidates(ctx)],
     }
     return out
@@ -212,8 +212,20 @@ def sweep_pending(node: "AgentNode") -> bool:
         return False
     node.log.append(Swept(blocks=sorted(ctx.marks)))
     node.sweeps += 1
+    node.edited = True
     log.info("sweep", blocks=len(ctx.marks))
     return True
+
+
+def sweep_horizon(sup: "Supervisor", node: "AgentNode") -> float:
+    """The configured horizon, cut to the requests left before the next eviction."""
+    from session.eviction import due_line
+    from session.sweep import effective_horizon
+
+    s = sup.settings
+    due = due_line(s.context_window) if s.context_window else None
+    return effective_horizon(s.sweep_horizon, node.ctx.used_tokens(node.tokens_per_byte), due,
+                             node.growth.per_request)
 
 
 def sweep_if_pays(sup: "Supervisor", node: "AgentNode") -> bool:
@@ -222,7 +234,7 @@ def sweep_if_pays(sup: "Supervisor", node: "AgentNode") -> bool:
         return False
     w, r = _mults(sup)
     g = gate(ctx, _tpb(node), write_mult=w, read_mult=r)
-    if g.pays(sup.settings.sweep_horizon):
+    if g.pays(sweep_horizon(sup, node)):
         return sweep_pending(node)
     return False
 
@@ -242,6 +254,7 @@ async def _context_evict(sup, node, inp) -> str:
     sweep_pending(node)  # the region is rewritten anyway
     before = ctx.history_bytes()
     node.log.append(Evicted(residue=Residue(span=(a, b), note=note, by="model")))
+    node.edited = True
     left = before - ctx.history_bytes()
     return (f"turns {a}-{b} left the context ({left} bytes fewer in it); they stay readable "
             f"with transcript_read(turns=\"{a}-{b}\")")

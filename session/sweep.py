@@ -76,6 +76,41 @@ def gate(ctx: Context, tokens_per_byte: float, *, write_mult: float = WRITE_MULT
                 earliest)
 
 
+class Growth:
+    """How many tokens the context grows per request, from recent requests with no edit.
+
+    The gate's horizon is cut to the requests left before the next eviction: that eviction
+    rewrites the region anyway, and pending marks ride along with it for free, so a sweep must
+    pay back before it.
+    """
+
+    def __init__(self, keep: int = 8):
+        self.deltas: list[int] = []
+        self.keep = keep
+        self.last: int | None = None
+
+    def observe(self, used_tokens: int, edited: bool) -> None:
+        if self.last is not None and not edited and used_tokens > self.last:
+            self.deltas.append(used_tokens - self.last)
+            del self.deltas[:-self.keep]
+        self.last = used_tokens
+
+    @property
+    def per_request(self) -> float | None:
+        if not self.deltas:
+            return None
+        ordered = sorted(self.deltas)
+        return float(ordered[len(ordered) // 2])
+
+
+def effective_horizon(horizon: float, used_tokens: int, due_tokens: float | None,
+                      growth: float | None) -> float:
+    """The horizon, cut to the requests expected before the context reaches the eviction line."""
+    if due_tokens is None or not growth or growth <= 0:
+        return horizon
+    return min(horizon, max(0.0, (due_tokens - used_tokens) / growth))
+
+
 # --------------------------------------------------------------------------- candidates
 
 READERS = {"cat", "head", "tail", "nl", "less", "more", "sed", "awk", "bat", "view", "open"}

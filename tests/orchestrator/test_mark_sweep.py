@@ -175,3 +175,17 @@ async def test_the_model_marks_and_the_harness_sweeps_before_an_eviction(tmp_pat
     assert kinds[i + 1] == "Evicted", "the sweep lands just before the eviction"
     res = [r for r in recs if r["t"] == "ToolResults"]
     assert '"marked":"2.1"' in res[2]["results"][0]["content"]
+
+
+def test_the_horizon_is_cut_to_the_requests_before_the_next_eviction():
+    from session.sweep import Growth, effective_horizon
+
+    g = Growth()
+    for used, edited in [(1000, False), (1500, False), (2100, False), (900, True), (1400, False)]:
+        g.observe(used, edited)
+    assert g.deltas == [500, 600, 500]  # the drop after an edit is not growth
+    assert g.per_request == 500
+    assert effective_horizon(20, 10_000, 12_000, g.per_request) == 4  # 2 000 tokens left
+    assert effective_horizon(20, 1_000, 100_000, g.per_request) == 20
+    assert effective_horizon(20, 1_000, None, g.per_request) == 20
+    assert effective_horizon(20, 1_000, 12_000, None) == 20
