@@ -200,3 +200,51 @@ async def test_resume_after_a_crash_equals_the_replay(tmp_path):
                and r["blocks"][0]["type"] == "tool_use"]
     assert fetched[-1] == 9
     sup2.close()
+
+
+async def test_clear_withdraws_everything_and_cancels_descendants(tmp_path, autojump_clock):
+    root = tmp_path / "run"
+    async with open_supervisor(root, provider(tree_policy(2), latency_s=0.1), settings(),
+                               user_tools=[fetch_tool()]) as sup:
+        node = sup.new_root("root")
+        sup.start(node)
+        await trio.sleep(3.05)
+        children = list(node.descendants().values())
+        assert children and all(c.state == "running" for c in children)
+        sup.clear(node.id)
+        assert node.ctx.frontier() == [], "a clear withdraws every turn from the context"
+        with trio.fail_after(1):
+            for c in children:
+                await c.done.wait()
+        assert all(c.state == "cancelled" for c in children)
+        assert node.state == "running", "the cleared agent itself goes on"
+        await trio.sleep(1)
+        assert node.ctx.frontier(), "it keeps working in a fresh context"
+        sup.cancel(node.id)
+    recs = records(root, node.id)
+    assert any(r["t"] == "Cleared" for r in recs)
+    assert refold(root, node.id) == node.ctx
+
+
+async def test_rewind_withdraws_later_turns_and_refuses_a_split(tmp_path):
+    from session.errors import Refusal
+    from session.records import Evicted, Residue
+
+    from .conftest import reader_policy
+
+    root = tmp_path / "run"
+    async with open_supervisor(root, provider(reader_policy(4)), settings(),
+                               user_tools=[fetch_tool()]) as sup:
+        node = await sup.ask("read")
+        node.log.append(Evicted(residue=Residue(span=(1, 3), note="first pages", by="model")))
+        try:
+            sup.rewind(node.id, 2)
+        except Refusal as e:
+            assert "would split the residue [1, 3]" in str(e)
+        else:
+            raise AssertionError("a rewind into a residue is refused")
+        sup.rewind(node.id, 4)
+    held = {t.id: t.held for t in node.ctx.turns}
+    assert all(h == "withdrawn" for tid, h in held.items() if tid > 4)
+    assert held[4] == "resident" and held[1] == "evicted"
+    assert refold(root, node.id) == node.ctx

@@ -1,0 +1,37 @@
+"""``mnemon ask`` on the scripted provider, and its user errors."""
+
+from __future__ import annotations
+
+import json
+
+from orchestrator.cli import main
+
+
+def test_ask_plays_a_script(tmp_path, capsys):
+    script = tmp_path / "s.jsonl"
+    script.write_text(
+        json.dumps({"blocks": [{"type": "tool_use", "id": "t1", "name": "context_survey",
+                                "input": {}}]}) + "\n" +
+        json.dumps({"blocks": [{"type": "text", "text": "All good."}]}) + "\n")
+    rc = main(["ask", "how is my context?", "--script", str(script), "--run-root",
+               str(tmp_path / "run"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["answer"] == "All good." and out["reason"] == "done"
+    assert main(["verify", str(tmp_path / "run")]) == 0
+    recs = [json.loads(l) for l in (tmp_path / "run/agents/a1/record.jsonl").open()]
+    survey = json.loads(recs[[r["t"] for r in recs].index("ToolResults")]["results"][0]["content"])
+    assert survey["frontier"][0]["turn"] == 1 and "sweep_gate" in survey
+
+
+def test_ask_user_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["ask", "hi", "--provider", "anthropic", "--run-root", str(tmp_path / "a")]) == 2
+    assert main(["ask", "hi", "--script", str(tmp_path / "nope.jsonl"), "--run-root",
+                 str(tmp_path / "b")]) == 2
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    assert main(["ask", "hi", "--run-root", str(tmp_path / "full")]) == 2
+    assert main(["ask", "hi", "--keep", "2", "--run-root", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 4
+    assert "ANTHROPIC_API_KEY" in err
