@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
+import trio.testing  # noqa: E402
 
 from orchestrator import logs, loop  # noqa: E402
 from orchestrator.settings import Settings  # noqa: E402
@@ -536,6 +537,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    import trio.testing  # noqa: F401
-
     sys.exit(main())
