@@ -91,7 +91,8 @@ def _agg(rows: list[dict]) -> dict:
     steady = [r["steady_cache_read_share"] for r in rows if r["steady_cache_read_share"] is not None]
     return {"cost": _sum(rows, "cost_usd"), "read_share": _sum(rows, "cache_read_tokens") / tin,
             "steady": sum(steady) / len(steady) if steady else None,
-            "recover": sum(r["recoverability"] for r in rows) / len(rows),
+            "recover": (_sum(rows, "recoverable_bytes") / _sum(rows, "left_bytes")
+                        if _sum(rows, "left_bytes") else 1.0),
             "verbatim": sum(verb) / len(verb) if verb else None, "edits": _sum(rows, "edits"),
             "overflow": _sum(rows, "overflow_requests")}
 

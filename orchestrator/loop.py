@@ -8,7 +8,6 @@ shielded finally; a crash leaves none.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import structlog
@@ -39,10 +38,17 @@ if TYPE_CHECKING:
 log = structlog.get_logger("mnemon.agent")
 
 
+def priced_model(sup: "Supervisor", response_model: str | None) -> str | None:
+    """The model a usage is priced (and recorded) as: the same for the live total and for
+    ``mnemon cost`` reading the log afterwards."""
+    s = sup.settings
+    return s.price_model or s.model or response_model
+
+
 def _price(sup: "Supervisor", node: "AgentNode", usage: Usage, model: str | None) -> float:
     from providers.prices import cost_usd
 
-    return cost_usd(usage, sup.settings.price_model or model, sup.settings.cache_ttl)
+    return cost_usd(usage, priced_model(sup, model), sup.settings.cache_ttl)
 
 
 async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
@@ -162,14 +168,11 @@ async def _complete(sup: "Supervisor", node: "AgentNode", request: Request):
     def on_attempt(attempt: int, latency_s: float, usage: Usage | None, error: str | None) -> None:
         sup.provider_calls += 1
         node.log.append(ProviderCall(attempt=attempt, latency_s=round(latency_s, 6), usage=usage,
-                                     error=error, model=sup.settings.model, at=now_iso()))
+                                     error=error, model=priced_model(sup, None), at=now_iso()))
         log.info("provider call", attempt=attempt, latency_s=round(latency_s, 4), error=error)
 
     async with sup.limiter:
-        t0 = time.perf_counter()
-        response = await sup.provider.complete(request, on_attempt=on_attempt)  # type: ignore[call-arg]
-        del t0
-    return response
+        return await sup.provider.complete(request, on_attempt=on_attempt)  # type: ignore[call-arg]
 
 
 def used_tokens(node: "AgentNode") -> int:

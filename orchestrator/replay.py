@@ -92,6 +92,8 @@ class Result:
             "sweeps": self.edit_kinds.get("sweep", 0),
             "requests": len(self.rows),
             "overflow_requests": self.overflow_requests,
+            "left_bytes": self.left_bytes,
+            "recoverable_bytes": self.recoverable_bytes,
             "input_tokens": u.input_tokens,
             "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens,

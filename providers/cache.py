@@ -156,6 +156,7 @@ class CacheModel:
         self.tokens_per_byte = tokens_per_byte
         self.lookback = lookback
         self.entries: dict[str, CacheEntry] = {}
+        self._scan_at = math.inf  # no entry expires before this; entries only live longer
 
     def tokens(self, nbytes: int) -> int:
         return math.ceil(nbytes * self.tokens_per_byte)
@@ -197,6 +198,7 @@ class CacheModel:
             entry = self.entries.get(key)
             if entry is None:
                 self.entries[key] = CacheEntry(position=p, tokens=cum[p], expires_at=now + ttl_s)
+                self._scan_at = min(self._scan_at, now + ttl_s)
             else:
                 entry.expires_at = max(entry.expires_at, now + ttl_s)
             write_end = max(write_end, p)
@@ -210,5 +212,13 @@ class CacheModel:
         )
 
     def _expire(self, now: float) -> None:
+        """Drop expired entries — scanning only once the earliest possible expiry has passed,
+        so a run-wide cache costs O(1) per request between expiries, not O(entries)."""
+        if now < self._scan_at:
+            return
+        earliest = math.inf
         for key in [k for k, e in self.entries.items() if e.expires_at <= now]:
             del self.entries[key]
+        for e in self.entries.values():
+            earliest = min(earliest, e.expires_at)
+        self._scan_at = earliest

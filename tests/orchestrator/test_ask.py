@@ -35,3 +35,14 @@ def test_ask_user_errors_are_one_line(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 4
     assert "ANTHROPIC_API_KEY" in err
+
+
+def test_live_cost_equals_mnemon_cost(tmp_path, capsys):
+    """The loop prices and records the same model, so the two totals agree."""
+    rc = main(["ask", "hello there", "--model", "claude-haiku-4-5", "--run-root",
+               str(tmp_path / "run"), "--json"])
+    live = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert main(["cost", str(tmp_path / "run"), "--json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    assert after["total"]["cost_usd"] == sum(r["cost_usd"] for r in live["cost"]) > 0
