@@ -25,10 +25,10 @@ from providers.errors import (
     ProviderHTTPError,
     StreamInterrupted,
     http_error,
-    map_httpx_errors,
 )
-from providers.retry import OnAttempt, RetryPolicy, call_with_retry
+from providers.http import HTTPProvider
 from providers.sse import SSEDecoder
+from providers.retry import RetryPolicy
 from session.records import Block, Opaque, Text, Thinking, ToolUse, Usage
 
 __all__ = [
@@ -308,7 +308,7 @@ def error_from_response(status: int, body: Any, headers: Any) -> ProviderHTTPErr
 # --------------------------------------------------------------------------- sending
 
 
-class AnthropicProvider:
+class AnthropicProvider(HTTPProvider):
     """
     Sends requests to the Messages API through an injected ``httpx.AsyncClient``.
 
@@ -332,19 +332,9 @@ class AnthropicProvider:
                  max_tokens: int = DEFAULT_MAX_TOKENS, cache_ttl: str = "5m",
                  retry: RetryPolicy | None = None, rng: random.Random | None = None,
                  timeout: float = 600.0) -> None:
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
-        self._api_key = api_key
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.stream = stream
-        self.max_tokens = max_tokens
+        super().__init__(client, api_key, model, base_url=base_url, stream=stream,
+                         max_tokens=max_tokens, retry=retry, rng=rng, timeout=timeout)
         self.cache_ttl = cache_ttl
-        self.retry = retry or RetryPolicy()
-        self._rng = rng or random.Random()
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
 
     @property
     def url(self) -> str:
@@ -354,52 +344,19 @@ class AnthropicProvider:
         return {"x-api-key": self._api_key, "anthropic-version": API_VERSION,
                 "content-type": "application/json", "accept": "application/json"}
 
-    async def complete(self, request: Request, *, on_attempt: OnAttempt | None = None) -> Response:
-        """
-        One request, retried per ``RetryPolicy``; ``on_attempt`` is told about every attempt.
-
-        Cancellation:
-            Safe: a cancelled attempt leaves nothing behind and is not retried.
-        """
+    def encode(self, request: Request) -> dict[str, Any]:
         max_tokens = request.max_tokens if request.max_tokens != DEFAULT_MAX_TOKENS else self.max_tokens
-        body = encode_request(request, model=self.model, stream=self.stream,
+        return encode_request(request, model=self.model, stream=self.stream,
                               max_tokens=max_tokens, cache_ttl=self.cache_ttl)
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        return await call_with_retry(lambda: self._attempt(content), policy=self.retry,
-                                     on_attempt=on_attempt, rng=self._rng)
 
-    async def _attempt(self, content: bytes) -> Response:
-        with map_httpx_errors():
-            async with self._client.stream("POST", self.url, content=content,
-                                           headers=self._headers()) as resp:
-                if resp.status_code >= 400:
-                    await resp.aread()
-                    raise error_from_response(resp.status_code, _json_or_text(resp), resp.headers)
-                if not self.stream:
-                    await resp.aread()
-                    return decode_response(resp.json())
-                decoder = SSEDecoder()
-                assembler = MessageAssembler(dict(resp.headers))
-                async for chunk in resp.aiter_bytes():
-                    for ev in decoder.feed(chunk):
-                        _feed_event(assembler, ev.event, ev.data)
-                for ev in decoder.flush():
-                    _feed_event(assembler, ev.event, ev.data)
-                return assembler.finish()
+    def decode(self, body: Any) -> Response:
+        return decode_response(body)
 
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+    def error(self, status: int, body: Any, headers: Any) -> ProviderHTTPError:
+        return error_from_response(status, body, headers)
 
-    async def __aenter__(self) -> "AnthropicProvider":
-        return self
+    def assembler(self, headers: dict[str, str]) -> "MessageAssembler":
+        return MessageAssembler(headers)
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-def _json_or_text(resp: httpx.Response) -> Any:
-    try:
-        return resp.json()
-    except ValueError:
-        return resp.text
+    def feed_event(self, assembler: "MessageAssembler", event: str | None, data: str) -> None:
+        _feed_event(assembler, event, data)

@@ -1,0 +1,120 @@
+"""The sending half every HTTP adapter shares: one POST per attempt, retried by policy.
+
+An adapter supplies only its wire: ``url``, ``_headers``, ``encode`` (neutral request → JSON
+body), ``decode`` (a whole JSON body → Response), ``error`` (status, body, headers → the error
+tree) and, for streams, an assembler it feeds SSE events to. Errors from httpx are translated at
+one boundary (``map_httpx_errors``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import httpx
+
+from providers.base import Request, Response
+from providers.errors import ProviderHTTPError, map_httpx_errors
+from providers.retry import OnAttempt, RetryPolicy, call_with_retry
+from providers.sse import SSEDecoder
+
+
+def json_or_text(resp: httpx.Response) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        return resp.text
+
+
+class HTTPProvider:
+    """
+    Resource handling:
+        ``aclose()`` (or ``async with``) closes the client only if the provider made it.
+    """
+
+    name = "http"
+
+    def __init__(self, client: httpx.AsyncClient | None, api_key: str, model: str, *,
+                 base_url: str, stream: bool, max_tokens: int, retry: RetryPolicy | None,
+                 rng: random.Random | None, timeout: float) -> None:
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
+        self._api_key = api_key
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.stream = stream
+        self.max_tokens = max_tokens
+        self.retry = retry or RetryPolicy()
+        self._rng = rng or random.Random()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    # ------------------------------------------------------------------ the adapter's wire
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def encode(self, request: Request) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def decode(self, body: Any) -> Response:
+        raise NotImplementedError
+
+    def error(self, status: int, body: Any, headers: Any) -> ProviderHTTPError:
+        raise NotImplementedError
+
+    def assembler(self, headers: dict[str, str]) -> Any:
+        """The stream's assembler: fed by ``feed_event``, closed by ``finish() -> Response``."""
+        raise NotImplementedError
+
+    def feed_event(self, assembler: Any, event: str | None, data: str) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ sending
+
+    async def complete(self, request: Request, *, on_attempt: OnAttempt | None = None) -> Response:
+        """
+        One request, retried per ``RetryPolicy``; ``on_attempt`` is told about every attempt.
+
+        Cancellation:
+            Safe: a cancelled attempt leaves nothing behind and is not retried.
+        """
+        content = json.dumps(self.encode(request), ensure_ascii=False,
+                             separators=(",", ":")).encode()
+        return await call_with_retry(lambda: self._attempt(content), policy=self.retry,
+                                     on_attempt=on_attempt, rng=self._rng)
+
+    async def _attempt(self, content: bytes) -> Response:
+        with map_httpx_errors():
+            async with self._client.stream("POST", self.url, content=content,
+                                           headers=self._headers()) as resp:
+                if resp.status_code >= 400:
+                    await resp.aread()
+                    raise self.error(resp.status_code, json_or_text(resp), resp.headers)
+                if not self.stream:
+                    await resp.aread()
+                    return self.decode(resp.json())
+                decoder = SSEDecoder()
+                assembler = self.assembler(dict(resp.headers))
+                async for chunk in resp.aiter_bytes():
+                    for ev in decoder.feed(chunk):
+                        self.feed_event(assembler, ev.event, ev.data)
+                for ev in decoder.flush():
+                    self.feed_event(assembler, ev.event, ev.data)
+                return assembler.finish()
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
