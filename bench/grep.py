@@ -70,6 +70,13 @@ for name, pattern in {patterns!r}.items():
     ans = door.grep(pattern, timeout_s=1e9)
     out[name] = {{"total": ans["total"], "s": time.perf_counter() - t,
                   "hwm_growth": status("VmHWM") - before}}
+import tracemalloc
+tracemalloc.start()
+for name in ("a_rare_literal", "b_common_literal"):
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    door.grep({patterns!r}[name], timeout_s=1e9)
+    out[name]["traced_peak"] = tracemalloc.get_traced_memory()[1] - base
 print(json.dumps(out))
 """
 
@@ -164,8 +171,11 @@ def main() -> None:
                                     text=True, check=True).stdout)
     results["memory"] = {"rss_before_mb": round(mem["rss_before"] / 2**20, 1),
                          "hwm_reset": mem["hwm_reset"],
-                         **{k: round(v["hwm_growth"] / 2**20, 1) for k, v in mem.items()
-                            if isinstance(v, dict)}}
+                         "rss_growth_mb": {k: round(v["hwm_growth"] / 2**20, 1)
+                                           for k, v in mem.items() if isinstance(v, dict)},
+                         "traced_peak_mb": {k: round(v["traced_peak"] / 2**20, 1)
+                                            for k, v in mem.items()
+                                            if isinstance(v, dict) and "traced_peak" in v}}
     print(json.dumps({"memory": results["memory"]}), file=sys.stderr)
 
     big = [t for t in info["big_turns"] if door.ctx.turn(t) is not None]

@@ -24,6 +24,8 @@ Three rules shape the code:
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import heapq
 import itertools
 import operator
@@ -559,6 +561,19 @@ def grep_wants(root: Path, wants: Sequence[Want], pattern: str, *,
     return hits.answer()
 
 
+@contextlib.contextmanager
+def _no_gc():
+    """Pause the cyclic GC while building many small tuples (they hold no cycles): a collection
+    triggered mid-way would traverse the agent's whole table, many times the work itself."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _groups(wants: Sequence[Want]) -> list[tuple[str, Sequence[int]]]:
     """The wanted turns' indices by source file. A lineage's files hold contiguous id ranges, so
     each group is usually one ``range``; a file whose turns interleave with another's is still
@@ -843,7 +858,8 @@ class Door:
             sel: Iterable[Turn] = self.ctx.turns
         else:
             sel = self.select(turns)
-        return [(t.id, t.source, t.loci if t.id != hand else tuple(t.loci)) for t in sel]
+        with _no_gc():  # a tuple per turn: without this, cyclic GC walks the whole table
+            return [(t.id, t.source, t.loci if t.id != hand else tuple(t.loci)) for t in sel]
 
     # ------------------------------------------------------------------ sync calls
 
