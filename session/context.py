@@ -67,7 +67,7 @@ def check_note(note: str | None) -> None:
                           f"break or control character ({ch!r})")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Turn:
     id: int
     role: str  # "user" | "assistant"
@@ -110,7 +110,7 @@ class Turn:
     __hash__ = None  # type: ignore[assignment]
 
 
-@dataclass
+@dataclass(slots=True)
 class ResidueEntry:
     span: tuple[int, int]
     note: str | None

@@ -6,6 +6,7 @@ refusal came from.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import blake3
@@ -19,7 +20,23 @@ from .records import _decoder
 
 def fold_file(path: Path, source: str, *, loader: Loader | None = None,
               display: str | None = None) -> tuple[Context, TornTail | None]:
-    """Fold every complete line of a log; a torn tail is reported, not read, never modified."""
+    """Fold every complete line of a log; a torn tail is reported, not read, never modified.
+
+    The cyclic garbage collector is paused while folding: a fold allocates many long-lived
+    objects and no cycles, so generational collections are pure overhead (a third of the time
+    on a 200 MB log) and the table is all still reachable at the end.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _fold(path, source, loader, display)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _fold(path: Path, source: str, loader: Loader | None,
+          display: str | None) -> tuple[Context, TornTail | None]:
     ctx = Context(source, loader=loader)
     shown = display or source or str(path)
     torn = find_torn_tail(path)
