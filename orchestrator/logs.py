@@ -12,22 +12,34 @@ import structlog
 
 
 class _Tee:
-    """Writes each rendered line to the log file and, optionally, to stderr."""
+    """Writes each event as a JSON line to the log file and, with ``-v``, to stderr — rendered
+    for people when stderr is a terminal, as JSON otherwise."""
 
     def __init__(self, file: TextIO | None, echo: TextIO | None):
         self.file, self.echo = file, echo
+        self.console = (structlog.dev.ConsoleRenderer(colors=False)
+                        if echo is not None and echo.isatty() else None)
 
-    def msg(self, message: str) -> None:
+    def msg(self, message: str, event_dict: dict | None = None) -> None:
         if self.file is not None:
             self.file.write(message + "\n")
             self.file.flush()
         if self.echo is not None:
-            self.echo.write(message + "\n")
+            if self.console is not None and event_dict is not None:
+                self.echo.write(self.console(None, "", dict(event_dict)) + "\n")
+            else:
+                self.echo.write(message + "\n")
 
     log = debug = info = warning = warn = error = critical = exception = fatal = msg
 
 
 _open: list[TextIO] = []
+_json = structlog.processors.JSONRenderer()
+
+
+def _render(logger: Any, name: str, event_dict: dict) -> tuple[tuple, dict]:
+    """JSON for the file; the event itself rides along for a terminal's console rendering."""
+    return (_json(logger, name, dict(event_dict)),), {"event_dict": event_dict}
 
 
 def configure(run_root: Path | None, *, verbose: bool = False) -> None:
@@ -45,7 +57,7 @@ def configure(run_root: Path | None, *, verbose: bool = False) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.dict_tracebacks,
-            structlog.processors.JSONRenderer(),
+            _render,
         ],
         logger_factory=lambda *a: tee,
         cache_logger_on_first_use=False,

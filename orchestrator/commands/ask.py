@@ -30,10 +30,17 @@ def run(args) -> int:
     provider = provider_from(args)
 
     async def main():
+        from ..progress import Progress
+
         try:
             async with open_supervisor(root, provider, settings, started_by="mnemon ask",
                                        provider_name=args.provider) as sup:
-                node = await sup.ask(args.prompt)
+                node = sup.new_root(args.prompt)
+                async with trio.open_nursery() as n:
+                    n.start_soon(Progress(sup, enabled=sys.stderr.isatty() and
+                                          not args.verbose).run)
+                    await sup.run(node)
+                    n.cancel_scope.cancel()
                 return sup, node
         finally:
             await provider.aclose()

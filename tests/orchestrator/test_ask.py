@@ -46,3 +46,13 @@ def test_live_cost_equals_mnemon_cost(tmp_path, capsys):
     assert main(["cost", str(tmp_path / "run"), "--json"]) == 0
     after = json.loads(capsys.readouterr().out)
     assert after["total"]["cost_usd"] == sum(r["cost_usd"] for r in live["cost"]) > 0
+
+
+def test_logs_are_json_lines_with_the_agent_bound(tmp_path, capsys):
+    assert main(["ask", "hi", "--run-root", str(tmp_path / "run")]) == 0
+    lines = [json.loads(l) for l in (tmp_path / "run" / "mnemon.log").read_text().splitlines()]
+    events = [l["event"] for l in lines]
+    assert "provider call" in events and "turn" in events and "agent ended" in events
+    assert all(l["agent"] == "a1" for l in lines if l["event"] in ("turn", "provider call"))
+    err = capsys.readouterr().err
+    assert "provider call" not in err, "without -v, stderr carries only the one-line outcome"
