@@ -59,6 +59,10 @@ async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
         with node.scope:
             async with trio.open_nursery() as nursery:
                 node.nursery = nursery
+                node.started = True
+                for child in list(node.children.values()):  # resumed children go on inside it
+                    if not child.started and child.state == "running":
+                        sup.start(child, nursery)
                 reason = await _loop(sup, node)
                 nursery.cancel_scope.cancel()  # children it did not wait for
         if node.scope.cancelled_caught:

@@ -53,6 +53,7 @@ class AgentNode:
         self.tokens_per_byte: float | None = None
         self.evictions = 0
         self.sweeps = 0
+        self.started = False  # its loop has begun (a resumed child waits for its parent's)
 
     @property
     def ctx(self):
@@ -176,6 +177,46 @@ class Supervisor:
         self.agents[agent_id] = node
         self._taken.add(agent_id)
         return node
+
+    def resume_run(self) -> list[AgentNode]:
+        """Reopen every agent of the run root whose log has not ended, parents before children,
+        each attached to its parent; return the roots to run. A resumed child starts inside its
+        parent's nursery when the parent's loop begins, as it did the first time."""
+        from lineage.tree import _first_started
+
+        opening: dict[str, SessionStarted | None] = {
+            aid: _first_started(self.root / agent_source(aid)) for aid in list_agents(self.root)}
+        order: list[str] = []
+        seen: set[str] = set()
+
+        def visit(aid: str) -> None:
+            if aid in seen:
+                return
+            seen.add(aid)
+            st = opening.get(aid)
+            if st is not None and st.parent in opening:
+                visit(st.parent)
+            order.append(aid)
+
+        for aid in sorted(opening, key=lambda a: (len(a), a)):
+            visit(aid)
+        roots: list[AgentNode] = []
+        for aid in order:
+            st = opening[aid]
+            parent_id = st.parent if st is not None else None
+            parent = self.agents.get(parent_id) if parent_id else None
+            if parent_id and parent is None:
+                continue  # its parent ended: nothing outlives its parent
+            from session.resume import fold_file
+
+            src = agent_source(aid)
+            ctx, _ = fold_file(self.root / src, src, loader=self.loader)
+            if ctx.ended is not None:
+                continue
+            node = self.resume_agent(aid, parent=parent)
+            if parent is None:
+                roots.append(node)
+        return roots
 
     # ------------------------------------------------------------------ running
 

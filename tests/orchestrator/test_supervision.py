@@ -11,6 +11,7 @@ import trio.testing
 from lineage.runroot import agent_source
 from orchestrator.supervisor import Supervisor, open_supervisor
 from providers.errors import ServerError
+from session.records import ToolUse
 
 from .conftest import call, fetch_tool, provider, records, refold, say, settings
 
@@ -248,3 +249,52 @@ async def test_rewind_withdraws_later_turns_and_refuses_a_split(tmp_path):
     assert all(h == "withdrawn" for tid, h in held.items() if tid > 4)
     assert held[4] == "resident" and held[1] == "evicted"
     assert refold(root, node.id) == node.ctx
+
+
+async def test_resume_a_whole_tree_killed_mid_run(tmp_path):
+    """A root waiting on two mnemon children is killed while they work (a snapshot of the run
+    root); resumed, the children go on inside their parent, the interrupted wait is answered as
+    interrupted and made again, and every table equals the replay of its file."""
+    root = tmp_path / "run"
+    snap = tmp_path / "snap"
+
+    def policy(request, state):
+        state["k"] = state.get("k", 0) + 1
+        k = state["k"]
+        if request.meta["depth"] == 0:  # decides from what it sees, as a model would
+            said = [b for m in request.messages if m["role"] == "assistant" for b in m["content"]]
+            if not any(b.get("name") == "agents_start" for b in said):
+                return ([ToolUse("s1", "agents_start", {"task": "read pages"}),
+                         ToolUse("s2", "agents_start", {"task": "read pages"})], "tool_use")
+            last = [b for b in request.messages[-1]["content"] if b.get("type") == "tool_result"]
+            if any(r["is_error"] for r in last) or said[-1].get("name") == "agents_start":
+                return call(state, "agents_wait")
+            return say("children: " + last[0]["content"])
+        if request.meta["agent"] == "a2" and k == 3 and not snap.exists():
+            shutil.copytree(root, snap)  # the crash: whatever was on disk at this moment
+        if k <= 5:
+            return call(state, "fetch", i=k)
+        return say(f"{request.meta['agent']} read 5 pages")
+
+    async with open_supervisor(root, provider(policy), settings(),
+                               user_tools=[fetch_tool()]) as sup:
+        await sup.ask("delegate", agent_id="a1")
+    assert snap.exists()
+    sup2 = Supervisor(snap, provider(policy), settings(), user_tools=[fetch_tool()])
+    roots = sup2.resume_run()
+    assert [r.id for r in roots] == ["a1"]
+    assert set(sup2.agents) == {"a1", "a2", "a3"}
+    for aid, node in sup2.agents.items():
+        assert refold(snap, aid) == node.ctx
+    await sup2.run(roots[0])
+    for aid, node in sup2.agents.items():
+        assert node.reason == "done", (aid, node.reason)
+        assert refold(snap, aid) == node.ctx
+    assert set(sup2.agents) == {"a1", "a2", "a3"}, "no child started twice"
+    answer = sup2.agents["a1"].answer
+    assert "a2 read 5 pages" in answer and "a3 read 5 pages" in answer
+    recs = records(snap, "a1")
+    waits = [r for r in recs if r["t"] == "AssistantMessage" and
+             r["blocks"][0].get("name") == "agents_wait"]
+    assert len(waits) == 2, "the interrupted wait is made again after the resume"
+    sup2.close()
