@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +171,17 @@ def test_cli_replay_refuses_bad_input(tmp_path, capsys):
     assert main(["replay", str(bad), "--out", str(tmp_path / "o"), "--strategy", "magic"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 3
+
+
+SAMPLES = sorted(p for p in (Path(__file__).resolve().parents[1] / "importers" / "samples").rglob("*")
+                 if p.is_file() and "subagents" not in p.parts)
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.parent.name + "/" + p.name[:20])
+def test_every_format_replays_and_verifies(tmp_path, path):
+    traj = load(path)
+    res = replay(traj, tmp_path / "r", "evict", window=20_000)
+    assert main(["verify", str(tmp_path / "r")]) == 0
+    kids = len(traj.children)
+    assert len(list((tmp_path / "r" / "agents").iterdir())) == 1 + kids
+    assert res.summary()["requests"] >= 1
