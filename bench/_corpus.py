@@ -164,12 +164,8 @@ def _link(parent: AgentLog) -> Inherited:
                    Pointer(t.source, [tuple(x) for x in t.loci]))  # type: ignore[misc]
             for t in turns]
     last = turns[-1].id if turns else 0
-    # Only the outermost residues: DESIGN.md has a link carry the nested ones too, but
-    # Context._install nests them pairwise (quadratic in residues × rows), which takes minutes
-    # for the thousands of harness evictions of a 1 GB parent. Every evicted row lies under an
-    # outermost residue, so the index, the frontier and the door answer the same.
-    residues = [r.as_record() for r in ctx.residues if not r.withdrawn and r.span[1] <= last
-                and r.outer]
+    # every residue wholly below the fork, nested ones included (DESIGN.md, Lineage)
+    residues = [r.as_record() for r in ctx.residues if not r.withdrawn and r.span[1] <= last]
     return Inherited(turns=rows, residues=residues, id_floor=ctx.next_id())
 
 

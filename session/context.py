@@ -381,19 +381,34 @@ class Context:
             check_note(r.note)
             if r.span[0] > r.span[1]:
                 raise Refusal(f"the residue {list(r.span)} runs backwards")
-        for i, (a, b) in enumerate(spans):
-            for c, d in spans[i + 1:]:
-                if a <= d and c <= b and not ((a <= c and d <= b) or (c <= a and b <= d)):
-                    raise Refusal(f"the residues [{a}, {b}] and [{c}, {d}] overlap without "
-                                  "nesting")
+        # laminar: sorted by start (widest first), each span must fit inside or after the last
+        # open one — O(R log R), not pairwise
+        stack: list[tuple[int, int]] = []
+        for a, b in sorted(spans, key=lambda s: (s[0], -s[1])):
+            while stack and stack[-1][1] < a:
+                stack.pop()
+            if stack and b > stack[-1][1]:
+                c, d = stack[-1]
+                raise Refusal(f"the residues [{c}, {d}] and [{a}, {b}] overlap without nesting")
+            stack.append((a, b))
+        outer: list[tuple[int, int]] = []  # the outermost spans, disjoint, in order
+        for a, b in sorted(spans, key=lambda s: (s[0], -s[1])):
+            if not outer or a > outer[-1][1]:
+                outer.append((a, b))
+        firsts = [a for a, _ in outer]
+
+        def covered(tid: int) -> bool:
+            k = bisect.bisect_right(firsts, tid) - 1
+            return k >= 0 and outer[k][1] >= tid
+
         for link in rec.turns:
             row = link.row
             if row.id <= prev:
                 raise Refusal(f"inherited rows must have increasing ids: {row.id} after {prev}")
             prev = row.id
-            if row.held == "evicted" and not any(a <= row.id <= b for a, b in spans):
+            if row.held == "evicted" and not covered(row.id):
                 raise Refusal(f"inherited row {row.id} is held evicted outside every residue")
-            if row.held in ("resident", "swept") and any(a <= row.id <= b for a, b in spans):
+            if row.held in ("resident", "swept") and covered(row.id):
                 raise Refusal(f"inherited row {row.id} is held {row.held} inside a residue")
             if row.role not in ("user", "assistant"):
                 raise Refusal(f"inherited row {row.id} has role {row.role!r}")
@@ -643,19 +658,22 @@ class Context:
         return r._msg_len
 
     def _install(self, rec: Inherited) -> None:
+        """Install a link: O((rows + residues) log residues), whatever the nesting depth."""
+        import bisect
+
         entries = [ResidueEntry((r.span[0], r.span[1]), r.note, r.by, 0) for r in rec.residues]
-        # nesting: each residue's parent is the widest other residue containing it (ties: the
-        # one listed first stays outermost)
-        for i, e in enumerate(entries):
-            best = None
-            for j, o in enumerate(entries):
-                if j == i or not o.contains(e.span):
-                    continue
-                if o.span == e.span and j > i:
-                    continue
-                if best is None or (o.last - o.first) > (best.last - best.first):
-                    best = o
-            e.parent = best
+        # nesting (the family is laminar, ``check`` saw to it): each residue's parent is the
+        # smallest one containing it; of equal spans the one listed first stays outermost
+        order = sorted(range(len(entries)), key=lambda i: (entries[i].first, -entries[i].last, i))
+        stack: list[ResidueEntry] = []
+        for i in order:
+            e = entries[i]
+            while stack and stack[-1].last < e.first:
+                stack.pop()
+            e.parent = stack[-1] if stack and stack[-1].contains(e.span) else None
+            stack.append(e)
+        outer = sorted((e for e in entries if e.parent is None), key=lambda e: e.first)
+        outer_firsts = [e.first for e in outer]
         for link in rec.turns:
             row = link.row
             state = "resident" if row.held in ("resident", "swept") else row.held
@@ -667,20 +685,31 @@ class Context:
                 records = self.loader(link.at)
             under = None
             if state != "resident":
-                for e in entries:
-                    if e.parent is None and e.first <= row.id <= e.last:
-                        under = e
-                        break
+                k = bisect.bisect_right(outer_firsts, row.id) - 1
+                if k >= 0 and outer[k].last >= row.id:
+                    under = outer[k]
             t = Turn(row.id, row.role, row.label, row.bytes, state, link.at.source,
                      [tuple(x) for x in link.at.loci], "inherited", records,  # type: ignore[misc]
                      dict(row.swept or []), under)
             self._by_id[row.id] = len(self.turns)
             self.turns.append(t)
             self.reach = row.id
+        # weights and labels from prefix sums over the evicted rows, not a walk per residue
+        ids = [t.id for t in self.turns]
+        prefix = [0]
+        users: list[int] = []  # indices of evicted user rows with a label
+        for n, t in enumerate(self.turns):
+            ev = t.state == "evicted"
+            prefix.append(prefix[-1] + (t.bytes if ev else 0))
+            if ev and t.role == "user" and t.label:
+                users.append(n)
         for e in entries:
-            under = [t for t in self._turns_in(e.first, e.last) if t.state == "evicted"]
-            e.weight = sum(t.bytes for t in under)
-            e.labels = newest_labels(under)
+            lo = bisect.bisect_left(ids, e.first)
+            hi = bisect.bisect_right(ids, e.last)
+            e.weight = prefix[hi] - prefix[lo]
+            a, b = bisect.bisect_left(users, lo), bisect.bisect_left(users, hi)
+            e.labels = tuple(self.turns[users[j]].label
+                             for j in range(b - 1, max(a, b - LABELS_LISTED) - 1, -1))
             self.residues.append(e)
         self.id_floor = rec.id_floor if rec.id_floor is not None else self.reach + 1
         self.in_hand = None
