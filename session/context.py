@@ -253,6 +253,9 @@ class Context:
         self.last_input_tokens: int | None = None  # the last response's total input
         self.history_at_response: int = 0  # history bytes when that response was requested
         self.records_folded = 0
+        # memos of projections over what never changes once folded (an inherited link's
+        # resolved pointers, for the door); not part of the table, never compared
+        self.memo: dict[str, Any] = {}
         self._hist = 0
 
     # ------------------------------------------------------------------ equality (the fold law)

@@ -547,18 +547,50 @@ class _Hits:
 
 def grep_wants(root: Path, wants: Sequence[Want], pattern: str, *,
                timeout_s: float = GREP_TIMEOUT_S, shortcut: bool = True,
-               _matcher: _Matcher | None = None) -> dict:
-    """Grep the wanted turns' records (no lock needed); see ``Door.grep``."""
+               _matcher: _Matcher | None = None, _memo: dict | None = None) -> dict:
+    """Grep the wanted turns' records (no lock needed); see ``Door.grep``.
+
+    ``_memo`` (``_cache(ctx)``) keeps the byte spans of inherited sources between calls.
+    """
     m = _matcher or _Matcher(pattern, timeout_s, shortcut)
     hits = _Hits()
     for source, idxs in _groups(wants):  # sources in order of their first turn
         with _open_source(root, source) as f:
-            spans = _spans(wants, idxs) if m.raw is not None else None
+            spans = None
+            if m.raw is not None:
+                key = None
+                if _memo is not None and source != _memo["own"] and len(idxs):
+                    first, last = idxs[0], idxs[-1]
+                    key = (source, wants[first][0], wants[last][0], len(idxs))
+                    spans = _memo["spans"].get(key)
+                if spans is None:
+                    spans = _spans(wants, idxs)
+                    if key is not None and spans is not None:
+                        _memo["spans"][key] = spans
             if spans is not None:
                 _scan_file(f, source, idxs, spans, wants, m, hits)
             else:
                 _grep_file(f, source, _in_locus_order(wants, idxs), wants, m, hits)
     return hits.answer()
+
+
+def _cache(ctx: Context) -> dict:
+    """Per-table memo of what never changes: the inherited turns' owned tuples and byte spans.
+
+    A link's rows and pointers are fixed once ``Inherited`` is folded (states may change, loci
+    never), so a lineage of 350 000 inherited turns is resolved once, not on every grep.
+    """
+    c = ctx.memo.get("door")
+    if c is None:
+        n = 0
+        for t in ctx.turns:
+            if t.origin != "inherited":
+                break
+            n += 1
+        with _no_gc():
+            prefix = [(t.id, t.source, t.loci) for t in ctx.turns[:n]]
+        c = ctx.memo["door"] = {"n": n, "prefix": prefix, "spans": {}, "own": ctx.source}
+    return c
 
 
 @contextlib.contextmanager
@@ -854,10 +886,15 @@ class Door:
     def resolve(self, turns: Any = None) -> list[Want]:
         """Owned ``(turn, source, loci)`` for the turns named; the only step under the lock."""
         hand = self.ctx.in_hand
-        if turns is None and not self.own:
-            sel: Iterable[Turn] = self.ctx.turns
-        else:
-            sel = self.select(turns)
+        if turns is None:  # the whole transcript: the inherited part is resolved once
+            memo = _cache(self.ctx)
+            own = self.ctx.turns[memo["n"]:]
+            if self.own:
+                own = [t for t in own if t.id != hand]
+            with _no_gc():
+                return memo["prefix"] + [
+                    (t.id, t.source, t.loci if t.id != hand else tuple(t.loci)) for t in own]
+        sel = self.select(turns)
         with _no_gc():  # a tuple per turn: without this, cyclic GC walks the whole table
             return [(t.id, t.source, t.loci if t.id != hand else tuple(t.loci)) for t in sel]
 
@@ -876,7 +913,8 @@ class Door:
              shortcut: bool = True) -> dict:
         """``{"hits": [{"turn", "line"}], "total"}`` — at most GREP_HITS hits, oldest first."""
         matcher = _Matcher(pattern, timeout_s, shortcut)  # a bad pattern is refused first
-        return grep_wants(self.root, self.resolve(turns), pattern, _matcher=matcher)
+        return grep_wants(self.root, self.resolve(turns), pattern, _matcher=matcher,
+                          _memo=_cache(self.ctx))
 
     # ------------------------------------------------------------------ model-facing (async)
 
@@ -907,8 +945,9 @@ class Door:
 
         matcher = _Matcher(pattern, timeout_s, True)
         wants = await self._resolve_locked(turns)
+        memo = _cache(self.ctx)
         return await trio.to_thread.run_sync(
-            lambda: grep_wants(self.root, wants, pattern, _matcher=matcher),
+            lambda: grep_wants(self.root, wants, pattern, _matcher=matcher, _memo=memo),
             abandon_on_cancel=True)
 
 

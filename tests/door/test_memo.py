@@ -1,0 +1,28 @@
+"""The door's memo of an inherited link never goes stale: own turns are resolved afresh."""
+
+from __future__ import annotations
+
+from lineage.fork import fork
+from session.door import Door
+
+from ..helpers import answer, new_agent, prompt, tool_turn
+
+
+def test_grep_sees_new_own_turns_and_reuses_the_link(run_root):
+    parent = new_agent(run_root, "p", system="s")
+    prompt(parent, "task")
+    tool_turn(parent, "look", "cat a.py", "ANCESTOR-ONLY line\nother")
+    answer(parent, "fine")
+    tool_turn(parent, "delegate", "noop", "ok")  # the turn in hand at the fork
+    child = fork(run_root, parent, "c1", task="child task")
+    door = Door.of_agent(run_root, child, own=False)
+    first = door.grep("ANCESTOR-ONLY")
+    assert first["total"] == 1 and child.ctx.memo["door"]["n"] == 3
+    assert child.ctx.memo["door"]["spans"], "the link's spans are kept for the next grep"
+    assert door.grep("CHILD-NEW")["total"] == 0
+    answer(child, "CHILD-NEW finding")
+    second = door.grep("CHILD-NEW")
+    assert second["total"] == 1 and second["hits"][0]["turn"] == child.ctx.latest
+    both = door.grep("ANCESTOR-ONLY|CHILD-NEW")
+    assert [h["turn"] for h in both["hits"]] == [first["hits"][0]["turn"], child.ctx.latest]
+    assert door.grep("ANCESTOR-ONLY", shortcut=False) == door.grep("ANCESTOR-ONLY") == first
