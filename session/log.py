@@ -62,28 +62,41 @@ def find_torn_tail(path: Path) -> TornTail | None:
 def iter_lines(path: Path, start: int = 0) -> Iterator[tuple[int, memoryview]]:
     """Yield ``(offset, line)`` for every complete line (without its newline), chunk by chunk.
 
-    A torn tail is not yielded. Memory stays bounded by the chunk plus the longest line.
+    A torn tail is not yielded. Memory stays bounded by the chunk plus the longest line, and a
+    line longer than a chunk (a large ``Inherited`` link) is joined once, not re-copied with
+    every chunk that extends it.
     """
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
-        offset = start
-        carry = b""
+        base = start  # file offset of the first byte not yet yielded
+        parts: list[bytes] = []  # the unfinished line, piece by piece
         while True:
             chunk = f.read(CHUNK)
             if not chunk:
                 return
-            buf = carry + chunk if carry else chunk
-            mv = memoryview(buf)
             pos = 0
-            find = buf.find
+            if parts:
+                nl = chunk.find(b"\n")
+                if nl < 0:
+                    parts.append(chunk)
+                    continue
+                parts.append(chunk[:nl])
+                line = b"".join(parts)
+                parts = []
+                yield base, memoryview(line)
+                base += len(line) + 1
+                pos = nl + 1
+            mv = memoryview(chunk)
+            find = chunk.find
             while True:
                 nl = find(b"\n", pos)
                 if nl < 0:
                     break
-                yield offset + pos, mv[pos:nl]
+                yield base, mv[pos:nl]
+                base += nl - pos + 1
                 pos = nl + 1
-            offset += pos
-            carry = buf[pos:]
+            if pos < len(chunk):
+                parts.append(chunk[pos:])
 
 
 def scan(path: Path) -> Iterator[tuple[Locus, Record]]:
