@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from abc import ABC, abstractmethod
 from typing import Any
 
 import httpx
@@ -27,7 +28,7 @@ def json_or_text(resp: httpx.Response) -> Any:
         return resp.text
 
 
-class HTTPProvider:
+class HTTPProvider(ABC):
     """
     Resource handling:
         ``aclose()`` (or ``async with``) closes the client only if the provider made it.
@@ -54,27 +55,27 @@ class HTTPProvider:
     # ------------------------------------------------------------------ the adapter's wire
 
     @property
-    def url(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def url(self) -> str: ...
 
-    def _headers(self) -> dict[str, str]:
-        raise NotImplementedError
+    @abstractmethod
+    def _headers(self) -> dict[str, str]: ...
 
-    def encode(self, request: Request) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def encode(self, request: Request) -> dict[str, Any]: ...
 
-    def decode(self, body: Any) -> Response:
-        raise NotImplementedError
+    @abstractmethod
+    def decode(self, body: Any) -> Response: ...
 
-    def error(self, status: int, body: Any, headers: Any) -> ProviderHTTPError:
-        raise NotImplementedError
+    @abstractmethod
+    def error(self, status: int, body: Any, headers: Any) -> ProviderHTTPError: ...
 
+    @abstractmethod
     def assembler(self, headers: dict[str, str]) -> Any:
         """The stream's assembler: fed by ``feed_event``, closed by ``finish() -> Response``."""
-        raise NotImplementedError
 
-    def feed_event(self, assembler: Any, event: str | None, data: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def feed_event(self, assembler: Any, event: str | None, data: str) -> None: ...
 
     # ------------------------------------------------------------------ sending
 
