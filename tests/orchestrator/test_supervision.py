@@ -298,3 +298,37 @@ async def test_resume_a_whole_tree_killed_mid_run(tmp_path):
              r["blocks"][0].get("name") == "agents_wait"]
     assert len(waits) == 2, "the interrupted wait is made again after the resume"
     sup2.close()
+
+
+async def test_a_retried_request_records_one_turn_and_every_attempt(tmp_path, autojump_clock):
+    from providers.errors import Overloaded
+    from providers.retry import RetryPolicy, call_with_retry
+
+    class FlakyTwice:
+        name = "scripted"
+
+        def __init__(self):
+            self.inner = provider(lambda request, state: say("finally"))
+            self.failures = 0
+
+        async def complete(self, request, *, on_attempt=None):
+            async def attempt():
+                if self.failures < 2:
+                    self.failures += 1
+                    raise Overloaded(529, {"error": {"type": "overloaded_error"}}, {})
+                return await self.inner.complete(request)
+
+            return await call_with_retry(attempt, policy=RetryPolicy(), on_attempt=on_attempt)
+
+        async def aclose(self):
+            pass
+
+    root = tmp_path / "run"
+    async with open_supervisor(root, FlakyTwice(), settings()) as sup:
+        node = await sup.ask("go")
+    recs = records(root, node.id)
+    calls = [r for r in recs if r["t"] == "ProviderCall"]
+    assert [c["attempt"] for c in calls] == [1, 2, 3]
+    assert [bool(c["error"]) for c in calls] == [True, True, False]
+    assert calls[2]["usage"] is not None
+    assert sum(r["t"] == "AssistantMessage" for r in recs) == 1 and node.answer == "finally"
