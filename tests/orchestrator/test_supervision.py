@@ -332,3 +332,49 @@ async def test_a_retried_request_records_one_turn_and_every_attempt(tmp_path, au
     assert [bool(c.get("error")) for c in calls] == [True, True, False]
     assert calls[2]["usage"] is not None
     assert sum(r["t"] == "AssistantMessage" for r in recs) == 1 and node.answer == "finally"
+
+
+async def test_a_length_refusal_ends_the_agent_with_failed_context(tmp_path):
+    from providers.errors import ContextTooLong
+
+    class TooLong:
+        name = "scripted"
+
+        async def complete(self, request, *, on_attempt=None):
+            raise ContextTooLong(400, {"error": {"message": "prompt is too long"}}, {})
+
+        async def aclose(self):
+            pass
+
+    root = tmp_path / "run"
+    async with open_supervisor(root, TooLong(), settings()) as sup:
+        node = await sup.ask("go")
+    assert node.reason == "failed: context" and node.state == "failed"
+    assert records(root, node.id)[-1] == {**records(root, node.id)[-1], "reason": "failed: context"}
+
+
+async def test_depth_and_agent_limits_refuse_agents_start(tmp_path):
+    def policy(request, state):
+        state["k"] = state.get("k", 0) + 1
+        if state["k"] == 1:
+            return call(state, "agents_start", task="go deeper")
+        if state["k"] == 2:
+            return call(state, "agents_wait")
+        return say(request.messages[-1]["content"][0]["content"])
+
+    root = tmp_path / "run"
+    async with open_supervisor(root, provider(policy), settings(max_depth=2)) as sup:
+        node = await sup.ask("start a chain")
+    depths = sorted(a.depth for a in sup.agents.values())
+    assert depths == [0, 1, 2]
+    deepest = max(sup.agents.values(), key=lambda a: a.depth)
+    res = [r for r in records(root, deepest.id) if r["t"] == "ToolResults"][0]["results"][0]
+    assert res["is_error"] and "depth 3" in res["content"] and "allows depth 2" in res["content"]
+
+    root2 = tmp_path / "run2"
+    async with open_supervisor(root2, provider(policy), settings(max_agents=2)) as sup2:
+        await sup2.ask("start a chain")
+    assert len(sup2.agents) == 2
+    second = [a for a in sup2.agents.values() if a.depth == 1][0]
+    res = [r for r in records(root2, second.id) if r["t"] == "ToolResults"][0]["results"][0]
+    assert res["is_error"] and "allows 2" in res["content"]
