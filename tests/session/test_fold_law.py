@@ -10,7 +10,7 @@ from session.records import encode
 from session.resume import fold_file
 from tests.strategies import fold_records, sessions
 
-SETTINGS = settings(max_examples=120, deadline=None,
+SETTINGS = settings(max_examples=int(__import__("os").environ.get("MNEMON_HYPOTHESIS_EXAMPLES", 120)), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
 
