@@ -24,10 +24,10 @@ def run(args) -> int:
     from ..report import cost_rows
     from ..supervisor import open_supervisor
 
+    settings = settings_from(args)  # bad input is refused before anything is written
+    provider = provider_from(args)
     root = run_root_from(args, "mnemon ask")
     logs.configure(root, verbose=args.verbose)
-    settings = settings_from(args)
-    provider = provider_from(args)
 
     async def main():
         from ..progress import Progress

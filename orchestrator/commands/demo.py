@@ -31,10 +31,10 @@ def run(args) -> int:
     from ..settings import Settings
     from ..supervisor import open_supervisor
 
-    root = run_root_from(args, "mnemon demo")
-    logs.configure(root, verbose=args.verbose)
     if args.context_window < 2000:
         raise UserError("--context-window must be at least 2000 tokens for the demo")
+    root = run_root_from(args, "mnemon demo")
+    logs.configure(root, verbose=args.verbose)
     settings = Settings(
         system="You are a careful archivist. Read the station papers you are given, keep notes "
                "of what matters, and delegate checks to children that share your history.",

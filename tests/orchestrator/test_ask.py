@@ -56,3 +56,12 @@ def test_logs_are_json_lines_with_the_agent_bound(tmp_path, capsys):
     assert all(l["agent"] == "a1" for l in lines if l["event"] in ("turn", "provider call"))
     err = capsys.readouterr().err
     assert "provider call" not in err, "without -v, stderr carries only the one-line outcome"
+
+
+def test_bad_input_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["ask", "hi", "--keep", "1.5"]) == 2
+    assert main(["ask", "hi", "--provider", "anthropic"]) == 2
+    assert main(["demo", "--context-window", "10"]) == 2
+    assert not (tmp_path / "mnemon-runs").exists()
