@@ -378,3 +378,28 @@ async def test_depth_and_agent_limits_refuse_agents_start(tmp_path):
     second = [a for a in sup2.agents.values() if a.depth == 1][0]
     res = [r for r in records(root2, second.id) if r["t"] == "ToolResults"][0]["results"][0]
     assert res["is_error"] and "allows 2" in res["content"]
+
+
+async def test_the_progress_line_counts_agents_turns_tokens_and_cost(tmp_path, autojump_clock):
+    import io
+
+    from orchestrator.progress import Progress
+
+    root = tmp_path / "run"
+    stream = io.StringIO()
+    async with open_supervisor(root, provider(tree_policy(1), latency_s=0.1), settings(),
+                               user_tools=[fetch_tool()]) as sup:
+        node = sup.new_root("root")
+        sup.start(node)
+        progress = Progress(sup, enabled=True, interval_s=0.25, stream=stream)
+        sup.nursery.start_soon(progress.run)
+        await trio.sleep(1.05)
+        line = progress.line()
+        assert line.startswith("agents 2 running / 0 done · turns ")
+        assert "tokens" in line and "$" in line
+        sup.cancel(node.id)
+        sup.nursery.cancel_scope.cancel()
+    assert "\r\x1b[K" in stream.getvalue()
+    disabled = io.StringIO()
+    await Progress(sup, enabled=False, stream=disabled).run()
+    assert disabled.getvalue() == ""
