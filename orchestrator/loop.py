@@ -108,6 +108,7 @@ async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
         if (why := sup.over_budget()) is not None:
             log.info("budget stop", why=why)
             return "budget"
+        node.log.log.turn_boundary()  # fsync "turn": everything before this boundary is durable
         weigh(sup, node)
         request = build_request(sup, node)
         tid = ctx.next_id()

@@ -182,8 +182,13 @@ class RecordLog:
         return locus
 
     def sync(self) -> None:
-        """Flush to disk (the ``turn`` setting calls this at each turn boundary)."""
+        """Flush to disk now, whatever the setting (a fork calls this on a child's opening)."""
         if self._fd is not None and self.fsync != "none":
+            os.fsync(self._fd)
+
+    def turn_boundary(self) -> None:
+        """The ``turn`` setting's durability point: fsync once per turn boundary."""
+        if self._fd is not None and self.fsync == "turn":
             os.fsync(self._fd)
 
     def close(self) -> None:

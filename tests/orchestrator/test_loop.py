@@ -142,3 +142,22 @@ async def test_user_tool_errors_are_isolated(tmp_path):
 
 def test_due_line_used_in_tests_is_small():
     assert due_line(6000) == 3000
+
+
+async def test_fsync_turn_syncs_once_per_turn_boundary(tmp_path, monkeypatch):
+    import os
+
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    root = tmp_path / "run"
+    async with open_supervisor(root, provider(reader_policy(3)), settings(fsync="turn"),
+                               user_tools=[fetch_tool()]) as sup:
+        node = await sup.ask("read")
+    turns = sum(1 for r in records(root, node.id) if r["t"] == "AssistantMessage")
+    assert turns == 4 and turns <= len(calls) <= turns + 2  # boundaries, plus the close
+    calls.clear()
+    async with open_supervisor(tmp_path / "run2", provider(reader_policy(3)),
+                               settings(fsync="none"), user_tools=[fetch_tool()]) as sup:
+        await sup.ask("read")
+    assert calls == []
