@@ -11,11 +11,10 @@ import json
 import re
 from pathlib import Path
 
-import msgspec
 
 from session.errors import AncestorUnreadable, SessionError
-from session.log import read_span
-from session.records import Pointer, Record, decode
+from session.log import read_at, read_span
+from session.records import Pointer, Record
 
 FORMAT = 1
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -143,12 +142,8 @@ def make_loader(root: Path):
     """A Context loader: records of an inherited turn, read through its pointer."""
 
     def load(ptr: Pointer) -> list[Record]:
-        out = []
-        for raw, locus in zip(read_pointer(root, ptr), ptr.loci):
-            try:
-                out.append(decode(raw))
-            except msgspec.DecodeError as e:
-                raise AncestorUnreadable(ptr.source, f"offset {locus[0]}: not a record ({e})") from None
-        return out
+        path = confine(root, ptr.source)
+        check_loci(ptr.source, ptr.loci)
+        return read_at(path, ptr)
 
     return load

@@ -18,7 +18,7 @@ import blake3
 import msgspec
 
 from .errors import DigestMismatch, LogClosed, LogCorrupt
-from .records import Locus, Record, decode, encode
+from .records import Locus, Pointer, Record, decode, encode
 
 Fsync = Literal["none", "turn", "record"]
 CHUNK = 1 << 20
@@ -121,6 +121,18 @@ def read_span(path: Path, display: str, loci: list[Locus], *, check: bool = True
                 if got != want:
                     raise DigestMismatch(display, off, want, got)
             yield raw
+
+
+def read_at(path: Path, pointer: Pointer) -> list[Record]:
+    """The records a Pointer names in the file at ``path`` (already confined by the caller),
+    each digest-checked before it is parsed; a mismatch is refused naming path and offset."""
+    out: list[Record] = []
+    for raw, locus in zip(read_span(path, pointer.source, pointer.loci), pointer.loci):
+        try:
+            out.append(decode(raw))
+        except msgspec.DecodeError as e:
+            raise LogCorrupt(pointer.source, locus[0], f"not a record ({e})") from None
+    return out
 
 
 class RecordLog:
