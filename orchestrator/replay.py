@@ -30,14 +30,12 @@ from session.records import (
     SessionEnded,
     SessionStarted,
     Steering,
-    Text,
     ToolResults,
-    ToolUse,
     Usage,
     UserPrompt,
     compact,
 )
-from session.render import render, replacement_label
+from session.render import render
 from session.sweep import WRITE_MULT, Growth
 
 from . import strategies as S
@@ -360,4 +358,3 @@ def summary_table(summary: dict) -> str:
                   "verbatim kept (tok)", "edits", "overflow"])
 
 
-del Text, ToolUse, replacement_label

@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from session.context import Turn
 from session.eviction import eviction_due, plan_eviction
-from session.records import Cleared, Marked, Residue, Swept, ToolUse, UserPrompt
+from session.records import Cleared, Marked, Residue, Swept, UserPrompt
 from session.sweep import call_target, candidates, default_replacement
 
 if TYPE_CHECKING:
@@ -280,4 +279,3 @@ def make(name: str, opts: Options) -> Strategy:
     return table[name](opts)
 
 
-del Turn, ToolUse

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import structlog
 import trio
 
@@ -393,4 +392,3 @@ def candidates_line(sup: "Supervisor", node: "AgentNode") -> str:
     return ("Blocks you could mark with context_mark(block, replacement): " + listed + ".")
 
 
-del msgspec

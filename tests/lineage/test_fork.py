@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from lineage.fork import ForkError, child_started, fork, link_bytes, link_for, resume_child
-from lineage.runroot import agent_source, make_loader
 from session.agentlog import AgentLog
 from session.context import Context
 from session.errors import Refusal
@@ -18,7 +17,6 @@ from session.records import (
     Cleared,
     Inherited,
     Marked,
-    Residue,
     Rewound,
     SessionEnded,
     SessionResumed,
@@ -35,7 +33,7 @@ from session.render import render
 from tests.conftest import EXAMPLES
 from tests.helpers import answer, new_agent, prompt, tool_turn
 
-from .util import STARTED, assert_prefix, blocks, busy_parent, evict, parent_prefix, refold, start_call, sweep
+from .util import STARTED, assert_prefix, blocks, busy_parent, evict, refold, start_call
 
 EXAMPLE = EXAMPLES / "child"
 

@@ -10,7 +10,7 @@ from lineage.tree import build_tree, tree_json
 from orchestrator.cli import main
 from session.records import SessionEnded
 
-from .util import STARTED, answer, busy_parent, evict, new_agent, prompt, start_call, tool_turn
+from .util import STARTED, answer, busy_parent, new_agent, prompt, start_call, tool_turn
 
 
 def run_tree(args, capsys):

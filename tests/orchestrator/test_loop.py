@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import trio
 
 from orchestrator.supervisor import open_supervisor
 from session.eviction import due_line

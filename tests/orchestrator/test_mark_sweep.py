@@ -12,7 +12,7 @@ from orchestrator.importers import AssistantStep, ToolStep, UserStep, load
 from orchestrator.supervisor import open_supervisor
 from session.door import Door
 from session.errors import Refusal
-from session.records import AssistantMessage, Marked, Swept, Text, ToolResult, ToolResults, ToolUse
+from session.records import AssistantMessage, Marked, Swept, ToolResults
 from session.render import render, replacement_label
 from session.sweep import Gate, candidates, default_replacement, gate
 

@@ -364,7 +364,7 @@ async def test_depth_and_agent_limits_refuse_agents_start(tmp_path):
 
     root = tmp_path / "run"
     async with open_supervisor(root, provider(policy), settings(max_depth=2)) as sup:
-        node = await sup.ask("start a chain")
+        await sup.ask("start a chain")
     depths = sorted(a.depth for a in sup.agents.values())
     assert depths == [0, 1, 2]
     deepest = max(sup.agents.values(), key=lambda a: a.depth)

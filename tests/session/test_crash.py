@@ -150,7 +150,7 @@ def test_read_past_the_end_is_refused(run_root):
 def test_tampered_parent_is_named_by_verify(run_root, tmp_path, capsys):
     """A child's pointer into a tampered parent file: verify exits 1 naming the child's line."""
     from lineage.runroot import agent_source
-    from session.records import Inherited, Linked, Pointer, Row, SessionStarted
+    from session.records import Inherited, Linked, Row, SessionStarted
     from lineage.runroot import make_loader
 
     path, loci = _build(run_root)
