@@ -178,6 +178,75 @@ def timed(fn, runs: int) -> tuple[float, list[float]]:
     return statistics.median(xs), xs
 
 
+def live_figures(trajectories: Path) -> dict:
+    """Link size on parents written by the real agent loop: each dev trajectory's assistant
+    turns played by a scripted policy, each call answered by a user tool with the recorded
+    output — so the parent log holds what a live agent writes (TurnStarted, ProviderCall,
+    AssistantMessage, ToolResults, …). Bytes of the link per line of the parent's log."""
+    import trio
+
+    from orchestrator import logs
+    from orchestrator.importers import AssistantStep, ToolStep, UserStep, load
+    from orchestrator.settings import Settings
+    from orchestrator.supervisor import open_supervisor
+    from orchestrator.usertools import UserTool
+    from providers.scripted import ScriptedProvider
+    from session.log import iter_lines
+    from session.records import Text, ToolUse
+
+    logs.quiet()
+    per_line: list[float] = []
+    per_locus: list[float] = []
+    tmp = Path(tempfile.mkdtemp(prefix="mnemon-bench-fork-live-"))
+    for i, f in enumerate(sorted(trajectories.glob("*.jsonl"))):
+        traj = load(f)
+        outputs = {r.tool_use_id: r.content for s in traj.steps if isinstance(s, ToolStep)
+                   for r in s.results}
+        turns = [s for s in traj.steps if isinstance(s, AssistantStep)]
+        task = next(s.text for s in traj.steps if isinstance(s, UserStep))
+
+        def policy(request, state, turns=turns):
+            k = state["k"] = state.get("k", 0) + 1
+            if k > len(turns):
+                return [Text("done")], "end_turn"
+            blocks = [ToolUse(b.id, "recorded", {"id": b.id}) if isinstance(b, ToolUse) else b
+                      for b in turns[k - 1].blocks]
+            if not any(isinstance(b, ToolUse) for b in blocks):
+                blocks.append(ToolUse(f"n{k}", "recorded", {"id": ""}))
+            return blocks, "tool_use"
+
+        def answer_from(outputs: dict[str, str]):
+            async def recorded(id: str) -> str:
+                """The recorded output of a call."""
+                return outputs.get(id, "")
+            return recorded
+
+        recorded = answer_from(outputs)
+
+        async def run(root: Path):
+            async with open_supervisor(root, ScriptedProvider(policy=policy), Settings(),
+                                       user_tools=[UserTool(recorded)]) as sup:
+                return await sup.ask(task)
+
+        root = tmp / f"r{i}"
+        node = trio.run(run, root)
+        link = link_for(node.ctx, log_path=node.log.path)
+        labels = sum(len(x.row.label.encode("utf-8")) for x in link.turns)
+        body = len(encode(link)) - labels
+        lines = sum(1 for _ in iter_lines(root / agent_source(node.id)))
+        per_line.append(body / lines)
+        per_locus.append(body / sum(len(x.at.loci) for x in link.turns))
+    per_line.sort()
+    per_locus.sort()
+    return {"parents": len(per_line),
+            "bytes_per_parent_line_ex_labels": {"min": round(per_line[0], 1),
+                                                "median": round(statistics.median(per_line), 1),
+                                                "max": round(per_line[-1], 1)},
+            "bytes_per_linked_record_ex_labels": {"min": round(per_locus[0], 1),
+                                                  "median": round(statistics.median(per_locus), 1),
+                                                  "max": round(per_locus[-1], 1)}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=10_000)
@@ -233,6 +302,8 @@ def main() -> int:
             report["size_trajectories_all"] = {
                 "records": tot_recs, "link_bytes": tot_line, "label_bytes": tot_labels,
                 "bytes_per_record_ex_labels": round((tot_line - tot_labels) / tot_recs, 1)}
+    if args.trajectories.is_dir():
+        report["size_live"] = live_figures(args.trajectories)
     parent.close()
     if args.json:
         print(json.dumps(report, indent=2))
@@ -256,6 +327,12 @@ def main() -> int:
               f"records: {a['bytes_per_record_ex_labels']} B/record + labels")
         for name, s in report["size_trajectories"].items():
             print(f"  {name:<55} {s['records']:5} rec {s['bytes_per_record_ex_labels']:6} B/rec")
+    if "size_live" in report:
+        v = report["size_live"]
+        a, b = v["bytes_per_parent_line_ex_labels"], v["bytes_per_linked_record_ex_labels"]
+        print(f"link size on {v['parents']} parents written by the agent loop: per line of the "
+              f"parent's log {a['median']} B median ({a['min']}–{a['max']}) + labels; per linked "
+              f"(protocol) record {b['median']} B median ({b['min']}–{b['max']})")
     return 0
 
 
