@@ -109,8 +109,11 @@ async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
             log.info("budget stop", why=why)
             return "budget"
         node.log.log.turn_boundary()  # fsync "turn": everything before this boundary is durable
-        weigh(sup, node)
-        request = build_request(sup, node)
+        try:
+            await sup.policy.before_request(sup, node)
+        except AgentDone:
+            return "done"
+        request = sup.policy.shape_request(sup, node, build_request(sup, node))
         tid = ctx.next_id()
         node.log.append(TurnStarted(turn=tid, at=now_iso()))
         try:
@@ -120,7 +123,7 @@ async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
         except ProviderError as e:
             return f"failed: provider: {e}"
         node.log.assistant(response.blocks, response.stop_reason, response.model or s.model,
-                           response.usage)
+                           response.usage, response.recorded_usage)
         node.turns_taken += 1
         _account(sup, node, request, response.usage, response.model)
         calls = [b for b in response.blocks if isinstance(b, ToolUse)]
@@ -131,9 +134,11 @@ async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
                  input_tokens=response.usage.total_input, output_tokens=response.usage.output_tokens,
                  history_bytes=ctx.history_bytes())
         if not calls:
+            if await sup.policy.on_idle(sup, node):
+                continue  # more work for the same agent (the next recorded prompt, in replay)
             return "done"
         await run_calls(sup, node, calls)
-        pressure(sup, node)
+        sup.policy.after_tools(sup, node)
 
 
 def request_bytes(request: Request) -> int:
@@ -198,13 +203,41 @@ def weigh(sup: "Supervisor", node: "AgentNode") -> None:
             sweep_pending(node)
             from session.records import Evicted
 
+            before = ctx.history_bytes()
             node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness")))
             node.evictions += 1
             node.edited = True
+            sup.on_edit(node, "evict", before)
             log.info("harness eviction", span=list(plan.span), bytes_out=plan.bytes_out,
                      used_tokens=used)
             return
     sweep_if_pays(sup, node)
+
+
+class AgentDone(Exception):
+    """Raised by a policy's ``before_request`` when there is nothing left to request (a
+    replayed trajectory has no assistant turn left): the agent ends ``done``."""
+
+
+class HarnessPolicy:
+    """What the loop does around each request: ours. Replay swaps in a peer's model.
+
+    ``before_request`` weighs eviction at the turn boundary; ``after_tools`` sends the pressure
+    reminder; ``on_idle`` decides whether a turn with no tool call ends the agent (it does);
+    ``shape_request`` may rewrite the request before it is sent (it does not).
+    """
+
+    async def before_request(self, sup: "Supervisor", node: "AgentNode") -> None:
+        weigh(sup, node)
+
+    def after_tools(self, sup: "Supervisor", node: "AgentNode") -> None:
+        pressure(sup, node)
+
+    async def on_idle(self, sup: "Supervisor", node: "AgentNode") -> bool:
+        return False
+
+    def shape_request(self, sup: "Supervisor", node: "AgentNode", request: Request) -> Request:
+        return request
 
 
 def pressure(sup: "Supervisor", node: "AgentNode") -> None:
@@ -234,7 +267,10 @@ async def run_calls(sup: "Supervisor", node: "AgentNode", calls: list[ToolUse]) 
 
     async with trio.open_nursery() as nursery:
         for i, call in enumerate(calls):
-            if not isinstance(call.input, dict):
+            if sup.tool_fallback is not None and call.name not in sup.user_tools and (
+                    not sup.settings.builtin_tools or call.name not in EXCLUSIVE):
+                nursery.start_soon(run_one, i, call)  # answered by the fallback, as recorded
+            elif not isinstance(call.input, dict):
                 results[i] = ToolResult(tool_use_id=call.id, content=CUT_OFF, is_error=True)
             elif call.name in EXCLUSIVE:
                 await run_one(i, call)

@@ -1,45 +1,48 @@
 """Replay a recorded trajectory through the harness, under one or more context strategies.
 
-The replay provider answers each request with the trajectory's next assistant turn and the
-replay tools answer each call with its recorded result, so every harness mechanism runs for
-real — weighing at every boundary, residues, the pressure reminder, marks and sweeps, the log —
-while usage comes from the cache model over the request the harness actually built.
+The real agent loop (``orchestrator.loop``) runs each trajectory: a replay provider — the
+scripted provider with a policy that plays the trajectory's assistant turns — answers each
+request, and replay tools answer each call with its recorded result, so every harness mechanism
+runs for real: weighing at every boundary, residues, the pressure reminder, marks and sweeps,
+``ProviderCall`` records, the log. Usage comes from the cache model over the request the loop
+actually built. A strategy is the loop's ``policy``: ours is the live ``HarnessPolicy`` itself;
+a peer's edits are written with our records.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import trio
 
 from lineage.runroot import agent_source, create_run_root, now_iso
 from providers.base import Request
 from providers.cache import CacheModel
 from providers.prices import cost_usd
-from session.agentlog import AgentLog
+from providers.scripted import ScriptedProvider
 from session.context import Context, Turn
-from session.eviction import PressureLatch, pressure_reminder
+from session.log import iter_lines
 from session.records import (
-    AssistantMessage,
     ProviderCall,
-    Record,
     Rewound,
-    SessionEnded,
-    SessionStarted,
-    Steering,
-    ToolResults,
-    Usage,
+    Text,
+    ToolResult,
+    ToolUse,
     UserPrompt,
     compact,
+    decode,
 )
-from session.render import render
-from session.sweep import WRITE_MULT, Growth
+from session.sweep import WRITE_MULT
 
 from . import strategies as S
-from .importers import AssistantStep, RewindStep, ToolStep, Trajectory, UserStep
+from .importers import NO_RESULT, AssistantStep, RewindStep, ToolStep, Trajectory, UserStep
+from .loop import AgentDone, build_request
+from .settings import Settings
+from .supervisor import AgentNode, Supervisor
 
 
 @dataclass
@@ -61,7 +64,6 @@ class TurnRow:
 class Result:
     strategy: str
     rows: list[TurnRow] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     edits: int = 0
     edit_kinds: dict = field(default_factory=dict)
@@ -72,14 +74,17 @@ class Result:
     run_root: str = ""
 
     def summary(self) -> dict[str, Any]:
-        u = self.usage
-        total_in = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+        inp = sum(r.input_tokens for r in self.rows)
+        read = sum(r.cache_read_tokens for r in self.rows)
+        write = sum(r.cache_write_tokens for r in self.rows)
+        out = sum(r.output_tokens for r in self.rows)
+        total_in = inp + read + write
         steady = [r for r in self.rows if not r.edited and r.kind == "turn"]
         s_in = sum(r.input_tokens + r.cache_read_tokens + r.cache_write_tokens for r in steady)
         s_read = sum(r.cache_read_tokens for r in steady)
         return {
             "cost_usd": round(self.cost_usd, 6),
-            "cache_read_share": round(u.cache_read_tokens / total_in, 4) if total_in else None,
+            "cache_read_share": round(read / total_in, 4) if total_in else None,
             "steady_cache_read_share": round(s_read / s_in, 4) if s_in else None,
             "recoverability": (round(self.recoverable_bytes / self.left_bytes, 4)
                                if self.left_bytes else 1.0),
@@ -92,66 +97,110 @@ class Result:
             "overflow_requests": self.overflow_requests,
             "left_bytes": self.left_bytes,
             "recoverable_bytes": self.recoverable_bytes,
-            "input_tokens": u.input_tokens,
-            "cache_read_tokens": u.cache_read_tokens,
-            "cache_write_tokens": u.cache_write_tokens,
-            "output_tokens": u.output_tokens,
+            "input_tokens": inp,
+            "cache_read_tokens": read,
+            "cache_write_tokens": write,
+            "output_tokens": out,
         }
 
 
-class Driver:
-    """One strategy's replay of one trajectory into one agent log."""
+class Cursor:
+    """One agent's place in its trajectory, shared by the replay provider, the replay tools and
+    the policy: user steps and rewinds are appended at the boundary before the next recorded
+    assistant turn, which the provider then plays."""
 
-    def __init__(self, traj: Trajectory, root: Path, strategy: S.Strategy, *, agent: str,
-                 window: int | None, model: str, cache: CacheModel, ttl: str,
-                 seconds_per_request: float, result: Result, parent: str | None = None,
-                 price_model: str | None = None):
+    def __init__(self, traj: Trajectory):
         self.traj = traj
-        self.strategy = strategy
-        self.window = window
-        self.model = model
-        self.price_model = price_model or model
-        self.cache = cache
-        self.ttl = ttl
-        self.dt = seconds_per_request
-        self.result = result
-        self.write_mult = WRITE_MULT.get(ttl, 1.25)
-        self.latch = PressureLatch()
+        self.steps = traj.steps
+        self.i = 1  # steps[0] is the task, the agent's first prompt
+        self.step_turn: dict[int, int] = {}
+        self.served: int | None = None  # the step the provider played last
+        self.results: dict[str, ToolResult] = {
+            r.tool_use_id: r for s in traj.steps if isinstance(s, ToolStep) for r in s.results}
+
+    @property
+    def task(self) -> str:
+        first = self.steps[0]
+        return first.text if isinstance(first, UserStep) else ""
+
+    def has_more(self) -> bool:
+        return any(isinstance(s, AssistantStep) for s in self.steps[self.i:])
+
+    def advance(self, node: AgentNode) -> bool:
+        """Append what the recording has before its next assistant turn; False at its end."""
+        ctx = node.ctx
+        if not self.step_turn and ctx.turns:
+            self.step_turn[0] = ctx.turns[-1].id
+        if self.served is not None:
+            self.step_turn[self.served] = ctx.in_hand  # type: ignore[assignment]
+            self.served = None
+        while self.i < len(self.steps):
+            step = self.steps[self.i]
+            if isinstance(step, AssistantStep):
+                return True
+            if isinstance(step, UserStep):
+                tid = ctx.next_id()
+                node.log.append(UserPrompt(turn=tid, text=step.text))
+                self.step_turn[self.i] = tid
+            elif isinstance(step, RewindStep):
+                to = max([t for s, t in self.step_turn.items() if s <= step.to_step], default=0)
+                node.log.append(Rewound(to=to))
+            self.i += 1  # a ToolStep was answered by the replay tools when its calls ran
+        return False
+
+    def play(self) -> AssistantStep:
+        step = self.steps[self.i]
+        assert isinstance(step, AssistantStep)
+        self.served = self.i
+        self.i += 1
+        return step
+
+
+class Handle:
+    """What a strategy works with: one agent of one replay, over the live supervisor."""
+
+    def __init__(self, replay: "Replay", node: AgentNode):
+        self.replay = replay
+        self.sup = replay.sup
+        self.node = node
         self.synthetic: set[int] = set()  # harness-written prompts (summaries)
-        self.tpb: float | None = None
         self.left_bytes = 0
         self.recoverable_bytes = 0
         self.edits = 0
-        self.edit_kinds: dict[str, int] = {}
-        self._edited = False
-        self.growth = Growth()
-        src = agent_source(agent)
-        started = SessionStarted(agent=agent, at=now_iso(), system=traj.system, tools=[],
-                                 provider="replay", model=model, context_window=window,
-                                 parent=parent, kind="fresh" if parent else None)
-        self.log = AgentLog.create(root / src, src, started)
-        self.step_turn: dict[int, int] = {}  # step index -> the turn it opened (or extended)
 
     @property
     def ctx(self) -> Context:
-        return self.log.ctx
+        return self.node.ctx
 
-    # ------------------------------------------------------------------ helpers for strategies
+    @property
+    def window(self) -> int | None:
+        return self.sup.settings.context_window
 
-    def append(self, record: Record) -> None:
-        self.log.append(record)
+    @property
+    def growth(self):
+        return self.node.growth
+
+    @property
+    def write_mult(self) -> float:
+        return WRITE_MULT.get(self.sup.settings.cache_ttl, 1.25)
+
+    def append(self, record) -> None:
+        self.node.log.append(record)
 
     def tokens_per_byte(self) -> float:
-        return self.tpb or self.cache.tokens_per_byte
+        return self.node.tokens_per_byte or self.replay.cache.tokens_per_byte
 
     def used_tokens(self) -> int:
-        return self.ctx.used_tokens(self.tpb)
+        return self.ctx.used_tokens(self.node.tokens_per_byte)
 
     def edit(self, kind: str, before_bytes: int) -> None:
+        """Account one cache-invalidating edit (ours are told through ``Supervisor.on_edit``)."""
         self.edits += 1
-        self.edit_kinds[kind] = self.edit_kinds.get(kind, 0) + 1
-        self._edited = True
-        self.result.verbatim_after_edits.append(self.verbatim_tokens())
+        self.node.edited = True
+        r = self.replay.result
+        r.edits += 1
+        r.edit_kinds[kind] = r.edit_kinds.get(kind, 0) + 1
+        r.verbatim_after_edits.append(self.verbatim_tokens())
 
     def verbatim_tokens(self) -> float:
         """Tokens of original material in the context now: resident turns, less harness
@@ -169,89 +218,168 @@ class Driver:
                 total += b.length
         return total * self.tokens_per_byte()
 
-    def pressure(self) -> None:
-        used = self.used_tokens()
-        if self.latch.update(used, self.window, self.ctx.history_bytes()):
-            self.append(Steering(text=pressure_reminder(self.ctx, used, self.window), by="harness"))
-
-    def request(self, extra: list[dict] | None = None) -> Request:
-        messages = render(self.ctx)
-        if isinstance(self.strategy, S.ClearToolUses):
-            messages = _bare_placeholders(self.ctx, messages)
-        if extra:
-            messages = messages + extra
-        return Request(system=self.traj.system, messages=messages, tools=[],
-                       model=self.model, meta={"agent": self.log.source})
-
-    def _request_bytes(self, req: Request) -> int:
-        return len(compact(req.messages)) + len((req.system or "").encode())
-
-    def _call(self, req: Request, output_tokens: int, kind: str) -> Usage:
-        now = len(self.result.rows) * self.dt
-        usage = self.cache.usage_for(req, output_tokens, now, model=self.model)
-        total = usage.total_input
-        if total:
-            self.tpb = total / max(1, self._request_bytes(req))
-        if kind == "turn":
-            self.growth.observe(total, self._edited)
-        if self.window and total > self.window:
-            self.result.overflow_requests += 1
-        cost = cost_usd(usage, self.price_model, self.ttl)
-        self.append(ProviderCall(attempt=1, latency_s=0.0, usage=usage, model=self.model,
-                                 at=now_iso()))
-        r = self.result
-        r.usage = r.usage + usage
-        r.cost_usd += cost
-        r.rows.append(TurnRow(r.strategy, len(r.rows) + 1, kind, total, usage.cache_read_tokens,
-                              usage.cache_write_tokens, usage.input_tokens, usage.output_tokens,
-                              round(cost, 6), self._edited, round(r.cost_usd, 6)))
-        self._edited = False
-        return usage
-
-    def summary_request(self, instruction_tokens: int, summary_tokens: int) -> None:
-        """A summarisation call: the context as it stands plus an instruction; its cost counts."""
+    async def summary_request(self, instruction_tokens: int, summary_tokens: int) -> None:
+        """A summarisation call: the context as it stands plus an instruction; its cost counts
+        (one ``ProviderCall`` with ``purpose: summary``, no turn)."""
         n = int(instruction_tokens / self.tokens_per_byte())
         text = ("Summarise the conversation so far for a continuation: the task, the state of "
                 "the work, files and commands that matter, and what remains. ")
         instruction = (text * (n // len(text) + 1))[:n]
-        req = self.request([{"role": "user", "content": [{"type": "text", "text": instruction}]}])
-        self._call(req, summary_tokens, "summary")
+        req = build_request(self.sup, self.node)
+        req = Request(system=req.system, tools=req.tools, max_tokens=req.max_tokens,
+                      model=req.model, messages=req.messages + [
+                          {"role": "user", "content": [{"type": "text", "text": instruction}]}],
+                      meta={**req.meta, "purpose": "summary", "summary_tokens": summary_tokens})
+        resp = await self.sup.provider.complete(req)
+        self.node.log.append(ProviderCall(attempt=1, latency_s=0.0, usage=resp.usage,
+                                          model=self.sup.settings.model, at=now_iso(),
+                                          purpose="summary"))
+        from .loop import _account
 
-    # ------------------------------------------------------------------ the replay
+        _account(self.sup, self.node, req, resp.usage, resp.model)
 
-    def run(self) -> None:
-        for i, step in enumerate(self.traj.steps):
-            if isinstance(step, UserStep):
-                tid = self.ctx.next_id()
-                self.append(UserPrompt(turn=tid, text=step.text))
-                self.step_turn[i] = tid
-            elif isinstance(step, AssistantStep):
-                self.strategy.before_request(self)
-                req = self.request()
-                out = math.ceil(sum(len(compact(b)) for b in step.blocks) * self.cache.tokens_per_byte)
-                usage = self._call(req, out, "turn")
-                tid = self.ctx.next_id()
-                self.append(AssistantMessage(turn=tid, blocks=list(step.blocks),
-                                             stop_reason=step.stop_reason,
-                                             model=step.model or self.model, usage=usage,
-                                             recorded_usage=step.usage))
-                self.step_turn[i] = tid
-            elif isinstance(step, ToolStep):
-                pending = set(self.ctx.pending)
-                results = [r for r in step.results if r.tool_use_id in pending]
-                if results:
-                    self.append(ToolResults(results=results))
-                self.strategy.after_tools(self)
-            elif isinstance(step, RewindStep):
-                to = max([t for s, t in self.step_turn.items() if s <= step.to_step], default=0)
-                self.append(Rewound(to=to))
-        self.append(SessionEnded(reason="done", at=now_iso()))
-        self.log.close()
-        self.result.edits += self.edits
-        for k, v in self.edit_kinds.items():
-            self.result.edit_kinds[k] = self.result.edit_kinds.get(k, 0) + v
-        self.result.left_bytes += self.left_bytes
-        self.result.recoverable_bytes += self.recoverable_bytes
+
+class ReplayPolicy:
+    """The loop's policy during a replay: the trajectory's next prompts first, then the
+    strategy's edit; at a turn with no call, go on while the recording has more."""
+
+    def __init__(self, replay: "Replay"):
+        self.replay = replay
+
+    async def before_request(self, sup: Supervisor, node: AgentNode) -> None:
+        if not self.replay.cursors[node.id].advance(node):
+            raise AgentDone()  # nothing is weighed after the last recorded message
+        await self.replay.strategy.before_request(self.replay.handle(node))
+
+    def after_tools(self, sup: Supervisor, node: AgentNode) -> None:
+        self.replay.strategy.after_tools(self.replay.handle(node))
+
+    async def on_idle(self, sup: Supervisor, node: AgentNode) -> bool:
+        return self.replay.cursors[node.id].has_more()
+
+    def shape_request(self, sup: Supervisor, node: AgentNode, request: Request) -> Request:
+        if isinstance(self.replay.strategy, S.ClearToolUses):
+            return Request(system=request.system, tools=request.tools, model=request.model,
+                           max_tokens=request.max_tokens, meta=request.meta,
+                           messages=_bare_placeholders(node.ctx, request.messages))
+        return request
+
+
+class Replay:
+    """One strategy's replay of one trajectory (and its sidechains) into one run root."""
+
+    def __init__(self, traj: Trajectory, root: Path, strategy: S.Strategy, *,
+                 window: int | None, model: str, ttl: str, seconds_per_request: float,
+                 keep: float, sweep_horizon: float, price_model: str | None = None):
+        self.traj = traj
+        self.root = root
+        self.strategy = strategy
+        self.model = model
+        self.price_model = price_model or model
+        self.ttl = ttl
+        self.dt = seconds_per_request
+        self.result = Result(strategy.name, run_root=str(root))
+        self.cache = CacheModel(ttl=ttl)
+        self.calls = 0
+        self.cursors: dict[str, Cursor] = {}
+        self._handles: dict[str, Handle] = {}
+        steps = _count_assistant(traj)
+        self.provider = ScriptedProvider(policy=self._play, cache_model=self.cache,
+                                         clock=lambda: self.calls * self.dt)
+        settings = Settings(system=traj.system, model=model, context_window=window, keep=keep,
+                            max_turns=steps + 10, builtin_tools=False, cache_ttl=ttl,
+                            price_model=self.price_model, sweep_horizon=sweep_horizon,
+                            concurrency=1, max_depth=64, max_agents=10_000)
+        self.sup = Supervisor(root, self.provider, settings, provider_name="replay",
+                              policy=ReplayPolicy(self), tool_fallback=self._answer,
+                              on_edit=self._on_edit)
+
+    def handle(self, node: AgentNode) -> Handle:
+        h = self._handles.get(node.id)
+        if h is None:
+            h = self._handles[node.id] = Handle(self, node)
+        return h
+
+    # ------------------------------------------------------------------ the replay provider
+
+    def _play(self, request: Request, state: dict) -> tuple:
+        self.calls += 1
+        if request.meta.get("purpose") == "summary":
+            # a stand-in of exactly the summary's size (its words do not enter the cost model)
+            n = int(request.meta["summary_tokens"] / self.cache.tokens_per_byte)
+            n -= len(compact(Text("")))
+            return [Text(("[summary] " + "the work so far, summarised. " * (n // 28 + 1))[:n])], \
+                "end_turn"
+        step = self.cursors[request.meta["agent"]].play()
+        return list(step.blocks), step.stop_reason, {"model": step.model,
+                                                      "recorded_usage": step.usage}
+
+    async def _answer(self, node: AgentNode, call: ToolUse) -> ToolResult:
+        """The replay tools: every call answered with its recorded result."""
+        rec = self.cursors[node.id].results.get(call.id)
+        if rec is None:
+            return ToolResult(tool_use_id=call.id, content=NO_RESULT, is_error=True)
+        return ToolResult(tool_use_id=call.id, content=rec.content, is_error=rec.is_error)
+
+    def _on_edit(self, node: AgentNode, kind: str, before: int) -> None:
+        h = self.handle(node)
+        left = max(0, before - node.ctx.history_bytes())
+        h.left_bytes += left
+        h.recoverable_bytes += left  # ours: everything that left reads back through the door
+        h.edit(kind, before)
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> Result:
+        try:
+            queue: list[tuple[Trajectory, AgentNode | None]] = [(self.traj, None)]
+            while queue:
+                traj, parent = queue.pop(0)
+                cursor = Cursor(traj)
+                if parent is None:
+                    node = self.sup.new_root(cursor.task, "a1")
+                else:
+                    node = self.sup.new_child(parent, cursor.task, "fresh")
+                self.cursors[node.id] = cursor
+                await self.sup.run(node)
+                queue.extend((child, node) for child in traj.children)
+        finally:
+            self.sup.close()
+        for h in self._handles.values():
+            self.result.left_bytes += h.left_bytes
+            self.result.recoverable_bytes += h.recoverable_bytes
+        self._rows()
+        return self.result
+
+    def _rows(self) -> None:
+        """Per request, from the logs: every ProviderCall with a usage, in order."""
+        r = self.result
+        window = self.sup.settings.context_window
+        for aid in self.cursors:
+            edited = False
+            for _, line in iter_lines(self.root / agent_source(aid)):
+                rec = decode(line)
+                kind = type(rec).__name__
+                if kind in ("Evicted", "Swept", "Cleared"):
+                    edited = True
+                elif kind == "ProviderCall" and rec.usage is not None:  # type: ignore[union-attr]
+                    u = rec.usage  # type: ignore[union-attr]
+                    total = u.total_input
+                    if window and total > window:
+                        r.overflow_requests += 1
+                    cost = cost_usd(u, self.price_model, self.ttl)
+                    r.cost_usd += cost
+                    r.rows.append(TurnRow(r.strategy, len(r.rows) + 1,
+                                          "summary" if rec.purpose == "summary" else "turn",  # type: ignore[union-attr]
+                                          total, u.cache_read_tokens, u.cache_write_tokens,
+                                          u.input_tokens, u.output_tokens, round(cost, 6),
+                                          edited, round(r.cost_usd, 6)))
+                    edited = False
+
+
+def _count_assistant(traj: Trajectory) -> int:
+    return sum(isinstance(s, AssistantStep) for s in traj.steps) + sum(
+        _count_assistant(c) for c in traj.children)
 
 
 def _bare_placeholders(ctx: Context, messages: list[dict]) -> list[dict]:
@@ -272,25 +400,19 @@ def _bare_placeholders(ctx: Context, messages: list[dict]) -> list[dict]:
 def replay(traj: Trajectory, out: Path, strategy: str, *, window: int | None = 200_000,
            model: str = "claude-sonnet-4-5", ttl: str = "5m", keep: float = 0.5,
            seconds_per_request: float = 15.0, opts: S.Options | None = None,
-           price_model: str | None = None) -> Result:
+           price_model: str | None = None, on_root=None) -> Result:
     """Replay one trajectory (and its sidechains, as fresh children) under one strategy into
-    the run root ``out``."""
+    the run root ``out``, through the real agent loop. ``on_root(root)`` is called once the run
+    root exists (the CLI points its logs there)."""
     opts = opts or S.Options(keep=keep)
     opts.keep = keep
     root = create_run_root(Path(out), f"mnemon replay --strategy {strategy}")
-    result = Result(strategy, run_root=str(root))
-    cache = CacheModel(ttl=ttl)
-    agents = [(traj, "a1", None)]
-    n = 1
-    while agents:
-        t, aid, parent = agents.pop(0)
-        Driver(t, root, S.make(strategy, opts), agent=aid, window=window, model=model,
-               cache=cache, ttl=ttl, seconds_per_request=seconds_per_request, result=result,
-               parent=parent, price_model=price_model).run()
-        for child in t.children:
-            n += 1
-            agents.append((child, f"a{n}", aid))
-    return result
+    if on_root is not None:
+        on_root(root)
+    run = Replay(traj, root, S.make(strategy, opts), window=window, model=model, ttl=ttl,
+                 seconds_per_request=seconds_per_request, keep=keep,
+                 sweep_horizon=opts.sweep_horizon, price_model=price_model)
+    return trio.run(run.run)
 
 
 def write_reports(results: list[Result], out: Path, *, plot: bool = True) -> dict:

@@ -25,3 +25,4 @@ class Settings(Struct, kw_only=True, frozen=True):
     cache_ttl: str = "5m"
     fsync: str = "none"
     price_model: str | None = None  # price a scripted run as this model
+    builtin_tools: bool = True  # offer the context, transcript and agents tools (replay: off)

@@ -21,12 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from session.eviction import eviction_due, plan_eviction
-from session.records import Cleared, Marked, Residue, Swept, UserPrompt
+from session.records import Cleared, Marked, Swept, UserPrompt
 from session.sweep import call_target, candidates, default_replacement
 
 if TYPE_CHECKING:
-    from .replay import Driver
+    from .replay import Handle
 
 COMPACT_BUFFER_TOKENS = 13_000
 SUMMARY_TOKENS = 2_000
@@ -57,83 +56,53 @@ class Strategy:
     def __init__(self, opts: Options):
         self.opts = opts
 
-    def before_request(self, d: "Driver") -> None:
+    async def before_request(self, d: "Handle") -> None:
         """At the turn boundary before a request: apply this strategy's edit, if due."""
 
-    def after_tools(self, d: "Driver") -> None:
+    def after_tools(self, d: "Handle") -> None:
         """At a tool boundary."""
 
 
 class Evict(Strategy):
-    """Ours: harness eviction by plan when due, the pressure reminder at tool boundaries."""
+    """Ours, exactly as the live loop runs it: ``orchestrator.loop.weigh`` at every turn
+    boundary (a harness eviction by plan when due) and ``pressure`` at every tool boundary."""
 
     name = "evict"
 
-    def before_request(self, d: "Driver") -> None:
-        ctx = d.ctx
-        used = d.used_tokens()
-        if eviction_due(used, d.window, ctx.history_bytes()):
-            plan = plan_eviction(ctx, self.opts.keep)
-            if plan is not None:
-                self.sweep_pending(d)
-                before = ctx.history_bytes()
-                d.append(_evicted(plan.span))
-                d.left_bytes += plan.bytes_out
-                d.recoverable_bytes += plan.bytes_out  # the door reads every evicted turn back
-                d.edit("evict", before)
+    async def before_request(self, d: "Handle") -> None:
+        from .loop import weigh
 
-    def sweep_pending(self, d: "Driver") -> None:
-        if d.ctx.marks:
-            before = d.ctx.history_bytes()
-            swept_bytes = sum(d.ctx.blocks(t)[i].length for t, i in d.ctx.marks)
-            d.append(Swept(blocks=sorted(d.ctx.marks)))
-            d.left_bytes += swept_bytes
-            d.recoverable_bytes += swept_bytes
-            d.edit("sweep", before)
+        weigh(d.sup, d.node)
 
-    def after_tools(self, d: "Driver") -> None:
-        d.pressure()
+    def after_tools(self, d: "Handle") -> None:
+        from .loop import pressure
 
-
-def _evicted(span: tuple[int, int]):
-    from session.records import Evicted
-
-    return Evicted(residue=Residue(span=span, note=None, by="harness"))
+        pressure(d.sup, d.node)
 
 
 class Sweep(Evict):
-    """Ours with mark-and-sweep: rule-proposed candidates are marked with a deterministic
-    replacement (first line, size, read-back address); the gate decides when a sweep pays."""
+    """Ours with mark-and-sweep: the rule-proposed candidates are marked (the model's approval
+    stood in for) with a deterministic replacement — first line, size, read-back address — and
+    the loop's own weighing sweeps just before an eviction, or when the gate says it pays."""
 
     name = "sweep"
 
-    def before_request(self, d: "Driver") -> None:
+    async def before_request(self, d: "Handle") -> None:
         ctx = d.ctx
         for c in candidates(ctx, limit=50):
             if c.block not in ctx.marks:
                 repl = default_replacement(ctx, c.block)
                 if len(repl.encode()) < c.bytes:
                     d.append(Marked(block=c.block, replacement=repl))
-        used = d.used_tokens()
-        if eviction_due(used, d.window, ctx.history_bytes()) and plan_eviction(ctx, self.opts.keep):
-            super().before_request(d)  # always sweep just before an eviction
-            return
-        from session.eviction import due_line
-        from session.sweep import effective_horizon, gate
-
-        g = gate(ctx, d.tokens_per_byte(), write_mult=d.write_mult, read_mult=0.1)
-        due = due_line(d.window) if d.window else None
-        horizon = effective_horizon(self.opts.sweep_horizon, used, due, d.growth.per_request)
-        if g.pays(horizon):
-            self.sweep_pending(d)
+        await super().before_request(d)
 
 
 class _Summarising(Strategy):
     """Shared by compact and rollover: one summarisation request, then a rebuilt context."""
 
-    def summarise(self, d: "Driver") -> None:
+    async def summarise(self, d: "Handle") -> None:
         before = d.ctx.history_bytes()
-        d.summary_request(INSTRUCTION_TOKENS, self.opts.summary_tokens)
+        await d.summary_request(INSTRUCTION_TOKENS, self.opts.summary_tokens)
         kept = self.kept_material(d)
         d.left_bytes += before
         d.recoverable_bytes += sum(len(t.encode()) for t in kept)
@@ -146,14 +115,14 @@ class _Summarising(Strategy):
                 d.synthetic.add(tid)
         d.edit(self.name, before)
 
-    def kept_material(self, d: "Driver") -> list[str]:
+    def kept_material(self, d: "Handle") -> list[str]:
         return []
 
     def layout(self, kept: list[str], summary: str) -> list[str]:
         return [summary, *kept]
 
 
-def _summary_text(tokens: int, d: "Driver") -> str:
+def _summary_text(tokens: int, d: "Handle") -> str:
     """A stand-in summary of the right size; its words do not matter to the cost model."""
     n = int(tokens / d.tokens_per_byte())
     head = f"[summary {d.edits + 1} of the conversation so far, written by the summariser] "
@@ -165,14 +134,14 @@ def _summary_text(tokens: int, d: "Driver") -> str:
 class Compact(_Summarising):
     name = "compact"
 
-    def trigger(self, d: "Driver") -> float:
+    def trigger(self, d: "Handle") -> float:
         return d.window - COMPACT_BUFFER_TOKENS
 
-    def before_request(self, d: "Driver") -> None:
+    async def before_request(self, d: "Handle") -> None:
         if d.window and d.used_tokens() >= self.trigger(d):
-            self.summarise(d)
+            await self.summarise(d)
 
-    def kept_material(self, d: "Driver") -> list[str]:
+    def kept_material(self, d: "Handle") -> list[str]:
         """The most recent single-file reads, newest first, within the re-injection caps."""
         budget = (d.window - self.trigger(d)) / 2 if d.window else 0
         tpb = d.tokens_per_byte()
@@ -206,11 +175,11 @@ class Compact(_Summarising):
 class Rollover(_Summarising):
     name = "rollover"
 
-    def before_request(self, d: "Driver") -> None:
+    async def before_request(self, d: "Handle") -> None:
         if d.window and d.used_tokens() >= ROLLOVER_SHARE * d.window:
-            self.summarise(d)
+            await self.summarise(d)
 
-    def kept_material(self, d: "Driver") -> list[str]:
+    def kept_material(self, d: "Handle") -> list[str]:
         """Recent user messages (the model's own prompts, not summaries), ≤ 20 000 tokens."""
         tpb = d.tokens_per_byte()
         out: list[str] = []
@@ -233,7 +202,7 @@ class Rollover(_Summarising):
 class ClearToolUses(Strategy):
     name = "clear-tool-uses"
 
-    def before_request(self, d: "Driver") -> None:
+    async def before_request(self, d: "Handle") -> None:
         trigger = CLEAR_TRIGGER_TOKENS
         if d.window:
             trigger = min(trigger, d.window - COMPACT_BUFFER_TOKENS)

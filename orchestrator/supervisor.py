@@ -54,6 +54,7 @@ class AgentNode:
         self.evictions = 0
         self.sweeps = 0
         self.started = False  # its loop has begun (a resumed child waits for its parent's)
+        self.on_edit: Any = lambda kind, before: None  # the supervisor's hook, bound per node
 
     @property
     def ctx(self):
@@ -76,7 +77,17 @@ class Supervisor:
     """Runs agents on one provider under one run root, with run-wide limits and budgets."""
 
     def __init__(self, root: Path, provider: Provider, settings: Settings, *,
-                 user_tools: list[UserTool] | None = None, provider_name: str | None = None):
+                 user_tools: list[UserTool] | None = None, provider_name: str | None = None,
+                 policy: Any = None, tool_fallback: Any = None, on_edit: Any = None):
+        """``policy`` replaces what the loop does around each request (default: ours, the
+        ``HarnessPolicy``); ``tool_fallback(node, call) -> ToolResult`` answers calls no tool
+        claims (replay answers them as recorded); ``on_edit(node, kind, history_bytes_before)``
+        is told of every cache-invalidating edit."""
+        from .loop import HarnessPolicy
+
+        self.policy = policy or HarnessPolicy()
+        self.tool_fallback = tool_fallback
+        self._on_edit = on_edit
         self.root = Path(root)
         self.provider = provider
         self.provider_name = provider_name or getattr(provider, "name", None)
@@ -92,6 +103,10 @@ class Supervisor:
         existing = list_agents(self.root)
         self._ids = itertools.count(len(existing) + 1)
         self._taken = set(existing)
+
+    def on_edit(self, node: AgentNode, kind: str, history_before: int) -> None:
+        if self._on_edit is not None:
+            self._on_edit(node, kind, history_before)
 
     # ------------------------------------------------------------------ ids and limits
 
@@ -143,6 +158,7 @@ class Supervisor:
                                loader=self.loader, fsync=self.settings.fsync)  # type: ignore[arg-type]
         alog.prompt(task)
         node = AgentNode(aid, alog, kind=None, depth=0, parent=None)
+        node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         self.agents[aid] = node
         return node
 
@@ -157,6 +173,7 @@ class Supervisor:
                     depth=parent.depth + 1, tokens_per_byte=parent.tokens_per_byte,
                     fsync=self.settings.fsync)
         node = AgentNode(aid, alog, kind=kind, depth=parent.depth + 1, parent=parent)
+        node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         node.tokens_per_byte = parent.tokens_per_byte
         parent.children[aid] = node
         self.agents[aid] = node
@@ -171,6 +188,7 @@ class Supervisor:
         depth = (st.depth if st and st.depth is not None else
                  (parent.depth + 1 if parent else 0))
         node = AgentNode(agent_id, alog, kind=st.kind if st else None, depth=depth, parent=parent)
+        node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         node.tokens_per_byte = st.tokens_per_byte if st else None
         if parent is not None:
             parent.children[agent_id] = node

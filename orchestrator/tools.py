@@ -100,7 +100,8 @@ BUILTIN: list[ToolDef] = [
 
 
 def tool_defs(sup: "Supervisor") -> list[ToolDef]:
-    return BUILTIN + [t.definition for t in sup.user_tools.values()]
+    builtin = BUILTIN if sup.settings.builtin_tools else []
+    return builtin + [t.definition for t in sup.user_tools.values()]
 
 
 def _json(value: Any) -> str:
@@ -121,12 +122,14 @@ def _tpb(node: "AgentNode") -> float:
 
 
 async def call_tool(sup: "Supervisor", node: "AgentNode", call: ToolUse) -> ToolResult:
-    fn = _HANDLERS.get(call.name)
+    fn = _HANDLERS.get(call.name) if sup.settings.builtin_tools else None
     try:
         if fn is not None:
             out = await fn(sup, node, call.input)
         elif call.name in sup.user_tools:
             out = await sup.user_tools[call.name](call.input)
+        elif sup.tool_fallback is not None:
+            return await sup.tool_fallback(node, call)
         else:
             known = ", ".join([t.name for t in tool_defs(sup)])
             return ToolResult(tool_use_id=call.id, content=f"unknown tool {call.name!r}; the "
@@ -209,9 +212,11 @@ def sweep_pending(node: "AgentNode") -> bool:
     ctx = node.ctx
     if not ctx.marks:
         return False
+    before = ctx.history_bytes()
     node.log.append(Swept(blocks=sorted(ctx.marks)))
     node.sweeps += 1
     node.edited = True
+    node.on_edit("sweep", before)
     log.info("sweep", blocks=len(ctx.marks))
     return True
 
@@ -254,6 +259,7 @@ async def _context_evict(sup, node, inp) -> str:
     before = ctx.history_bytes()
     node.log.append(Evicted(residue=Residue(span=(a, b), note=note, by="model")))
     node.edited = True
+    sup.on_edit(node, "evict", before)
     left = before - ctx.history_bytes()
     return (f"turns {a}-{b} left the context ({left} bytes fewer in it); they stay readable "
             f"with transcript_read(turns=\"{a}-{b}\")")

@@ -60,6 +60,8 @@ class Response(Struct, kw_only=True):
     stop_reason: str | None
     usage: Usage
     model: str | None = None
+    # what a recording said this turn cost (replay); kept beside ``usage``, never priced
+    recorded_usage: Usage | None = None
 
 
 @runtime_checkable

@@ -37,7 +37,8 @@ __all__ = ["ScriptedProvider", "Policy", "EXHAUSTED", "load_script"]
 EXHAUSTED = "[scripted provider] the script is exhausted: no more turns to play."
 
 Policy = Callable[[Request, dict[str, Any]], Any]
-"""``policy(request, state) -> (blocks, stop_reason)``; blocks are neutral dicts or Blocks."""
+"""``policy(request, state) -> (blocks, stop_reason)``; blocks are neutral dicts or Blocks. A
+third item, a dict with ``model`` and ``recorded_usage``, is passed through to the Response."""
 
 
 def load_script(path: str | Path) -> list[dict[str, Any]]:
@@ -124,7 +125,10 @@ class ScriptedProvider:
         nbytes = sum(len(compact(b)) for b in blocks)
         output = math.ceil(nbytes * self.cache_model.tokens_per_byte)
         usage = self.cache_model.usage_for(request, output, self._clock(), model=self.model)
-        response = Response(blocks=blocks, stop_reason=stop_reason, usage=usage, model=self.model)
+        extra = state.pop("_extra", None) or {}
+        response = Response(blocks=blocks, stop_reason=stop_reason, usage=usage,
+                            model=extra.get("model") or self.model,
+                            recorded_usage=extra.get("recorded_usage"))
         if on_attempt is not None:
             result = on_attempt(1, trio.current_time() - t0, usage, None)
             if inspect.isawaitable(result):
@@ -137,8 +141,10 @@ class ScriptedProvider:
             result = self.policy(request, state)
             if inspect.isawaitable(result):
                 result = await result
-            raw_blocks, stop_reason = result
+            raw_blocks, stop_reason, *extra = result
             blocks = [_to_block(b) for b in raw_blocks]
+            if extra and extra[0]:  # an optional third item: {"model", "recorded_usage"}
+                state["_extra"] = extra[0]
         else:
             assert self.script is not None
             cursor = state.get("cursor", 0)

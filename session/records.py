@@ -201,6 +201,7 @@ class ProviderCall(_R):
     error: str | None = None
     model: str | None = None
     at: str | None = None
+    purpose: str | None = None  # set when the call opens no turn (a summarisation request)
 
 
 Record = Union[

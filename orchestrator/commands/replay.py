@@ -57,13 +57,17 @@ def run(args) -> int:
             prices.PRICES.update(prices.load_prices(args.prices))
         except (OSError, ValueError) as e:
             raise UserError(f"{args.prices}: {e}") from None
+    from .. import logs
+
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for name in names:
         results.append(replay(traj, out / name, name, window=args.context_window,
                               model=args.model, ttl=args.cache_ttl, keep=args.keep,
                               seconds_per_request=args.seconds_per_request,
-                              opts=Options(keep=args.keep, summary_tokens=args.summary_tokens)))
+                              opts=Options(keep=args.keep, summary_tokens=args.summary_tokens),
+                              on_root=lambda root: logs.configure(root, verbose=args.verbose)))
+    logs.shutdown()
     summary = write_reports(results, out, plot=not args.no_plot)
     if args.json:
         print(json.dumps(summary))
