@@ -21,7 +21,7 @@ class Settings(Struct, kw_only=True, frozen=True):
     budget_usd: float | None = None
     grep_timeout_s: float = GREP_TIMEOUT_S
     mark_cap_bytes: int = 4096  # the longest replacement a mark may carry
-    sweep_horizon: float = 20.0  # sweep when the payback (requests) is at most this
+    sweep_horizon: float = 10.0  # sweep when the payback (requests) is at most this (0205)
     cache_ttl: str = "5m"
     fsync: str = "none"
     price_model: str | None = None  # price a scripted run as this model

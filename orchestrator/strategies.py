@@ -47,7 +47,7 @@ class Options:
     summary_tokens: int = SUMMARY_TOKENS
     reinject_files: int = REINJECT_FILES
     reinject_file_tokens: int = REINJECT_FILE_TOKENS
-    sweep_horizon: float = 20.0
+    sweep_horizon: float = 10.0
 
 
 class Strategy:
