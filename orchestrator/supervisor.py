@@ -225,11 +225,7 @@ class Supervisor:
             parent = self.agents.get(parent_id) if parent_id else None
             if parent_id and parent is None:
                 continue  # its parent ended: nothing outlives its parent
-            from session.resume import fold_file
-
-            src = agent_source(aid)
-            ctx, _ = fold_file(self.root / src, src, loader=self.loader)
-            if ctx.ended is not None:
+            if _has_ended(self.root / agent_source(aid)):
                 continue
             node = self.resume_agent(aid, parent=parent)
             if parent is None:
@@ -279,6 +275,17 @@ class Supervisor:
     def close(self) -> None:
         for node in self.agents.values():
             node.log.close()
+
+
+def _has_ended(path: Path) -> bool:
+    """Whether a log holds ``SessionEnded``: a raw scan, decoding only the lines that name it."""
+    from session.log import iter_lines
+    from session.records import SessionEnded, decode
+
+    for _, line in iter_lines(path):
+        if b"SessionEnded" in line and isinstance(decode(line), SessionEnded):
+            return True
+    return False
 
 
 @asynccontextmanager
