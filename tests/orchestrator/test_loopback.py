@@ -92,3 +92,36 @@ def test_ask_over_a_real_socket(tmp_path, capsys, monkeypatch, provider, path, b
     assert main(["verify", str(tmp_path / "run")]) == 0
     log = (tmp_path / "run" / "agents" / "a1" / "record.jsonl").read_text()
     assert "test-key-not-secret" not in log, "no secret is ever recorded"
+
+
+def test_a_provider_that_refuses_the_key_exits_1_with_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "wrong-key")
+
+    class Server(_Server):
+        def __init__(self):
+            super().__init__([], "/v1/messages")
+            body = (FIXTURES / "anthropic" / "error_401.json").read_bytes()
+            handler = self.httpd.RequestHandlerClass
+
+            def do_POST(h):  # noqa: N802
+                h.rfile.read(int(h.headers["content-length"]))
+                h.send_response(401)
+                h.send_header("content-type", "application/json")
+                h.send_header("content-length", str(len(body)))
+                h.end_headers()
+                h.wfile.write(body)
+
+            handler.do_POST = do_POST
+
+    with Server() as server:
+        rc = main(["ask", "hi", "--provider", "anthropic", "--base-url",
+                   f"http://127.0.0.1:{server.port}", "--run-root", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert "Traceback" not in err and lines[-1].startswith("mnemon: the agent ended with failed:")
+    recs = [json.loads(l) for l in (tmp_path / "run/agents/a1/record.jsonl").open()]
+    calls = [r for r in recs if r["t"] == "ProviderCall"]
+    assert len(calls) == 1 and calls[0]["error"], "a 401 is not retried"
+    assert recs[-1]["t"] == "SessionEnded" and recs[-1]["reason"].startswith("failed: provider")
+    assert "wrong-key" not in (tmp_path / "run/agents/a1/record.jsonl").read_text()
