@@ -50,9 +50,9 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({"agent": node.id, "reason": node.reason, "answer": node.answer,
                           "run_root": str(root), "cost": cost_rows(sup)}))
-    else:
-        print(node.answer or "")
-        sys.stderr.write(f"mnemon: {node.reason}; logs in {root}\n")
     if node.reason.startswith("failed"):
         raise Failure(f"the agent ended with {node.reason} (logs in {root})")
+    if not args.json:
+        print(node.answer or "")
+        sys.stderr.write(f"mnemon: {node.reason}; logs in {root}\n")
     return 0

@@ -119,7 +119,8 @@ def test_a_provider_that_refuses_the_key_exits_1_with_one_line(tmp_path, capsys,
     err = capsys.readouterr().err
     assert rc == 1
     lines = [l for l in err.splitlines() if l.strip()]
-    assert "Traceback" not in err and lines[-1].startswith("mnemon: the agent ended with failed:")
+    assert "Traceback" not in err and len(lines) == 1
+    assert lines[0].startswith("mnemon: the agent ended with failed: provider:")
     recs = [json.loads(l) for l in (tmp_path / "run/agents/a1/record.jsonl").open()]
     calls = [r for r in recs if r["t"] == "ProviderCall"]
     assert len(calls) == 1 and calls[0]["error"], "a 401 is not retried"
