@@ -16,7 +16,7 @@ from session.constants import GREP_HITS, GREP_TIMEOUT_S
 from session.door import Door
 from session.errors import LogRefused, Refusal
 
-from ..cli import UserError
+from ..cli import Failure, UserError
 
 
 def _one_line_error(message: str) -> None:
@@ -53,8 +53,9 @@ def _open(path: str) -> Door:
         door, torn = Door.open(Path(path))
     except RunRootError as e:
         raise UserError(str(e)) from None
-    except LogRefused as e:
-        raise UserError(f"the log does not fold: {e}") from None
+    except LogRefused as e:  # a log that does not verify: a failure, not the user's doing
+        raise Failure(f"the log does not fold: {e} (run `mnemon verify` for every problem)") \
+            from None
     except Refusal as e:
         raise UserError(str(e)) from None
     report_torn(door.ctx.source, torn)

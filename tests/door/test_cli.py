@@ -109,3 +109,20 @@ def test_torn_tail_reported_file_untouched(capsys, tmp_path):
     assert code == 0 and json.loads(out)["total"] == 2
     assert "torn tail of 30 bytes" in err
     assert log.read_bytes() == data
+
+
+def test_a_log_that_does_not_fold_is_a_failure_not_a_user_error(tmp_path, capsys):
+    """DESIGN: exit 1 for a log that does not verify, with one line naming the line."""
+    from orchestrator.cli import main
+
+    root = tmp_path / "r"
+    (root / "agents" / "a1").mkdir(parents=True)
+    (root / "run.json").write_text('{"format": 1}')
+    (root / "agents" / "a1" / "record.jsonl").write_text(
+        '{"t":"SessionStarted","agent":"a1"}\n{"t":"UserPrompt","turn":"x","text":1}\n')
+    for cmd in (["transcript", "index"], ["transcript", "grep", "--json"], ["context"]):
+        args = cmd[:2] + [str(root / "agents" / "a1")] + (["a"] if "grep" in cmd else []) + \
+            cmd[2:] if cmd[0] == "transcript" else cmd + [str(root / "agents" / "a1")]
+        assert main(args) == 1, args
+        err = capsys.readouterr().err
+        assert "record.jsonl:2" in err and "Traceback" not in err and err.count("\n") == 1
