@@ -16,7 +16,6 @@ records/s with fsync off. This is a benchmark, not a test: it prints figures and
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -46,17 +45,15 @@ from session.records import (  # noqa: E402
 )
 from session.resume import fold_file  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+import _corpus  # noqa: E402
+
 TRAJ = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
 SOURCE = "agents/a1/record.jsonl"
 
 
 def load_trajectories() -> list[list[dict]]:
-    out = []
-    for f in sorted(TRAJ.glob("*.jsonl")):
-        out.append([json.loads(line) for line in f.read_text().splitlines() if line.strip()])
-    if not out:
-        raise SystemExit(f"no trajectories under {TRAJ}")
-    return out
+    return _corpus.load_trajectories(TRAJ)
 
 
 def records_of(traj: list[dict], log: AgentLog):

@@ -642,6 +642,17 @@ def _spans(wants: Sequence[Want], idxs: Sequence[int]):
     return starts, ends
 
 
+def _read_window(f, buf: bytearray, start: int, need: int, pos: int):
+    """Read ``need`` bytes at ``start`` into the reusable buffer (grown if it must be), seeking
+    only when the previous read did not end there: ``(buf, view, bytes read)``."""
+    if need > len(buf):
+        buf = bytearray(need)
+    if pos != start:
+        f.seek(start)
+    mv = memoryview(buf)
+    return buf, mv, f.readinto(mv[:need])
+
+
 def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want], m: _Matcher,
                hits: _Hits) -> None:
     """The raw-literal pass: find the literal in a fixed buffer; decode only records holding it.
@@ -664,12 +675,7 @@ def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want]
         k = bisect.bisect_right(ends, start + len(buf), i + 1, n) if i + 1 < n else n
         k = max(k, i + 1)
         need = ends[k - 1] - start
-        if need > len(buf):
-            buf = bytearray(need)
-        if pos != start:
-            f.seek(start)
-        mv = memoryview(buf)
-        got = f.readinto(mv[:need])
+        buf, mv, got = _read_window(f, buf, start, need, pos)
         pos = start + got
         limit = got
         p = find(buf, 0, limit)
@@ -765,12 +771,7 @@ def _grep_file(f, source: str, entries: Iterator[tuple], wants: Sequence[Want], 
             last_end = pending[0] + pending[1]
             pending = next(entries, None)
         need = last_end - start
-        if need > len(buf):
-            buf = bytearray(need)
-        if pos != start:
-            f.seek(start)
-        mv = memoryview(buf)
-        got = f.readinto(mv[:need])
+        buf, mv, got = _read_window(f, buf, start, need, pos)
         pos = start + got
         if got < need:
             for e in window:
