@@ -15,6 +15,7 @@ import bisect
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from .constants import NOTE_MAX_BYTES, OPENING_CHARS
@@ -67,7 +68,12 @@ def check_note(note: str | None) -> None:
                           f"break or control character ({ch!r})")
 
 
-@dataclass(eq=False, slots=True)
+_NO_SWEEPS: Any = MappingProxyType({})
+"""A turn's sweeps until its first one: shared and read-only, so opening a turn allocates no dict
+(a sweep gives the turn a dict of its own)."""
+
+
+@dataclass(eq=False, slots=True, init=False)
 class Turn:
     id: int
     role: str  # "user" | "assistant"
@@ -76,10 +82,27 @@ class Turn:
     state: str  # "resident" | "evicted" | "withdrawn"
     source: str  # the log file (relative to the run root) that first recorded it
     loci: list[Locus]
-    origin: str = "own"  # "own" | "inherited"
-    records: list[Record] | None = None  # Here when not None
-    swept: dict[int, str] = field(default_factory=dict)
-    under: "ResidueEntry | None" = None  # the residue that took it (nesting resolved on read)
+    origin: str  # "own" | "inherited"
+    records: list[Record] | None  # Here when not None
+    swept: dict[int, str]  # block index -> replacement
+    under: "ResidueEntry | None"  # the residue that took it (nesting resolved on read)
+
+    def __init__(self, id: int, role: str, label: str, bytes: int, state: str, source: str,
+                 loci: list[Locus], origin: str = "own", records: list[Record] | None = None,
+                 swept: dict[int, str] | None = None, under: "ResidueEntry | None" = None):
+        # written out by hand: a resume opens one Turn per turn of the log, and a generated
+        # __init__ with a default_factory costs a third more
+        self.id = id
+        self.role = role
+        self.label = label
+        self.bytes = bytes
+        self.state = state
+        self.source = source
+        self.loci = loci
+        self.origin = origin
+        self.records = records
+        self.swept = swept if swept else _NO_SWEEPS
+        self.under = under
 
     @property
     def residue(self) -> tuple[int, int] | None:
@@ -324,9 +347,116 @@ class Context:
     # ------------------------------------------------------------------ the fold
 
     def step(self, record: Record, locus: Locus | None = None) -> None:
-        """Judge the record, then apply it. Raises ``Refusal`` naming the state."""
-        self.check(record)
-        self.apply(record, locus)
+        """Judge the record, then apply it. Raises ``Refusal`` naming the state.
+
+        The four records a log is made of (prompts, messages, tool results, steering) take a
+        path where ``check`` and ``apply`` are written out together — the same judgement, in
+        the same order, before anything changes — because a resume runs this once per line;
+        property tests hold it equal to ``check`` then ``apply`` on random logs.
+        """
+        fast = _STEPS.get(type(record)) if locus is not None else None
+        if fast is not None:
+            fast(self, record, locus)
+        else:
+            self.check(record)
+            self.apply(record, locus)
+
+    def _step_user(self, rec: UserPrompt, locus: Locus) -> None:
+        if self.started is None:
+            raise Refusal("a log opens with SessionStarted")
+        tid = rec.turn
+        if tid <= self.reach or tid < self.id_floor:
+            self._check_new_id(tid)
+        self.records_folded += 1
+        self.protocol_seen = True
+        n = locus[1]
+        label = rec.text[:OPENING_CHARS]
+        if "\n" in label or "\r" in label:
+            label = label.replace("\r", " ").replace("\n", " ")
+        self._by_id[tid] = len(self.turns)
+        self.turns.append(Turn(tid, "user", label, n, "resident", self.source, [locus], "own",
+                               [rec]))
+        self.reach = self.in_hand = tid
+        self._hist += n
+        self.pending = {}
+
+    def _step_assistant(self, rec: AssistantMessage, locus: Locus) -> None:
+        if self.started is None:
+            raise Refusal("a log opens with SessionStarted")
+        tid = rec.turn
+        if tid <= self.reach or tid < self.id_floor:
+            self._check_new_id(tid)
+        label = ""
+        pending: dict[str, int] = {}
+        for b in rec.blocks:
+            tb = type(b)
+            if tb is ToolUse:
+                if b.id in pending:  # type: ignore[union-attr]
+                    raise Refusal("duplicate tool_use ids in one message")
+                pending[b.id] = tid  # type: ignore[union-attr]
+            elif tb is Text and not label:
+                label = b.text  # type: ignore[union-attr]
+        self.records_folded += 1
+        self.protocol_seen = True
+        n = locus[1]
+        if label:
+            label = label[:OPENING_CHARS]
+            if "\n" in label or "\r" in label:
+                label = label.replace("\r", " ").replace("\n", " ")
+        self._by_id[tid] = len(self.turns)
+        self.turns.append(Turn(tid, "assistant", label, n, "resident", self.source, [locus],
+                               "own", [rec]))
+        self.reach = self.in_hand = tid
+        self._hist += n
+        self.pending = pending
+        usage = rec.usage
+        if usage is not None:
+            self.last_input_tokens = (usage.input_tokens + usage.cache_read_tokens
+                                      + usage.cache_write_tokens)
+            self.history_at_response = self._hist - n
+
+    def _step_results(self, rec: ToolResults, locus: Locus) -> None:
+        if self.started is None:
+            raise Refusal("a log opens with SessionStarted")
+        if self.in_hand is None:
+            raise Refusal("a ToolResults record extends the turn in hand — no turn is open yet")
+        pending = self.pending
+        results = rec.results
+        if len(results) == 1:
+            uid = results[0].tool_use_id
+            if uid not in pending:
+                raise Refusal(f"a tool result with no pending call ({uid}) in turn "
+                              f"{self.in_hand}")
+        else:
+            seen: set[str] = set()
+            for r in results:
+                if r.tool_use_id not in pending or r.tool_use_id in seen:
+                    raise Refusal(f"a tool result with no pending call ({r.tool_use_id}) in "
+                                  f"turn {self.in_hand}")
+                seen.add(r.tool_use_id)
+        self._extend_turn(rec, locus)
+        for r in results:
+            del pending[r.tool_use_id]
+
+    def _step_steering(self, rec: Steering, locus: Locus) -> None:
+        if self.started is None:
+            raise Refusal("a log opens with SessionStarted")
+        if self.in_hand is None:
+            raise Refusal("a Steering record extends the turn in hand — no turn is open yet")
+        self._extend_turn(rec, locus)
+
+    def _extend_turn(self, rec: Record, locus: Locus) -> None:
+        """Apply's common part for a record that extends the turn in hand."""
+        self.records_folded += 1
+        self.protocol_seen = True
+        t = self.turns[self._by_id[self.in_hand]]  # type: ignore[index]
+        t.loci.append(locus)
+        if t.records is not None:
+            t.records.append(rec)
+        if t.state == "resident":
+            n = locus[1]
+            t.bytes += n
+            self._hist += n
 
     def check(self, record: Record) -> None:
         """Judge a record against the table; raises ``Refusal`` naming the state."""
@@ -601,6 +731,8 @@ class Context:
                     delta = len(repl.encode("utf-8")) - ref.length
                     t.bytes += delta
                     self._hist += delta
+                    if t.swept is _NO_SWEEPS:
+                        t.swept = {}
                     t.swept[key[1]] = repl
             case Cleared():
                 self._withdraw(above=0)
@@ -774,6 +906,13 @@ class Context:
         assert isinstance(msg, AssistantMessage)
         return [b for b in msg.blocks if isinstance(b, ToolUse) and b.id in self.pending]
 
+
+_STEPS: dict[type, Callable[[Context, Any, Locus], None]] = {
+    UserPrompt: Context._step_user,
+    AssistantMessage: Context._step_assistant,
+    ToolResults: Context._step_results,
+    Steering: Context._step_steering,
+}
 
 __all__ = ["Context", "Turn", "ResidueEntry", "BlockRef", "turn_blocks", "clip_label", "check_note",
            "Loader", "Usage", "Thinking", "Opaque"]
