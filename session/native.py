@@ -1,0 +1,101 @@
+"""Batch BLAKE3 digests and line splitting for JSONL logs, native when built.
+
+``session._b3many`` (``native/b3many.c``) hashes many short records per call across the SIMD
+lanes, several times faster than one ``blake3`` call per line. It is optional: when it is not
+built, or ``MNEMON_NO_NATIVE=1`` is set at import, the same functions run in pure Python with the
+same results (the tests check both against each other and against ``blake3``).
+
+A digest is the first 8 bytes of BLAKE3 as 16 lowercase hex digits, exactly
+``blake3.blake3(record).digest(length=8).hex()``.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from operator import index
+from collections.abc import Sequence
+
+import blake3 as _blake3
+
+__all__ = ["AVAILABLE", "digest_many", "verify_many", "split_lines"]
+
+
+def _ranges(buf, offsets, lengths) -> tuple[memoryview, list[int], list[int]]:
+    """The byte view and the ranges, checked as the extension checks them (ValueError naming
+    the record), so both paths refuse the same inputs."""
+    mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else memoryview(buf)
+    offs, lens = [index(o) for o in offsets], [index(n) for n in lengths]
+    if len(offs) != len(lens):
+        raise ValueError(f"offsets has {len(offs)} items but lengths has {len(lens)}")
+    size = len(mv)
+    for i, (o, n) in enumerate(zip(offs, lens)):
+        if n < 0:
+            raise ValueError(f"record {i}: negative length {n}")
+        if o < 0 or o > size or n > size - o:
+            raise ValueError(f"record {i}: range [{o}, {o} + {n}) lies outside the buffer of "
+                             f"{size} bytes")
+    return mv, offs, lens
+
+
+def py_digest_many(buf, offsets, lengths) -> list[str]:
+    """Pure-Python digest_many: one blake3 call per record."""
+    mv, offs, lens = _ranges(buf, offsets, lengths)
+    b3 = _blake3.blake3
+    try:
+        return [b3(mv[o:o + n]).digest(length=8).hex() for o, n in zip(offs, lens)]
+    finally:
+        mv.release()
+
+
+def py_verify_many(buf, offsets, lengths, expected: Sequence[str]) -> int:
+    """Pure-Python verify_many: index of the first record whose digest is not ``expected``."""
+    mv, offs, lens = _ranges(buf, offsets, lengths)
+    expected = list(expected)
+    if len(expected) != len(offs):
+        raise ValueError(f"expected has {len(expected)} items for {len(offs)} records")
+    b3 = _blake3.blake3
+    try:
+        for i, (o, n, want) in enumerate(zip(offs, lens, expected)):
+            if b3(mv[o:o + n]).digest(length=8).hex() != want:
+                return i
+        return -1
+    finally:
+        mv.release()
+
+
+def py_split_lines(buf, start: int = 0, end: int = -1) -> tuple[array, array]:
+    """Pure-Python split_lines: complete lines in buf[start:end] (a torn tail is left out)."""
+    data = buf if isinstance(buf, (bytes, bytearray)) else memoryview(buf).cast("B").tobytes()
+    if end == -1:
+        end = len(data)
+    if not 0 <= start <= end <= len(data):
+        raise ValueError(f"start={start}, end={end} do not lie within a buffer of {len(data)} "
+                         "bytes")
+    offs, lens = array("q"), array("q")
+    p = start
+    while (nl := data.find(b"\n", p, end)) >= 0:
+        offs.append(p)
+        lens.append(nl - p)
+        p = nl + 1
+    return offs, lens
+
+
+_native = None
+if os.environ.get("MNEMON_NO_NATIVE") != "1":
+    try:
+        from . import _b3many as _native
+    except ImportError:  # not built (the extension is optional)
+        _native = None
+
+AVAILABLE: bool = _native is not None
+"""True when the C extension is in use."""
+
+if _native is not None:
+    digest_many = _native.digest_many
+    verify_many = _native.verify_many
+    split_lines = _native.split_lines
+else:
+    digest_many = py_digest_many
+    verify_many = py_verify_many
+    split_lines = py_split_lines
