@@ -26,8 +26,13 @@
 #define BLOCK_LEN 64
 #define CHUNK_LEN 1024
 #define MAX_CHUNKS 16        /* longer records (> 16 KiB) use upstream's hasher */
+#ifndef BATCH_RECORDS
 #define BATCH_RECORDS 256    /* records per batch: scratch stays in L1/L2 */
-#define MAX_JOBS (BATCH_RECORDS * MAX_CHUNKS)
+#endif
+#ifndef BATCH_CHUNKS
+#define BATCH_CHUNKS 512     /* and at most this many chunks (512 KiB) */
+#endif
+#define MAX_JOBS BATCH_CHUNKS
 
 /* One lane's work: nblocks compressions starting from the IV; blocks 0..nblocks-2 are read
  * from `in` (contiguous, full), the last from `last` (64 readable, zero-padded bytes). */
@@ -54,6 +59,41 @@ typedef struct {
 
 static const uint8_t ZERO_BLOCK[BLOCK_LEN] = {0};
 
+/* TAIL_MASK + 64 - n: 64 bytes of which the first n are 0xff. */
+static const uint8_t TAIL_MASK[2 * BLOCK_LEN] = {
+    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
+    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
+    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
+    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255};
+
+/* The next window's records, walked a few cache lines per kernel step so that its bytes are in
+ * cache when it is hashed: the kernels are then never waiting on DRAM (records are scattered
+ * across lanes, which defeats the hardware prefetcher's stream detection). */
+typedef struct {
+  const uint8_t *buf;
+  const int64_t *off, *len;
+  size_t n, rec;
+  uintptr_t cur, end; /* the current record's remaining lines */
+} prefetch_t;
+
+#define PREFETCH_LINES 20 /* per kernel step; a 16-lane step consumes 16 blocks */
+
+static inline void prefetch_some(prefetch_t *pf, int lines) {
+  while (lines > 0) {
+    if (pf->cur >= pf->end) {
+      if (pf->rec >= pf->n) return;
+      uintptr_t p = (uintptr_t)(pf->buf + pf->off[pf->rec]);
+      pf->cur = p & ~(uintptr_t)63;
+      pf->end = p + (uintptr_t)pf->len[pf->rec];
+      pf->rec++;
+      continue;
+    }
+    __builtin_prefetch((const void *)pf->cur, 0, 3);
+    pf->cur += 64;
+    lines--;
+  }
+}
+
 INLINE const uint8_t *job_block(const job_t *j, size_t s) {
   if (s + 1 < j->nblocks) return j->in + BLOCK_LEN * s;
   if (s + 1 == j->nblocks) return j->last;
@@ -62,8 +102,9 @@ INLINE const uint8_t *job_block(const job_t *j, size_t s) {
 
 /* ---------------------------------------------------------------- portable kernel */
 
-static void kernel_portable(const job_t *jobs, size_t n) {
+static void kernel_portable(const job_t *jobs, size_t n, prefetch_t *pf) {
   for (size_t i = 0; i < n; i++) {
+    prefetch_some(pf, jobs[i].nblocks + 1);
     const job_t *j = &jobs[i];
     uint32_t cv[8];
     memcpy(cv, IV, sizeof cv);
@@ -109,6 +150,18 @@ static void kernel_portable(const job_t *jobs, size_t n) {
     V[b] = ROT7(XOR(V[b], V[c]));                                                            \
   } while (0)
 
+/* Written out so every message index is a constant and m[] can stay in registers. */
+#define ROUNDS7(V, M, ...)                                                                   \
+  do {                                                                                       \
+    ROUND(V, M, 0, __VA_ARGS__);                                                             \
+    ROUND(V, M, 1, __VA_ARGS__);                                                             \
+    ROUND(V, M, 2, __VA_ARGS__);                                                             \
+    ROUND(V, M, 3, __VA_ARGS__);                                                             \
+    ROUND(V, M, 4, __VA_ARGS__);                                                             \
+    ROUND(V, M, 5, __VA_ARGS__);                                                             \
+    ROUND(V, M, 6, __VA_ARGS__);                                                             \
+  } while (0)
+
 /* --- AVX-512: 16 lanes */
 #define T512 __attribute__((target("avx512f,avx512vl")))
 #define A512(a, b) _mm512_add_epi32(a, b)
@@ -144,7 +197,7 @@ T512 static inline void transpose16(__m512i v[16]) {
   }
 }
 
-T512 static void kernel16(const job_t *jobs, size_t n) {
+T512 static void kernel16(const job_t *jobs, size_t n, prefetch_t *pf) {
   uint32_t nb[16], ctr[16], ll[16], ff[16], fl[16];
   const uint8_t *in[16], *last[16];
   size_t steps = 0;
@@ -171,7 +224,9 @@ T512 static void kernel16(const job_t *jobs, size_t n) {
       const uint8_t *p = s + 1 < nb[i] ? in[i] + BLOCK_LEN * s : s + 1 == nb[i] ? last[i]
                                                                                 : ZERO_BLOCK;
       m[i] = _mm512_loadu_si512(p);
+      _mm_prefetch((const char *)p + 256, _MM_HINT_T0);
     }
+    prefetch_some(pf, PREFETCH_LINES);
     transpose16(m);
     const __m512i sv = _mm512_set1_epi32((int)s);
     const __mmask16 active = _mm512_cmplt_epu32_mask(sv, nbv);
@@ -185,7 +240,7 @@ T512 static void kernel16(const job_t *jobs, size_t n) {
         ctrv, _mm512_setzero_si512(),
         _mm512_mask_mov_epi32(_mm512_set1_epi32(BLOCK_LEN), is_last, llv), flags,
     };
-    for (int r = 0; r < 7; r++) ROUND(v, m, r, A512, X512, R512_16, R512_12, R512_8, R512_7);
+    ROUNDS7(v, m, A512, X512, R512_16, R512_12, R512_8, R512_7);
     for (int k = 0; k < 8; k++) h[k] = _mm512_mask_xor_epi32(h[k], active, v[k], v[k + 8]);
   }
   __m512i o[16];
@@ -228,7 +283,7 @@ T256 static inline void transpose8(__m256i v[8]) {
   }
 }
 
-T256 static void kernel8(const job_t *jobs, size_t n) {
+T256 static void kernel8(const job_t *jobs, size_t n, prefetch_t *pf) {
   uint32_t nb[8], ctr[8], ll[8], ff[8], fl[8];
   const uint8_t *in[8], *last[8];
   size_t steps = 0;
@@ -257,7 +312,9 @@ T256 static void kernel8(const job_t *jobs, size_t n) {
                                                                                 : ZERO_BLOCK;
       m[i] = _mm256_loadu_si256((const __m256i *)p);
       m[8 + i] = _mm256_loadu_si256((const __m256i *)(p + 32));
+      _mm_prefetch((const char *)p + 256, _MM_HINT_T0);
     }
+    prefetch_some(pf, PREFETCH_LINES / 2);
     transpose8(m);
     transpose8(m + 8);
     /* nb <= 16, so signed compares are exact */
@@ -273,7 +330,7 @@ T256 static void kernel8(const job_t *jobs, size_t n) {
         ctrv, _mm256_setzero_si256(),
         _mm256_blendv_epi8(_mm256_set1_epi32(BLOCK_LEN), llv, is_last), flags,
     };
-    for (int r = 0; r < 7; r++) ROUND(v, m, r, A256, X256, R256_16, R256_12, R256_8, R256_7);
+    ROUNDS7(v, m, A256, X256, R256_16, R256_12, R256_8, R256_7);
     for (int k = 0; k < 8; k++)
       h[k] = _mm256_blendv_epi8(h[k], _mm256_xor_si256(v[k], v[k + 8]), active);
   }
@@ -281,19 +338,19 @@ T256 static void kernel8(const job_t *jobs, size_t n) {
   for (size_t i = 0; i < n; i++) _mm256_storeu_si256((__m256i *)jobs[i].out, h[i]);
 }
 
-static void kernel_avx512(const job_t *jobs, size_t n) {
-  for (; n >= 16; jobs += 16, n -= 16) kernel16(jobs, 16);
-  if (n > 8) kernel16(jobs, n);
-  else if (n > 0) kernel8(jobs, n); /* AVX-512 implies AVX2 */
+static void kernel_avx512(const job_t *jobs, size_t n, prefetch_t *pf) {
+  for (; n >= 16; jobs += 16, n -= 16) kernel16(jobs, 16, pf);
+  if (n > 8) kernel16(jobs, n, pf);
+  else if (n > 0) kernel8(jobs, n, pf); /* AVX-512 implies AVX2 */
 }
 
-static void kernel_avx2(const job_t *jobs, size_t n) {
-  for (; n >= 8; jobs += 8, n -= 8) kernel8(jobs, 8);
-  if (n > 0) kernel8(jobs, n);
+static void kernel_avx2(const job_t *jobs, size_t n, prefetch_t *pf) {
+  for (; n >= 8; jobs += 8, n -= 8) kernel8(jobs, 8, pf);
+  if (n > 0) kernel8(jobs, n, pf);
 }
 #endif /* x86-64 */
 
-typedef void (*kernel_fn)(const job_t *, size_t);
+typedef void (*kernel_fn)(const job_t *, size_t, prefetch_t *);
 
 typedef struct {
   const char *name;
@@ -339,8 +396,9 @@ static void hash_large(const uint8_t *p, size_t len, uint8_t out[8]) {
 
 /* Hash records 0..n-1 (ranges already validated) until one batch is full; returns how many
  * were done (at least one), their digest prefixes in dig. */
-static size_t hash_window(scratch_t *S, const uint8_t *buf, const int64_t *off,
+static size_t hash_window(scratch_t *S, const uint8_t *buf, size_t buf_len, const int64_t *off,
                           const int64_t *len, size_t n, uint8_t (*dig)[8]) {
+  const uint8_t *buf_end = buf + buf_len;
   kernel_fn kernel = g_kernel;
   size_t nrec = 0, njobs = 0, done = 0;
   for (; done < n && done < BATCH_RECORDS; done++) {
@@ -351,6 +409,7 @@ static size_t hash_window(scratch_t *S, const uint8_t *buf, const int64_t *off,
       hash_large(p, L, dig[done]);
       continue;
     }
+    if (njobs + nc > BATCH_CHUNKS) break; /* the batch's bytes stay within L2 */
     S->rec_base[nrec] = (uint32_t)njobs;
     S->rec_nodes[nrec] = (uint32_t)nc;
     S->rec_index[nrec] = done;
@@ -375,8 +434,17 @@ static size_t hash_window(scratch_t *S, const uint8_t *buf, const int64_t *off,
       j->last = j->in + BLOCK_LEN * (nb - 1);
     } else {
       uint8_t *blk = S->lastblk[nrec];
-      if (ll) memcpy(blk, j->in + BLOCK_LEN * (nb - 1), ll);
-      memset(blk + ll, 0, BLOCK_LEN - ll);
+      const uint8_t *src = j->in + BLOCK_LEN * (nb - 1);
+      if (buf_end - src >= BLOCK_LEN) { /* fixed-size copy, then zero the tail: no rep movs */
+        uint64_t w[8], mask[8];
+        memcpy(w, src, BLOCK_LEN);
+        memcpy(mask, TAIL_MASK + BLOCK_LEN - ll, BLOCK_LEN);
+        for (int k = 0; k < 8; k++) w[k] &= mask[k];
+        memcpy(blk, w, BLOCK_LEN);
+      } else {
+        memcpy(blk, src, ll);
+        memset(blk + ll, 0, BLOCK_LEN - ll);
+      }
       j->last = blk;
     }
     j->out = S->cvs[njobs];
@@ -389,8 +457,9 @@ static size_t hash_window(scratch_t *S, const uint8_t *buf, const int64_t *off,
     nrec++;
   }
   if (nrec) {
+    prefetch_t pf = {buf, off + done, len + done, n - done, 0, 0, 0};
     sort_by_blocks(S->jobs, S->sorted, njobs);
-    kernel(S->sorted, njobs);
+    kernel(S->sorted, njobs, &pf);
     /* Parent levels: pair neighbours, an odd last node moves up unchanged; this builds
      * BLAKE3's left-full tree. Outputs go in place (node j from nodes 2j, 2j+1). */
     for (;;) {
@@ -410,7 +479,7 @@ static size_t hash_window(scratch_t *S, const uint8_t *buf, const int64_t *off,
         }
       }
       if (!njobs) break;
-      kernel(S->jobs, njobs);
+      kernel(S->jobs, njobs, &pf);
       for (size_t r = 0; r < nrec; r++) {
         uint32_t k = S->rec_nodes[r], base = S->rec_base[r];
         if (k < 2) continue;
@@ -556,7 +625,7 @@ static PyObject *digest_many(PyObject *self, PyObject *args) {
   }
   Py_BEGIN_ALLOW_THREADS
   for (size_t i = 0; i < n;)
-    i += hash_window(S, R.buf.buf, R.off.data + i, R.len.data + i, n - i, dig + i);
+    i += hash_window(S, R.buf.buf, (size_t)R.buf.len, R.off.data + i, R.len.data + i, n - i, dig + i);
   Py_END_ALLOW_THREADS
   result = PyList_New((Py_ssize_t)n);
   if (!result) goto done;
@@ -641,7 +710,7 @@ static PyObject *verify_many(PyObject *self, PyObject *args) {
   Py_BEGIN_ALLOW_THREADS
   uint8_t dig[BATCH_RECORDS][8];
   for (size_t i = 0; i < limit && bad < 0;) {
-    size_t k = hash_window(S, R.buf.buf, R.off.data + i, R.len.data + i, limit - i, dig);
+    size_t k = hash_window(S, R.buf.buf, (size_t)R.buf.len, R.off.data + i, R.len.data + i, limit - i, dig);
     for (size_t r = 0; r < k; r++) {
       if (memcmp(dig[r], want[i + r], 8) != 0) {
         bad = (Py_ssize_t)(i + r);

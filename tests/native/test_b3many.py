@@ -77,6 +77,16 @@ def test_every_length_every_kernel(kernel, shared):
     assert B.verify_many(buf, array("q", offs), array("q", lens), want) == -1
 
 
+def test_records_ending_at_the_end_of_the_buffer(kernel):
+    """The last partial block is read with a fixed 64-byte copy except near the buffer's end."""
+    data = random.Random(2).randbytes(3000)
+    for size in (0, 1, 63, 64, 65, 100, 1023, 1024, 1025, 2100, 3000):
+        buf = data[:size]
+        lens = list(range(size + 1))
+        offs = [size - n for n in lens]  # every suffix, each ending at the buffer's end
+        assert B.digest_many(buf, offs, lens) == [oracle(buf[o:]) for o in offs]
+
+
 def test_python_fallback_every_length(shared):
     buf, offs, lens, want = shared
     sel = list(range(0, 5001, 7)) + list(range(5001, len(lens)))
