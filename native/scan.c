@@ -167,67 +167,232 @@ static const u8 *str_skip(const u8 *p, const u8 *end, int *esc) {
     }
 }
 
+/* The first byte at or after p that a string scan must stop at (as find_special), and whether
+ * the literal occurs in the stretch before it: *found is set then (left alone otherwise). No
+ * occurrence can hold a stop byte (the literal is printable ASCII without '"' or '\\'), so
+ * searching the stretch [p, stop) is searching the raw run. One pass: each 16-byte block is
+ * checked for stop bytes and for the literal's first and last characters at once. */
+static inline const u8 *find_special_lit(const u8 *p, const u8 *end, const Lit *lit, int *found) {
+    const size_t L = lit->n;
+#ifdef __SSE2__
+    const __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\'), lo = _mm_set1_epi8(0x1f);
+    const __m128i f = _mm_set1_epi8((char)lit->s[0]), l = _mm_set1_epi8((char)lit->s[L - 1]);
+    while ((size_t)(end - p) >= 16 + L - 1) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        __m128i y = _mm_loadu_si128((const __m128i *)(p + L - 1));
+        __m128i sx = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, q), _mm_cmpeq_epi8(x, b)),
+                                  _mm_cmpeq_epi8(_mm_max_epu8(x, lo), lo));
+        unsigned sm = (unsigned)_mm_movemask_epi8(_mm_or_si128(sx, x));
+        unsigned cm = (unsigned)_mm_movemask_epi8(
+            _mm_and_si128(_mm_cmpeq_epi8(x, f), _mm_cmpeq_epi8(y, l)));
+        if (sm) cm &= (1u << __builtin_ctz(sm)) - 1;
+        while (cm) {
+            unsigned i = (unsigned)__builtin_ctz(cm);
+            if (memcmp(p + i, lit->s, L) == 0) {  /* in bounds: p + 15 + L <= end */
+                *found = 1;
+                return sm ? p + __builtin_ctz(sm) : find_special(p + 16, end);
+            }
+            cm &= cm - 1;
+        }
+        if (sm) return p + __builtin_ctz(sm);
+        p += 16;
+    }
+#endif
+    const u8 *e = p;
+    while (e < end && !SPECIAL[*e]) e++;
+    if ((size_t)(e - p) >= L && memmem(p, (size_t)(e - p), lit->s, L)) *found = 1;
+    return e;
+}
+
+/* The escape at q (q[0] == '\\') inside a counted string: the byte after it, or NULL when it is
+ * malformed or may decode to a character of the literal. A line break ends the line. */
+static inline const u8 *count_escape(const u8 *q, const u8 *end, const Lit *lit, int64_t *lines,
+                                     int *matched) {
+    if (end - q < 2) return NULL;
+    switch (q[1]) {
+    case 'n':
+        *lines += *matched;
+        *matched = 0;
+        return q + 2;
+    case '"': case '\\': case 'b': case 'f': case 'r': case 't':
+        return q + 2;  /* decodes to a character the literal cannot hold */
+    case '/':
+        return lit->in['/'] ? NULL : q + 2;
+    case 'u': {
+        long v = hex4(q + 2, end);
+        if (v < 0) return NULL;
+        const u8 *p = q + 6;
+        if (v == 0x0A) {
+            *lines += *matched;
+            *matched = 0;
+        } else if (v >= 0x20 && v <= 0x7E) {
+            if (lit->in[v]) return NULL;
+        } else if (v >= 0xD800 && v <= 0xDBFF) {
+            if (end - p < 6 || p[0] != '\\' || p[1] != 'u') return NULL;
+            long w = hex4(p + 2, end);
+            if (w < 0xDC00 || w > 0xDFFF) return NULL;
+            p += 6;
+        } else if (v >= 0xDC00 && v <= 0xDFFF) {
+            return NULL;
+        }
+        return p;
+    }
+    default:
+        return NULL;
+    }
+}
+
+#ifdef __SSE2__
+/* Bit masks of one 64-byte window of a string. */
+typedef struct {
+    uint64_t bs;     /* '\\' */
+    uint64_t q;      /* '"' */
+    uint64_t odd;    /* control characters and non-ASCII bytes */
+    uint64_t n;      /* 'n' */
+    uint64_t simple; /* a letter of a one-character escape that is not '/': n t " \ r b f */
+    uint64_t cand;   /* the literal's first character here and its last L - 1 bytes on */
+} Masks;
+
+static inline uint64_t mm(__m128i v) { return (uint64_t)(unsigned)_mm_movemask_epi8(v); }
+
+/* Needs p + 64 + L - 1 <= end. */
+static inline void masks64(const u8 *p, const Lit *lit, Masks *m) {
+    const __m128i vq = _mm_set1_epi8('"'), vb = _mm_set1_epi8('\\'), lo = _mm_set1_epi8(0x1f);
+    const __m128i vn = _mm_set1_epi8('n'), vt = _mm_set1_epi8('t'), vr = _mm_set1_epi8('r');
+    const __m128i vB = _mm_set1_epi8('b'), vf = _mm_set1_epi8('f');
+    const __m128i f = _mm_set1_epi8((char)lit->s[0]), l = _mm_set1_epi8((char)lit->s[lit->n - 1]);
+    memset(m, 0, sizeof *m);
+    for (int k = 0; k < 4; k++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+        __m128i y = _mm_loadu_si128((const __m128i *)(p + 16 * k + lit->n - 1));
+        __m128i eb = _mm_cmpeq_epi8(x, vb), eq = _mm_cmpeq_epi8(x, vq), en = _mm_cmpeq_epi8(x, vn);
+        __m128i odd = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(x, lo), lo), x);
+        __m128i simple = _mm_or_si128(
+            _mm_or_si128(_mm_or_si128(en, _mm_cmpeq_epi8(x, vt)), _mm_or_si128(eq, eb)),
+            _mm_or_si128(_mm_cmpeq_epi8(x, vr),
+                         _mm_or_si128(_mm_cmpeq_epi8(x, vB), _mm_cmpeq_epi8(x, vf))));
+        __m128i cand = _mm_and_si128(_mm_cmpeq_epi8(x, f), _mm_cmpeq_epi8(y, l));
+        int sh = 16 * k;
+        m->bs |= mm(eb) << sh;
+        m->q |= mm(eq) << sh;
+        m->odd |= mm(odd) << sh;
+        m->n |= mm(en) << sh;
+        m->simple |= mm(simple) << sh;
+        m->cand |= mm(cand) << sh;
+    }
+}
+
+static inline uint64_t below(unsigned i) { return i >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << i) - 1; }
+#endif
+
 /* Count the lines of a string's decoded text that contain the literal (p: after the opening
- * quote); adds to *count. The byte after the closing quote, or NULL when malformed or uncertain. */
+ * quote); adds to *count. The byte after the closing quote, or NULL when malformed or uncertain.
+ * The raw runs between escapes are the decoded text's own bytes; an escape decodes to one
+ * character the literal cannot hold (or the record is uncertain), so no occurrence spans one,
+ * and none holds a stop byte ('"', '\\', control, non-ASCII) at all.
+ *
+ * The SIMD loop takes 64 bytes at a time. A window with only one-character escapes (no "\\\\",
+ * "\\/" or "\\u"), no control and no non-ASCII byte before its closing quote is done with masks
+ * alone: escaped letters are the bytes after a backslash, line breaks the escaped 'n's, the
+ * closing quote the first unescaped '"', and only candidate starts that are not escaped letters
+ * are compared. Any other window is walked stop byte by stop byte. */
 static const u8 *str_count(const u8 *p, const u8 *end, const Lit *lit, int64_t *count) {
     const size_t L = lit->n;
-    const u8 *run = p;
     int64_t lines = 0;
     int matched = 0;
+#ifdef __SSE2__
+    while ((size_t)(end - p) >= 64 + L - 1) {
+        const u8 *base = p;
+        Masks m;
+        masks64(base, lit, &m);
+        uint64_t esc = m.bs << 1;  /* escaped letters (a backslash never starts a window's
+                                      escaped letter: windows begin at escape boundaries) */
+        if (!(m.bs & esc)) {
+            unsigned limit = (m.bs >> 63) ? 63 : 64;  /* a backslash last: its letter is beyond */
+            uint64_t close = m.q & ~esc & below(limit);
+            uint64_t upto = close ? below((unsigned)__builtin_ctzll(close)) : below(limit);
+            if (!(((esc & ~m.simple) | m.odd) & upto)) {
+                uint64_t nl = esc & m.n & upto;
+                if (!matched || nl) {
+                    uint64_t c = m.cand & ~esc & upto;
+                    while (c) {  /* in bounds: base + 63 + L <= end */
+                        unsigned i = (unsigned)__builtin_ctzll(c);
+                        c &= c - 1;
+                        uint64_t before = nl & below(i);
+                        if (before) {
+                            lines += matched;
+                            matched = 0;
+                            nl &= ~before;
+                        }
+                        if (!matched && memcmp(base + i, lit->s, L) == 0) matched = 1;
+                    }
+                    if (nl) {
+                        lines += matched;
+                        matched = 0;
+                    }
+                }
+                if (close) {
+                    *count += lines + matched;
+                    return base + __builtin_ctzll(close) + 1;
+                }
+                p = base + limit;
+                continue;
+            }
+        }
+        /* stop byte by stop byte, within this window */
+        uint64_t sm = m.bs | m.q | m.odd, cm = m.cand;
+        for (;;) {
+            unsigned s = sm ? (unsigned)__builtin_ctzll(sm) : 64;
+            if (!matched) {
+                uint64_t c = cm & below(s);
+                while (c) {
+                    if (memcmp(base + __builtin_ctzll(c), lit->s, L) == 0) {
+                        matched = 1;
+                        break;
+                    }
+                    c &= c - 1;
+                }
+            }
+            if (s == 64) {
+                p = base + 64;
+                break;
+            }
+            const u8 *q = base + s, *np;
+            u8 ch = *q;
+            if (ch == '\\') {
+                np = count_escape(q, end, lit, &lines, &matched);
+            } else if (ch == '"') {
+                *count += lines + matched;
+                return q + 1;
+            } else if (ch >= 0x80) {
+                np = utf8_seq(q, end);
+            } else {
+                return NULL;  /* a raw control character */
+            }
+            if (!np) return NULL;
+            size_t adv = (size_t)(np - base);
+            if (adv >= 64) {
+                p = np;
+                break;
+            }
+            uint64_t keep = ~below((unsigned)adv);
+            sm &= keep;
+            cm &= keep;
+        }
+    }
+#endif
     for (;;) {
-        const u8 *q = find_special(p, end);
+        const u8 *q = matched ? find_special(p, end) : find_special_lit(p, end, lit, &matched);
         if (q >= end) return NULL;
         u8 c = *q;
-        if (c >= 0x80) {
-            p = utf8_seq(q, end);
-            if (!p) return NULL;
-            continue;
-        }
-        if (c < 0x20) return NULL;
-        /* the run [run, q) holds no escape: the decoded text has these very bytes */
-        if (!matched && (size_t)(q - run) >= L && memmem(run, (size_t)(q - run), lit->s, L))
-            matched = 1;
         if (c == '"') {
             *count += lines + matched;
             return q + 1;
         }
-        if (end - q < 2) return NULL;
-        switch (q[1]) {
-        case 'n':
-            lines += matched;
-            matched = 0;
-            p = q + 2;
-            break;
-        case '"': case '\\': case 'b': case 'f': case 'r': case 't':
-            p = q + 2;  /* decodes to a character the literal cannot hold */
-            break;
-        case '/':
-            if (lit->in['/']) return NULL;
-            p = q + 2;
-            break;
-        case 'u': {
-            long v = hex4(q + 2, end);
-            if (v < 0) return NULL;
-            p = q + 6;
-            if (v == 0x0A) {
-                lines += matched;
-                matched = 0;
-            } else if (v >= 0x20 && v <= 0x7E) {
-                if (lit->in[v]) return NULL;
-            } else if (v >= 0xD800 && v <= 0xDBFF) {
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u') return NULL;
-                long w = hex4(p + 2, end);
-                if (w < 0xDC00 || w > 0xDFFF) return NULL;
-                p += 6;
-            } else if (v >= 0xDC00 && v <= 0xDFFF) {
-                return NULL;
-            }
-            break;
-        }
-        default:
-            return NULL;
-        }
-        run = p;
+        if (c == '\\') p = count_escape(q, end, lit, &lines, &matched);
+        else if (c >= 0x80) p = utf8_seq(q, end);
+        else return NULL;
+        if (!p) return NULL;
     }
 }
 

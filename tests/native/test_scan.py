@@ -179,6 +179,51 @@ def test_msgspec_written_records_match_the_decoding_oracle(recs, data):
         assert g == want or (g == -1 and not fast_expected(rec)), (line, lit, g, want)
 
 
+LONG = st.lists(st.sampled_from(["the ", "th", "e", "abc", "x" * 20, " " * 7, "\n", "\n\n",
+                                  "\t", "\"", "\\", "/", "\\n", "é", "\x01", "n", "tn"]),
+                max_size=120).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(
+    st.builds(UserPrompt, turn=ints, text=LONG),
+    st.builds(ToolResults, results=st.lists(st.builds(ToolResult, tool_use_id=words, content=LONG),
+                                            max_size=3)),
+    st.builds(AssistantMessage, turn=ints, blocks=st.lists(st.builds(Text, LONG), max_size=3),
+              stop_reason=opt, model=opt, usage=usages)), min_size=1, max_size=6),
+    st.sampled_from(["the", "t", "e", "n", "th", "he", "x" * 20, "xx", "the x", "abc", "e t",
+                     "  ", "tn", "ntn", "/", "c/"]), st.booleans())
+def test_long_texts_take_the_window_path(recs, lit, foreign):
+    """Texts of hundreds of bytes, mostly plain with one-character escapes: the 64-byte window
+    path (masks only) and its fallback at backslash pairs, non-ASCII and controls."""
+    lines = [_foreign(msgspec.json.decode(encode(r)), 1) if foreign else encode(r) for r in recs]
+    got = scan(lines, lit)
+    for line, g in zip(lines, got):
+        want = oracle(line, lit)
+        assert g == want or (g == -1 and foreign), (line, lit, g, want)
+
+
+@pytest.mark.parametrize("piece", ["\nthe", "the\n", "\"the", "\\the", "\\\\nthe", "\tthe",
+                                   "é\nthe", "\u2028the\n"])
+def test_every_offset_of_an_escape_in_a_window(piece):
+    """Each escape at every offset of the 64-byte windows (a backslash last in a window, its
+    letter in the next) against the oracle; raw controls and bad UTF-8 there are uncertain."""
+    for k in range(0, 140):
+        text = "x" * k + piece + "y the" * 30
+        for rec in (UserPrompt(turn=1, text=text), ToolResults(results=[
+                ToolResult(tool_use_id="a", content=text), ToolResult(tool_use_id="b",
+                                                                      content=text[::-1])])):
+            line = encode(rec)
+            for lit in ("the", "n", "nthe", "e\"", "y"):
+                if "\"" in lit:
+                    continue
+                assert one(line, lit) == oracle(line, lit), (k, lit, line)
+        raw = encode(UserPrompt(turn=1, text=text))
+        cut = raw.index(b'"text":"') + 8 + k  # where the piece starts
+        for bad in (b"\t", b"\x01", b"\xff", b"\xc3", b"\xed\xa0\x80"):
+            assert one(raw[:cut] + bad + raw[cut:], "the") == -1, (k, bad)
+
+
 def _foreign(obj, style: int) -> bytes:
     """The same record as another writer might put it: keys sorted (``t`` and ``type`` late),
     spaces between tokens, every non-ASCII or every character escaped."""
