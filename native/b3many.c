@@ -76,7 +76,9 @@ typedef struct {
   uintptr_t cur, end; /* the current record's remaining lines */
 } prefetch_t;
 
-#define PREFETCH_LINES 20 /* per kernel step; a 16-lane step consumes 16 blocks */
+#ifndef PREFETCH_LINES
+#define PREFETCH_LINES 21 /* per 16-lane kernel step, which consumes 16 blocks */
+#endif
 
 static inline void prefetch_some(prefetch_t *pf, int lines) {
   while (lines > 0) {
@@ -151,15 +153,24 @@ static void kernel_portable(const job_t *jobs, size_t n, prefetch_t *pf) {
   } while (0)
 
 /* Written out so every message index is a constant and m[] can stay in registers. */
-#define ROUNDS7(V, M, ...)                                                                   \
+/* PF runs between rounds: prefetches spread over the step keep the fill buffers from
+ * filling up (a burst of them stalls). */
+#define ROUNDS7(V, M, PF, ...)                                                               \
   do {                                                                                       \
     ROUND(V, M, 0, __VA_ARGS__);                                                             \
+    PF;                                                                                      \
     ROUND(V, M, 1, __VA_ARGS__);                                                             \
+    PF;                                                                                      \
     ROUND(V, M, 2, __VA_ARGS__);                                                             \
+    PF;                                                                                      \
     ROUND(V, M, 3, __VA_ARGS__);                                                             \
+    PF;                                                                                      \
     ROUND(V, M, 4, __VA_ARGS__);                                                             \
+    PF;                                                                                      \
     ROUND(V, M, 5, __VA_ARGS__);                                                             \
+    PF;                                                                                      \
     ROUND(V, M, 6, __VA_ARGS__);                                                             \
+    PF;                                                                                      \
   } while (0)
 
 /* --- AVX-512: 16 lanes */
@@ -226,7 +237,6 @@ T512 static void kernel16(const job_t *jobs, size_t n, prefetch_t *pf) {
       m[i] = _mm512_loadu_si512(p);
       _mm_prefetch((const char *)p + 256, _MM_HINT_T0);
     }
-    prefetch_some(pf, PREFETCH_LINES);
     transpose16(m);
     const __m512i sv = _mm512_set1_epi32((int)s);
     const __mmask16 active = _mm512_cmplt_epu32_mask(sv, nbv);
@@ -240,7 +250,7 @@ T512 static void kernel16(const job_t *jobs, size_t n, prefetch_t *pf) {
         ctrv, _mm512_setzero_si512(),
         _mm512_mask_mov_epi32(_mm512_set1_epi32(BLOCK_LEN), is_last, llv), flags,
     };
-    ROUNDS7(v, m, A512, X512, R512_16, R512_12, R512_8, R512_7);
+    ROUNDS7(v, m, prefetch_some(pf, PREFETCH_LINES / 7), A512, X512, R512_16, R512_12, R512_8, R512_7);
     for (int k = 0; k < 8; k++) h[k] = _mm512_mask_xor_epi32(h[k], active, v[k], v[k + 8]);
   }
   __m512i o[16];
@@ -314,7 +324,6 @@ T256 static void kernel8(const job_t *jobs, size_t n, prefetch_t *pf) {
       m[8 + i] = _mm256_loadu_si256((const __m256i *)(p + 32));
       _mm_prefetch((const char *)p + 256, _MM_HINT_T0);
     }
-    prefetch_some(pf, PREFETCH_LINES / 2);
     transpose8(m);
     transpose8(m + 8);
     /* nb <= 16, so signed compares are exact */
@@ -330,7 +339,7 @@ T256 static void kernel8(const job_t *jobs, size_t n, prefetch_t *pf) {
         ctrv, _mm256_setzero_si256(),
         _mm256_blendv_epi8(_mm256_set1_epi32(BLOCK_LEN), llv, is_last), flags,
     };
-    ROUNDS7(v, m, A256, X256, R256_16, R256_12, R256_8, R256_7);
+    ROUNDS7(v, m, prefetch_some(pf, PREFETCH_LINES / 14 + 1), A256, X256, R256_16, R256_12, R256_8, R256_7);
     for (int k = 0; k < 8; k++)
       h[k] = _mm256_blendv_epi8(h[k], _mm256_xor_si256(v[k], v[k + 8]), active);
   }
@@ -609,6 +618,7 @@ static scratch_t *scratch_new(void) {
 /* ---------------------------------------------------------------- module functions */
 
 static const char HEX[] = "0123456789abcdef";
+static uint16_t HEX2[256]; /* byte -> its two hex digits, as stored in memory */
 
 static PyObject *digest_many(PyObject *self, PyObject *args) {
   PyObject *buf, *offs, *lens;
@@ -636,10 +646,7 @@ static PyObject *digest_many(PyObject *self, PyObject *args) {
       goto done;
     }
     Py_UCS1 *d = PyUnicode_1BYTE_DATA(s);
-    for (int k = 0; k < 8; k++) {
-      d[2 * k] = (Py_UCS1)HEX[dig[i][k] >> 4];
-      d[2 * k + 1] = (Py_UCS1)HEX[dig[i][k] & 15];
-    }
+    for (int k = 0; k < 8; k++) memcpy(d + 2 * k, &HEX2[dig[i][k]], 2);
     PyList_SET_ITEM(result, (Py_ssize_t)i, s);
   }
 done:
@@ -649,24 +656,21 @@ done:
   return result;
 }
 
-static int hexval(Py_UCS4 c) {
-  if (c >= '0' && c <= '9') return (int)(c - '0');
-  if (c >= 'a' && c <= 'f') return (int)(c - 'a' + 10);
-  return -1;
-}
+static int8_t UNHEX[256]; /* lowercase hex digit -> value, anything else -1 */
 
-/* 16 lowercase hex digits, exactly as digest_many writes them; anything else is -1. */
+/* 16 lowercase hex digits, exactly as digest_many writes them; anything else is -1. A
+ * non-ASCII str cannot be hex digits. */
 static int parse_expected(PyObject *o, uint8_t out[8]) {
-  if (!PyUnicode_Check(o) || PyUnicode_GET_LENGTH(o) != 16) return -1;
-  int kind = PyUnicode_KIND(o);
-  const void *data = PyUnicode_DATA(o);
+  if (!PyUnicode_Check(o) || !PyUnicode_IS_COMPACT_ASCII(o) || PyUnicode_GET_LENGTH(o) != 16)
+    return -1;
+  const uint8_t *d = PyUnicode_1BYTE_DATA(o);
+  int bad = 0;
   for (int k = 0; k < 8; k++) {
-    int hi = hexval(PyUnicode_READ(kind, data, 2 * k));
-    int lo = hexval(PyUnicode_READ(kind, data, 2 * k + 1));
-    if (hi < 0 || lo < 0) return -1;
+    int hi = UNHEX[d[2 * k]], lo = UNHEX[d[2 * k + 1]];
+    bad |= hi | lo;
     out[k] = (uint8_t)(hi << 4 | lo);
   }
-  return 0;
+  return bad < 0 ? -1 : 0;
 }
 
 static PyObject *verify_many(PyObject *self, PyObject *args) {
@@ -845,6 +849,11 @@ static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_b3many",
 
 PyMODINIT_FUNC PyInit__b3many(void) {
   choose_kernel(NULL);
+  for (int b = 0; b < 256; b++) {
+    uint8_t two[2] = {(uint8_t)HEX[b >> 4], (uint8_t)HEX[b & 15]};
+    memcpy(&HEX2[b], two, 2);
+    UNHEX[b] = (int8_t)(b >= '0' && b <= '9' ? b - '0' : b >= 'a' && b <= 'f' ? b - 'a' + 10 : -1);
+  }
   if (!g_array_type) {
     PyObject *array = PyImport_ImportModule("array");
     if (!array) return NULL;
