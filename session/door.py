@@ -29,6 +29,7 @@ import gc
 import heapq
 import itertools
 import operator
+import sys
 import time
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
@@ -41,6 +42,7 @@ import regex
 from .constants import GREP_HITS, GREP_LINE_BYTES, GREP_TIMEOUT_S
 from .context import Context, Turn, turn_blocks
 from .errors import AncestorUnreadable, LogCorrupt, Refusal, SessionError
+from . import native
 from .log import digest
 from .records import (
     AssistantMessage,
@@ -345,7 +347,56 @@ RARE_BYTE_RANK = 40  # from here on (capitals, rarer punctuation) a byte is wort
 
 def _finder(lit: bytes):
     """``find(buf, start, limit)`` → the next occurrence of ``lit`` or -1, anchored on its rarest
-    byte (a one-byte ``find`` is a memchr, many times faster than a substring search)."""
+    byte (a one-byte ``find`` is a memchr, many times faster than a substring search). A finder
+    serves one window, searched forwards.
+
+    A literal holding a character some writers escape (``/`` as ``\\/``; ``<>&='`` as
+    ``\\u00xx``) is also looked for in its escaped forms, so such a record is decoded too.
+    """
+    forms = _forms(lit)
+    if len(forms) == 1:
+        return _one_finder(lit)
+    finders = [_one_finder(f) for f in forms]
+    nxt = [-2] * len(forms)  # each form's next position: valid for one window (one finder each)
+
+    def find(buf, p: int, limit: int) -> int:
+        best = -1
+        for x, fx in enumerate(finders):
+            q = nxt[x]
+            if q == -2 or (q != -1 and q < p):  # not looked for yet, or already passed
+                q = nxt[x] = fx(buf, p, limit)
+            if q >= 0 and (best < 0 or q < best):
+                best = q
+        return best
+
+    return find
+
+
+ESCAPED_BY_SOME = {"/": (b"\\/",), **{c: (b"\\u%04x" % ord(c), b"\\u%04X" % ord(c))
+                                       for c in "<>&='"}}
+"""Printable characters some JSON writers escape (``/`` in PHP; ``<>&='`` in HTML-safe Go and
+Gson output). msgspec escapes none of them; a writer escapes such a character everywhere or
+nowhere (decision 0206)."""
+
+
+def _forms(lit: bytes) -> list[bytes]:
+    """The literal as a writer may have encoded it: raw, and with every escape-prone character
+    escaped in each of the ways writers do."""
+    text = lit.decode("ascii")
+    prone = [c for c in dict.fromkeys(text) if c in ESCAPED_BY_SOME]
+    if not prone:
+        return [lit]
+    forms = {lit}
+    for variant in range(2):
+        enc = lit
+        for c in prone:
+            alts = ESCAPED_BY_SOME[c]
+            enc = enc.replace(c.encode(), alts[min(variant, len(alts) - 1)])
+        forms.add(enc)
+    return sorted(forms)
+
+
+def _one_finder(lit: bytes):
     r = max(range(len(lit)), key=lambda i: _BYTE_RANK.get(lit[i], 0))
     if len(lit) == 1 or _BYTE_RANK.get(lit[r], 0) < RARE_BYTE_RANK:
         # every byte is common: memchr would stop too often; a substring search is faster
@@ -568,7 +619,8 @@ def grep_wants(root: Path, wants: Sequence[Want], pattern: str, *,
                     if key is not None and spans is not None:
                         _memo["spans"][key] = spans
             if spans is not None:
-                _scan_file(f, source, idxs, spans, wants, m, hits)
+                flat = _Flat(wants, idxs, _memo["flat"] if key is not None else None, key)
+                _scan_file(f, source, idxs, spans, wants, m, hits, flat)
             else:
                 _grep_file(f, source, _in_locus_order(wants, idxs), wants, m, hits)
     return hits.answer()
@@ -589,7 +641,8 @@ def _cache(ctx: Context) -> dict:
             n += 1
         with _no_gc():
             prefix = [(t.id, t.source, t.loci) for t in ctx.turns[:n]]
-        c = ctx.memo["door"] = {"n": n, "prefix": prefix, "spans": {}, "own": ctx.source}
+        c = ctx.memo["door"] = {"n": n, "prefix": prefix, "spans": {}, "flat": {},
+                                "own": ctx.source}
     return c
 
 
@@ -654,61 +707,234 @@ def _read_window(f, buf: bytearray, start: int, need: int, pos: int):
 
 
 def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want], m: _Matcher,
-               hits: _Hits) -> None:
+               hits: _Hits, flat: "_Flat | None" = None) -> None:
     """The raw-literal pass: find the literal in a fixed buffer; decode only records holding it.
 
     Work per turn is a bisection done only where the literal occurs, so a rare literal costs
-    about one ``bytes.find`` over the file.
+    about one ``bytes.find`` over the file. Once the kept hits are full and the literal is
+    common, a pure literal is counted in bulk instead (``_count_window``).
     """
     starts, ends = spans
     n = len(idxs)
     lit = m.raw
     assert lit is not None
     L = len(lit)
-    find = _finder(lit)
-    buf = bytearray(CHUNK)
+    bufs = [bytearray(CHUNK), bytearray(CHUNK)]  # two, so one is read while the other is counted
+    pending: list[_Counting | None] = [None, None]
+    slot = 0
     seq = 0
     pos = -1
     i = 0
-    while i < n:
-        start = starts[i]
-        k = bisect.bisect_right(ends, start + len(buf), i + 1, n) if i + 1 < n else n
-        k = max(k, i + 1)
-        need = ends[k - 1] - start
-        buf, mv, got = _read_window(f, buf, start, need, pos)
-        pos = start + got
-        limit = got
-        p = find(buf, 0, limit)
-        while p >= 0:
-            at = start + p
-            j = bisect.bisect_right(starts, at, i, k) - 1
-            nxt = -1
-            if j >= i and at < ends[j]:
-                wi = idxs[j]
-                for ri, (off, length, want) in enumerate(wants[wi][2]):
-                    if off <= at < off + length:
-                        if at + L <= off + length:
-                            if off + length > pos:
-                                _check(source, off, length, want, b"")  # the file ends early
-                            raw = mv[off - start:off - start + length]
-                            _check(source, off, length, want, raw)
-                            seq = _grep_record(raw, source, off, wi, ri, seq, wants, m, hits)
-                        nxt = off + length - start
-                        break
-            if nxt < 0:  # not inside a wanted record: skip this line
-                nl = buf.find(b"\n", p, limit)
-                if nl < 0:
+    bulk = flat is not None and m.pure and native.count_literal is not None
+    dense = True  # was the last window's literal common enough to count in bulk
+    try:
+        while i < n:
+            slot ^= 1
+            c, pending[slot] = pending[slot], None
+            if c is not None:  # its buffer is about to be read into again
+                dense = c.finish()
+            buf = bufs[slot]
+            start = starts[i]
+            k = bisect.bisect_right(ends, start + len(buf), i + 1, n) if i + 1 < n else n
+            k = max(k, i + 1)
+            need = ends[k - 1] - start
+            buf, mv, got = _read_window(f, buf, start, need, pos)
+            bufs[slot] = buf
+            pos = start + got
+            if bulk and dense and got == need and hits.worst is not None and \
+                    (idxs[i], 0) > hits.worst[:2]:
+                assert flat is not None
+                pending[slot] = _Counting(mv, start, i, k, flat, source, wants, idxs, m, hits)
+                i = k
+                continue
+            seq, found = _find_window(buf, mv, start, got, need, pos, i, k, lit, L, starts, ends,
+                                      source, idxs, wants, m, hits, seq)
+            mv.release()
+            if bulk and hits.worst is not None:
+                dense = found * DENSE >= flat.records(i, k)  # type: ignore[union-attr]
+            i = k
+    finally:
+        # the older first, so that a refusal names the earlier record; after a refusal the
+        # rest is only waited for (a helper must not outlive the buffers it reads)
+        failed = sys.exc_info()[0] is not None
+        for x in (slot ^ 1, slot):
+            c, pending[x] = pending[x], None
+            if c is not None:
+                if failed:
+                    c.abandon()
+                else:
+                    c.finish()
+
+
+def _find_window(buf, mv, start: int, got: int, need: int, pos: int, i: int, k: int, lit: bytes,
+                 L: int, starts, ends, source: str, idxs: Sequence[int], wants: Sequence[Want],
+                 m: _Matcher, hits: _Hits, seq: int) -> tuple[int, int]:
+    """One window by finding the literal: only the records holding it are checked and decoded.
+    Answers the hit sequence number and how many records held the literal."""
+    limit = got
+    found = 0
+    find = _finder(lit)
+    p = find(buf, 0, limit)
+    while p >= 0:
+        at = start + p
+        j = bisect.bisect_right(starts, at, i, k) - 1
+        nxt = -1
+        if j >= i and at < ends[j]:
+            wi = idxs[j]
+            for ri, (off, length, want) in enumerate(wants[wi][2]):
+                if off <= at < off + length:
+                    if at + L <= off + length:
+                        if off + length > pos:
+                            _check(source, off, length, want, b"")  # the file ends early
+                        raw = mv[off - start:off - start + length]
+                        _check(source, off, length, want, raw)
+                        seq = _grep_record(raw, source, off, wi, ri, seq, wants, m, hits)
+                        found += 1
+                    nxt = off + length - start
                     break
-                nxt = nl + 1
-            p = find(buf, nxt, limit)
-        if got < need:
-            for j in range(i, k):
-                wi = idxs[j]
-                for off, length, want in wants[wi][2]:
-                    if off + length > pos:
-                        _check(source, off, length, want, b"")
-        mv.release()
-        i = k
+        if nxt < 0:  # not inside a wanted record: skip this line
+            nl = buf.find(b"\n", p, limit)
+            if nl < 0:
+                break
+            nxt = nl + 1
+        p = find(buf, nxt, limit)
+    if got < need:
+        for j in range(i, k):
+            wi = idxs[j]
+            for off, length, want in wants[wi][2]:
+                if off + length > pos:
+                    _check(source, off, length, want, b"")
+    return seq, found
+
+
+_HELPER: list = []
+
+
+def _helper():
+    """One worker thread for the door's native calls that run beside the caller's."""
+    if not _HELPER:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _HELPER.append(ThreadPoolExecutor(1, thread_name_prefix="mnemon-door"))
+    return _HELPER[0]
+
+
+DENSE = 8
+"""Count a window in bulk when at least one record in DENSE holds the literal: below that,
+finding the few records that do is cheaper than scanning every record."""
+
+
+class _Flat:
+    """One source's wanted records as flat arrays — offsets, lengths, digests, and where each
+    turn's records begin — for the native bulk count. Built on first use; an inherited source's
+    (which never changes) is kept in the table's memo between greps."""
+
+    def __init__(self, wants: Sequence[Want], idxs: Sequence[int], memo: dict | None, key):
+        self.wants, self.idxs, self.memo, self.key = wants, idxs, memo, key
+        self._arrays: tuple | None = None
+
+    def arrays(self) -> tuple | None:
+        if self._arrays is None:
+            got = self.memo.get(self.key) if self.memo is not None else None
+            if got is None:
+                got = self._build()
+                if self.memo is not None:
+                    self.memo[self.key] = got
+            self._arrays = got
+        return self._arrays or None
+
+    def _build(self) -> tuple:
+        idxs, wants = self.idxs, self.wants
+        sel = wants[idxs.start:idxs.stop] if isinstance(idxs, range) else [wants[i] for i in idxs]
+        with _no_gc():
+            loci = list(itertools.chain.from_iterable(w[2] for w in sel))
+            offs = array("q", [lo[0] for lo in loci])
+            lens = array("q", [lo[1] for lo in loci])
+            digs = [lo[2] for lo in loci]
+            first = array("q", itertools.accumulate((len(w[2]) for w in sel), initial=0))
+        # every record after the previous one ends: then each lies inside its turn's span
+        if not all(map(operator.le, map(operator.add, offs[:-1], lens[:-1]), offs[1:])):
+            return ()  # records out of order (a foreign file): no bulk count
+        return offs, lens, digs, first
+
+    def records(self, i: int, k: int) -> int:
+        a = self.arrays()
+        return 1 if a is None else int(a[3][k] - a[3][i])
+
+
+HEAD_SHARE = 0.45
+"""The share of a bulk window's bytes the caller counts itself; the helper thread checks every
+digest (the cheaper pass) and counts the rest, so both cores finish together."""
+
+
+class _Counting:
+    """A pure literal counted over one window's records in bulk, all past the kept hits.
+
+    Every record is digest-checked and counted on its raw bytes in C (``session.native``), the
+    GIL released: the caller counts the head of the window while the helper thread checks the
+    digests and counts the tail. ``finish`` waits for the helper, adds the counts, decodes any
+    record the counter was not certain of, and refuses a record whose digest does not match.
+    """
+
+    def __init__(self, mv, start: int, i: int, k: int, flat: _Flat, source: str,
+                 wants: Sequence[Want], idxs: Sequence[int], m: _Matcher, hits: _Hits):
+        a = flat.arrays()
+        assert a is not None
+        offs, lens, digs, first = a
+        r0, r1 = first[i], first[k]
+        rel = array("q", [o - start for o in offs[r0:r1]])
+        ln = lens[r0:r1]
+        cut = bisect.bisect_left(rel, int(rel[-1] * HEAD_SHARE)) if rel else 0
+        self.args = (mv, start, i, k, r0, rel, ln, digs, first, source, wants, idxs, m, hits)
+        self.tail = _helper().submit(_check_and_count, mv, rel, ln, digs[r0:r1], cut, m.raw)
+        try:
+            self.head = native.count_literal(mv, rel[:cut], ln[:cut], m.raw)
+        except BaseException:
+            self.tail.result()
+            mv.release()
+            raise
+
+    def finish(self) -> bool:
+        """Answers whether the literal was common in this window (stay in bulk). Once only:
+        a second call (cleaning up after a refusal) does nothing."""
+        if self.args is None:
+            return True
+        mv, start, i, k, r0, rel, ln, digs, first, source, wants, idxs, m, hits = self.args
+        self.args = None
+        try:
+            bad, tail = self.tail.result()
+            if bad >= 0:
+                o = rel[bad]
+                _check(source, o + start, ln[bad], digs[r0 + bad], mv[o:o + ln[bad]])
+            counts = self.head + tail
+            unsure = counts.count(-1)
+            hits.total += sum(counts) + unsure
+            if unsure:
+                for x in range(len(counts)):
+                    if counts[x] < 0:
+                        r = r0 + x
+                        j = bisect.bisect_right(first, r, i, k + 1) - 1
+                        o = rel[x]
+                        _grep_record(mv[o:o + ln[x]], source, o + start, idxs[j], r - first[j],
+                                     0, wants, m, hits)
+            return (len(counts) - counts.count(0)) * DENSE >= len(counts)
+        finally:
+            mv.release()
+
+    def abandon(self) -> None:
+        """Wait for the helper and drop the window (the grep is already refused)."""
+        if self.args is not None:
+            self.tail.exception()
+            self.args[0].release()
+            self.args = None
+
+
+def _check_and_count(mv, rel, ln, digs, cut: int, lit: bytes) -> tuple[int, array]:
+    """The helper's part of a bulk window: every digest, then the tail's counts."""
+    bad = native.verify_many(mv, rel, ln, digs)
+    if bad >= 0:
+        return bad, array("q")
+    return -1, native.count_literal(mv, rel[cut:], ln[cut:], lit)
 
 
 def _grep_record(raw, source: str, off: int, wi: int, ri: int, seq: int,
@@ -790,10 +1016,10 @@ def _grep_file(f, source: str, entries: Iterator[tuple], wants: Sequence[Want], 
 
 def _candidates(buf: bytearray, start: int, limit: int, lit: bytes, window: list[tuple]
                 ) -> list[tuple]:
-    """Entries of the window whose raw bytes contain the literal (found with ``bytes.find``)."""
+    """Entries of the window whose raw bytes contain the literal (in any of its forms)."""
     out: list[tuple] = []
-    find = buf.find
-    p = find(lit, 0, limit)
+    lf = _finder(lit)
+    p = lf(buf, 0, limit)
     if p < 0:
         return out
     offs = [e[0] - start for e in window]
@@ -806,13 +1032,13 @@ def _candidates(buf: bytearray, start: int, limit: int, lit: bytes, window: list
             if p < eend:
                 if p + L <= eend:
                     out.append(e)
-                p = find(lit, eend, limit)  # the rest of this record cannot add a candidate
+                p = lf(buf, eend, limit)  # the rest of this record cannot add a candidate
                 continue
         # between wanted records (a forensic record, another turn's line): skip that line
-        nl = find(b"\n", p, limit)
+        nl = buf.find(b"\n", p, limit)
         if nl < 0:
             break
-        p = find(lit, nl + 1, limit)
+        p = lf(buf, nl + 1, limit)
     return out
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import blake3 as _blake3
 
-__all__ = ["AVAILABLE", "digest_many", "verify_many", "split_lines"]
+__all__ = ["AVAILABLE", "digest_many", "verify_many", "split_lines", "count_literal"]
 
 
 def _ranges(buf, offsets, lengths) -> tuple[memoryview, list[int], list[int]]:
@@ -99,3 +99,14 @@ else:
     digest_many = py_digest_many
     verify_many = py_verify_many
     split_lines = py_split_lines
+
+
+# the grep counter (``native/scan.c``): per record, the lines of its searchable text that hold a
+# literal, counted on the raw JSON, or -1 where the raw bytes may not map one-to-one onto the
+# decoded text. No pure-Python twin: without it the door decodes every record (the same answer).
+count_literal = None
+if os.environ.get("MNEMON_NO_NATIVE") != "1":
+    try:
+        from ._scan import count_literal
+    except ImportError:  # not built (the extension is optional)
+        count_literal = None

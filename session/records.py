@@ -4,6 +4,9 @@ The tag field is ``t`` and the tag is the class name. Protocol records act on th
 forensic records are durable evidence folded into nothing. Optional fields are omitted when unset,
 so a file written by us stays byte-for-byte in the documented shape; fields the format shows as
 ``null`` are required and always written.
+
+Records are plain data and can hold no reference cycle, so they are not tracked by the cyclic
+garbage collector (``gc=False``): a table of a million records costs collections nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from msgspec import Struct
 # --------------------------------------------------------------------------- blocks
 
 
-class Usage(Struct, kw_only=True, omit_defaults=False):
+class Usage(Struct, gc=False, kw_only=True, omit_defaults=False):
     """Token usage of one response; ``input_tokens`` counts only uncached input."""
 
     input_tokens: int = 0
@@ -37,22 +40,22 @@ class Usage(Struct, kw_only=True, omit_defaults=False):
         )
 
 
-class Text(Struct, tag="text", tag_field="type", frozen=True):
+class Text(Struct, gc=False, tag="text", tag_field="type", frozen=True):
     text: str
 
 
-class Thinking(Struct, tag="thinking", tag_field="type", frozen=True):
+class Thinking(Struct, gc=False, tag="thinking", tag_field="type", frozen=True):
     text: str
     signature: str | None = None
 
 
-class ToolUse(Struct, tag="tool_use", tag_field="type", frozen=True):
+class ToolUse(Struct, gc=False, tag="tool_use", tag_field="type", frozen=True):
     id: str
     name: str
     input: Any  # a JSON object as recorded; a string when the provider cut it mid-JSON
 
 
-class Opaque(Struct, tag="opaque", tag_field="type", frozen=True):
+class Opaque(Struct, gc=False, tag="opaque", tag_field="type", frozen=True):
     """A provider's block with no shape of ours, kept verbatim and passed back to that provider."""
 
     provider: str
@@ -62,7 +65,7 @@ class Opaque(Struct, tag="opaque", tag_field="type", frozen=True):
 Block = Union[Text, Thinking, ToolUse, Opaque]
 
 
-class ToolResult(Struct, kw_only=True, frozen=True):
+class ToolResult(Struct, gc=False, kw_only=True, frozen=True):
     tool_use_id: str
     content: str
     is_error: bool = False
@@ -77,20 +80,20 @@ Held = Literal["resident", "evicted", "withdrawn", "swept"]
 By = Literal["model", "harness"]
 
 
-class Pointer(Struct, frozen=True):
+class Pointer(Struct, gc=False, frozen=True):
     """A log file (relative to the run root) and one Locus per record."""
 
     source: str
     loci: list[Locus]
 
 
-class Residue(Struct, frozen=True):
+class Residue(Struct, gc=False, frozen=True):
     span: tuple[int, int]
     note: str | None = None
     by: By = "harness"
 
 
-class Row(Struct, kw_only=True, frozen=True, omit_defaults=True):
+class Row(Struct, gc=False, kw_only=True, frozen=True, omit_defaults=True):
     id: int
     role: Literal["user", "assistant"]
     label: str
@@ -99,7 +102,7 @@ class Row(Struct, kw_only=True, frozen=True, omit_defaults=True):
     swept: list[tuple[int, str]] | None = None
 
 
-class Linked(Struct, frozen=True):
+class Linked(Struct, gc=False, frozen=True):
     row: Row
     at: Pointer
 
@@ -107,7 +110,7 @@ class Linked(Struct, frozen=True):
 # --------------------------------------------------------------------------- protocol records
 
 
-class _R(Struct, tag_field="t", tag=True, kw_only=True, frozen=True, omit_defaults=True):
+class _R(Struct, gc=False, tag_field="t", tag=True, kw_only=True, frozen=True, omit_defaults=True):
     pass
 
 

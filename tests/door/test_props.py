@@ -6,6 +6,7 @@ import json
 
 import hypothesis.strategies as st
 import msgspec
+import pytest
 import regex
 from hypothesis import HealthCheck, given, settings
 
@@ -90,9 +91,9 @@ def test_index_lists_every_turn_once_with_its_held(tmp_path_factory, ops):
 
 # --------------------------------------------------------------------------- the shortcut
 
-ALPHA = "ab c.x\"\\\n\té—\u2028\x01(|)*+?[]{}^$1"
+ALPHA = "ab c.x\"\\\n\té—\u2028\x01(|)*+?[]{}^$1/<&="
 TEXT = st.text(alphabet=ALPHA, max_size=30)
-LIT = st.text(alphabet="abcx. \"\\é1-", min_size=1, max_size=4)
+LIT = st.text(alphabet="abcx. \"\\é1-/<&=", min_size=1, max_size=4)
 
 
 @st.composite
@@ -130,12 +131,19 @@ def logs(draw):
     return recs
 
 
-def write_log(path, recs, escape: list[bool]):
+HTML_SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", ord("="): "\\u003D"}
+
+
+def write_log(path, recs, escape: list[int]):
     lines = [encode(SessionStarted(agent="a1"))]
     for rec, esc in zip(recs, escape):
-        if esc:  # another writer: every non-ASCII character \\u-escaped
+        if esc == 1:  # another writer: every non-ASCII character \\u-escaped
             lines.append(json.dumps(msgspec.json.decode(encode(rec)), ensure_ascii=True,
                                     separators=(",", ":")).encode())
+        elif esc == 2:  # a PHP-like writer: every "/" escaped
+            lines.append(encode(rec).replace(b"/", b"\\/"))
+        elif esc == 3:  # an HTML-safe writer (Go, Gson): <>&= as \\u escapes
+            lines.append(encode(rec).decode().translate(HTML_SAFE).encode())
         else:
             lines.append(encode(rec))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +180,7 @@ def _reference(recs, pattern):
 @given(recs=logs(), data=st.data())
 def test_shortcut_gives_the_same_answer(tmp_path_factory, recs, data):
     root = create_run_root(tmp_path_factory.mktemp("sc") / "run", "tests")
-    escape = data.draw(st.lists(st.booleans(), min_size=len(recs), max_size=len(recs)))
+    escape = data.draw(st.lists(st.integers(0, 3), min_size=len(recs), max_size=len(recs)))
     write_log(root / "agents" / "a1" / "record.jsonl", recs, escape)
     door, _ = Door.open(root / "agents" / "a1")
     for _ in range(8):
@@ -198,3 +206,18 @@ def test_required_literal():
     assert _Matcher("needle", 5, True).raw == b"needle"
     assert _Matcher('say "hi"', 5, True).raw is None  # JSON escapes the quote: decode instead
     assert _Matcher("café", 5, True).raw is None  # a writer may \\u-escape it: decode instead
+
+
+@pytest.mark.parametrize("esc", [0, 1, 2, 3])
+def test_escape_prone_characters_are_found_in_every_writers_form(tmp_path, esc):
+    """``/`` written as ``\\/`` (PHP) and ``<>&=`` as ``\\u`` escapes (Go, Gson) still match."""
+    root = create_run_root(tmp_path / "run", "tests")
+    recs = [UserPrompt(turn=1, text="see src/a.py\nif x<y && z=1 then"),
+            Steering(text="path a/b/c"),
+            UserPrompt(turn=2, text="q='it' & <b>")]
+    write_log(root / "agents" / "a1" / "record.jsonl", recs, [esc] * len(recs))
+    door, _ = Door.open(root / "agents" / "a1")
+    for pattern in ["/", "src/a", "a/b/c", "<", "x<y", "&&", "z=1", "<b>", "'it'", "& <"]:
+        fast, slow = _grep(door, pattern, True), _grep(door, pattern, False)
+        assert fast == slow, (pattern, esc)
+        assert fast["total"] == _reference(recs, pattern) >= 1, (pattern, esc)
