@@ -1006,6 +1006,153 @@ out:
     return ret;
 }
 
+
+/* ------------------------------------------------------------------ find_all */
+
+typedef struct {
+    const u8 *s;
+    size_t n, anchor;
+    int64_t *pos;
+    Py_ssize_t got;
+    int truncated;
+} Needle;
+
+/* Every start of the needle in [lo, hi), found through memchr on its anchor byte (the caller
+ * picks the rarest), at most `cap` of them. */
+static void needle_scan(Needle *nd, const u8 *base, size_t lo, size_t hi, Py_ssize_t cap) {
+    const u8 *s = nd->s;
+    size_t n = nd->n, r = nd->anchor;
+    nd->got = 0;
+    nd->truncated = 0;
+    if (hi < lo || hi - lo < n) return;
+    const u8 *p = base + lo + r, *last = base + hi - n + r; /* anchor positions allowed */
+    u8 c = s[r];
+    while (p <= last) {
+        const u8 *q = memchr(p, c, (size_t)(last - p) + 1);
+        if (!q) break;
+        const u8 *st = q - r;
+        if (memcmp(st, s, n) == 0) {
+            if (nd->got == cap) {
+                nd->truncated = 1;
+                break;
+            }
+            nd->pos[nd->got++] = (int64_t)(st - base);
+        }
+        p = q + 1;
+    }
+}
+
+static PyObject *find_all(PyObject *self, PyObject *args) {
+    PyObject *bufo, *needles_o, *anchors_o;
+    Py_ssize_t start, end, cap;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnnOOn:find_all", &bufo, &start, &end, &needles_o, &anchors_o,
+                          &cap))
+        return NULL;
+    Py_buffer buf;
+    if (PyObject_GetBuffer(bufo, &buf, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *ret = NULL, *seq = NULL, *aseq = NULL, *bytes = NULL;
+    Needle *nds = NULL;
+    Py_ssize_t k = 0;
+    if (start < 0 || end < start || end > buf.len) {
+        PyErr_Format(PyExc_ValueError, "[%zd, %zd) is outside the buffer of %zd bytes", start,
+                     end, buf.len);
+        goto out;
+    }
+    if (cap < 1) {
+        PyErr_SetString(PyExc_ValueError, "max_hits must be at least 1");
+        goto out;
+    }
+    if (!(seq = PySequence_Fast(needles_o, "needles must be a sequence of bytes"))) goto out;
+    if (!(aseq = PySequence_Fast(anchors_o, "anchors must be a sequence of ints"))) goto out;
+    k = PySequence_Fast_GET_SIZE(seq);
+    if (k < 1 || PySequence_Fast_GET_SIZE(aseq) != k) {
+        PyErr_SetString(PyExc_ValueError, "one anchor for each of at least one needle");
+        goto out;
+    }
+    nds = PyMem_Calloc((size_t)k, sizeof(Needle));
+    if (!nds) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *nb = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyBytes_Check(nb) || PyBytes_GET_SIZE(nb) == 0) {
+            PyErr_SetString(PyExc_ValueError, "a needle is non-empty bytes");
+            goto out;
+        }
+        Py_ssize_t a = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(aseq, i));
+        if (a == -1 && PyErr_Occurred()) goto out;
+        if (a < 0 || a >= PyBytes_GET_SIZE(nb)) {
+            PyErr_SetString(PyExc_ValueError, "an anchor lies outside its needle");
+            goto out;
+        }
+        nds[i].s = (const u8 *)PyBytes_AS_STRING(nb);
+        nds[i].n = (size_t)PyBytes_GET_SIZE(nb);
+        nds[i].anchor = (size_t)a;
+        if (!(nds[i].pos = PyMem_Malloc((size_t)cap * sizeof(int64_t)))) {
+            PyErr_NoMemory();
+            goto out;
+        }
+    }
+    Py_ssize_t total = 0;
+    int64_t cutoff = -1; /* positions above it may be incomplete */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < k; i++) {
+        needle_scan(&nds[i], buf.buf, (size_t)start, (size_t)end, cap);
+        if (nds[i].truncated) {
+            int64_t lastp = nds[i].pos[nds[i].got - 1];
+            if (cutoff < 0 || lastp < cutoff) cutoff = lastp;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < k; i++) total += nds[i].got;
+    if (!(bytes = PyBytes_FromStringAndSize(NULL, total * 8))) goto out;
+    {
+        int64_t *res = (int64_t *)PyBytes_AS_STRING(bytes);
+        Py_ssize_t m = 0;
+        Py_ssize_t *at = PyMem_Calloc((size_t)k, sizeof(Py_ssize_t));
+        if (!at) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        for (;;) { /* k-way merge, duplicates dropped, nothing past the cutoff */
+            int64_t best = -1;
+            for (Py_ssize_t i = 0; i < k; i++)
+                if (at[i] < nds[i].got && (best < 0 || nds[i].pos[at[i]] < best))
+                    best = nds[i].pos[at[i]];
+            if (best < 0 || (cutoff >= 0 && best > cutoff)) break;
+            for (Py_ssize_t i = 0; i < k; i++)
+                if (at[i] < nds[i].got && nds[i].pos[at[i]] == best) at[i]++;
+            res[m++] = best;
+        }
+        PyMem_Free(at);
+        if (_PyBytes_Resize(&bytes, m * 8) < 0) goto out;
+    }
+    {
+        PyObject *arr = PyObject_CallFunction(array_type, "sO", "q", bytes);
+        if (!arr) goto out;
+        ret = Py_BuildValue("(Nn)", arr, (Py_ssize_t)(cutoff < 0 ? -1 : cutoff + 1));
+    }
+out:
+    if (nds)
+        for (Py_ssize_t i = 0; i < k; i++) PyMem_Free(nds[i].pos);
+    PyMem_Free(nds);
+    Py_XDECREF(bytes);
+    Py_XDECREF(seq);
+    Py_XDECREF(aseq);
+    PyBuffer_Release(&buf);
+    return ret;
+}
+
+PyDoc_STRVAR(find_all_doc,
+"find_all(buf, start, end, needles, anchors, max_hits) -> (array('q'), resume)\n\n"
+"Every position in buf[start:end] where one of the needles (non-empty bytes) starts, sorted and\n"
+"without repeats, found by memchr on each needle's anchor byte (anchors[i] indexes needles[i];\n"
+"pick its rarest byte), with the GIL released. At most max_hits per needle: when a needle had\n"
+"more, the answer stops at the last position known complete and resume is where to search\n"
+"again (else -1).");
+
 PyDoc_STRVAR(count_literal_doc,
 "count_literal(buf, offsets, lengths, lit) -> array('q')\n\n"
 "For each record buf[off:off+len] (a record.jsonl line), how many lines of its searchable text\n"
@@ -1015,6 +1162,7 @@ PyDoc_STRVAR(count_literal_doc,
 
 static PyMethodDef methods[] = {
     {"count_literal", count_literal, METH_VARARGS, count_literal_doc},
+    {"find_all", find_all, METH_VARARGS, find_all_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,11 +14,16 @@ Three rules shape the code:
   and reads after releasing it, in a worker thread (``trio.to_thread.run_sync``); the ``regex``
   module is called with ``concurrent=True`` so it releases the GIL while it matches.
 * **An exact shortcut.** ``grep`` extracts a literal every match must contain. When that
-  literal's JSON encoding is its raw bytes (printable ASCII without ``"`` or ``\\``), a line of
-  the file can hold a match only if its raw bytes contain the literal, so the door scans the raw
-  bytes with ``bytes.find`` and decodes only the records that can match. Otherwise it decodes every
-  record. Either way every searched line is matched with the real pattern, so the shortcut never
-  changes an answer (a property test holds the two paths equal).
+  literal's JSON encoding is its raw bytes (printable ASCII without ``"`` or ``\\``; characters
+  some writers escape are also looked for escaped), a line of the file can hold a match only if
+  its raw bytes contain the literal, so the door finds it in the raw bytes (natively, in a helper
+  thread, while the next window is read) and decodes only the records that can match. Otherwise
+  it decodes every record. Either way every searched line is matched with the real pattern, so
+  the shortcut never changes an answer (a property test holds the two paths equal).
+* **A bulk count.** Once the 100 kept hits are full, a pure literal that is common is counted
+  without decoding: each window's records are digest-checked and counted on their raw JSON in C
+  (``session.native``), the work split between the caller and the helper thread; a record the
+  counter is not certain of is decoded.
 """
 
 from __future__ import annotations
@@ -711,28 +716,28 @@ def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want]
     """The raw-literal pass: find the literal in a fixed buffer; decode only records holding it.
 
     Work per turn is a bisection done only where the literal occurs, so a rare literal costs
-    about one ``bytes.find`` over the file. Once the kept hits are full and the literal is
-    common, a pure literal is counted in bulk instead (``_count_window``).
+    about one read of the file. Once the kept hits are full and the literal is common, a pure
+    literal is counted in bulk instead (``_Counting``). Windows are pipelined over two buffers:
+    window w is read while the helper works on window w-1, which is then settled in order.
     """
     starts, ends = spans
     n = len(idxs)
     lit = m.raw
     assert lit is not None
     L = len(lit)
-    bufs = [bytearray(CHUNK), bytearray(CHUNK)]  # two, so one is read while the other is counted
-    pending: list[_Counting | None] = [None, None]
+    forms = _forms(lit)
+    anchors = [_anchor(x) for x in forms]
+    bufs = [bytearray(CHUNK), bytearray(CHUNK)]  # one is read while the other is searched
     slot = 0
     seq = 0
     pos = -1
     i = 0
     bulk = flat is not None and m.pure and native.count_literal is not None
     dense = True  # was the last window's literal common enough to count in bulk
+    prev: _Counting | _Finding | None = None  # the window read before, not yet settled
     try:
         while i < n:
-            slot ^= 1
-            c, pending[slot] = pending[slot], None
-            if c is not None:  # its buffer is about to be read into again
-                dense = c.finish()
+            slot ^= 1  # this buffer's last window was settled an iteration ago
             buf = bufs[slot]
             start = starts[i]
             k = bisect.bisect_right(ends, start + len(buf), i + 1, n) if i + 1 < n else n
@@ -741,39 +746,98 @@ def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want]
             buf, mv, got = _read_window(f, buf, start, need, pos)
             bufs[slot] = buf
             pos = start + got
+            cur: _Counting | _Finding
             if bulk and dense and got == need and hits.worst is not None and \
                     (idxs[i], 0) > hits.worst[:2]:
                 assert flat is not None
-                pending[slot] = _Counting(mv, start, i, k, flat, source, wants, idxs, m, hits)
-                i = k
-                continue
-            seq, found = _find_window(buf, mv, start, got, need, pos, i, k, lit, L, starts, ends,
-                                      source, idxs, wants, m, hits, seq)
-            mv.release()
-            if bulk and hits.worst is not None:
-                dense = found * DENSE >= flat.records(i, k)  # type: ignore[union-attr]
+                cur = _Counting(mv, start, i, k, flat, source, wants, idxs, m, hits)
+            else:
+                cur = _Finding(buf, mv, start, got, need, pos, i, k, forms, anchors)
             i = k
+            if prev is not None:
+                done, prev = prev, None
+                seq, dense = _settle(done, dense, lit, L, starts, ends, source, idxs, wants, m,
+                                     hits, seq, flat)
+            prev = cur
+        if prev is not None:
+            done, prev = prev, None
+            _settle(done, dense, lit, L, starts, ends, source, idxs, wants, m, hits, seq, flat)
     finally:
-        # the older first, so that a refusal names the earlier record; after a refusal the
-        # rest is only waited for (a helper must not outlive the buffers it reads)
-        failed = sys.exc_info()[0] is not None
-        for x in (slot ^ 1, slot):
-            c, pending[x] = pending[x], None
-            if c is not None:
-                if failed:
-                    c.abandon()
-                else:
-                    c.finish()
+        if prev is not None:  # refused: wait for the helper, it must not outlive the buffer
+            prev.abandon()
 
 
-def _find_window(buf, mv, start: int, got: int, need: int, pos: int, i: int, k: int, lit: bytes,
+def _settle(w: "_Counting | _Finding", dense: bool, lit: bytes, L: int, starts, ends,
+            source: str, idxs: Sequence[int], wants: Sequence[Want], m: _Matcher, hits: _Hits,
+            seq: int, flat: "_Flat | None") -> tuple[int, bool]:
+    """Finish a window, in window order: add its count or match its candidates."""
+    if isinstance(w, _Counting):
+        return seq, w.finish()
+    seq, found = w.process(lit, L, starts, ends, source, idxs, wants, m, hits, seq)
+    if flat is not None and hits.worst is not None:
+        dense = found * DENSE >= flat.records(w.i, w.k)
+    return seq, dense
+
+
+def _anchor(lit: bytes) -> int:
+    """The index of the literal's rarest byte (by its rank in JSON-encoded English and code)."""
+    return max(range(len(lit)), key=lambda i: _BYTE_RANK.get(lit[i], 0))
+
+
+class _Finding:
+    """One window searched for the literal's forms: found natively in the helper thread (while
+    the next window is read), or with ``_finder`` when the extension is not built."""
+
+    def __init__(self, buf, mv, start: int, got: int, need: int, pos: int, i: int, k: int,
+                 forms: list[bytes], anchors: list[int]):
+        self.buf, self.mv, self.start, self.got, self.need, self.pos = buf, mv, start, got, need, pos
+        self.i, self.k = i, k
+        self.job = _helper().submit(_positions, mv, got, forms, anchors) \
+            if native.find_all is not None else None
+
+    def process(self, lit: bytes, L: int, starts, ends, source: str, idxs: Sequence[int],
+                wants: Sequence[Want], m: _Matcher, hits: _Hits, seq: int) -> tuple[int, int]:
+        try:
+            if self.job is not None:
+                at = self.job.result()
+                count = len(at)
+
+                def find(buf, q: int, limit: int) -> int:
+                    x = bisect.bisect_left(at, q)
+                    return at[x] if x < count else -1
+            else:
+                find = _finder(lit)
+            return _find_window(self.buf, self.mv, self.start, self.got, self.need, self.pos,
+                                self.i, self.k, find, L, starts, ends, source, idxs, wants, m,
+                                hits, seq)
+        finally:
+            self.mv.release()
+
+    def abandon(self) -> None:
+        if self.job is not None:
+            self.job.exception()
+        self.mv.release()
+
+
+def _positions(mv, limit: int, forms: list[bytes], anchors: list[int]) -> array:
+    """Every start of any form in ``mv[:limit]``, sorted (the helper thread's part)."""
+    out = array("q")
+    at = 0
+    while True:
+        got, resume = native.find_all(mv, at, limit, forms, anchors, 1 << 16)
+        out += got
+        if resume < 0:
+            return out
+        at = resume
+
+
+def _find_window(buf, mv, start: int, got: int, need: int, pos: int, i: int, k: int, find,
                  L: int, starts, ends, source: str, idxs: Sequence[int], wants: Sequence[Want],
                  m: _Matcher, hits: _Hits, seq: int) -> tuple[int, int]:
     """One window by finding the literal: only the records holding it are checked and decoded.
     Answers the hit sequence number and how many records held the literal."""
     limit = got
     found = 0
-    find = _finder(lit)
     p = find(buf, 0, limit)
     while p >= 0:
         at = start + p

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import blake3 as _blake3
 
-__all__ = ["AVAILABLE", "digest_many", "verify_many", "split_lines", "count_literal"]
+__all__ = ["AVAILABLE", "digest_many", "verify_many", "split_lines", "count_literal", "find_all"]
 
 
 def _ranges(buf, offsets, lengths) -> tuple[memoryview, list[int], list[int]]:
@@ -101,12 +101,14 @@ else:
     split_lines = py_split_lines
 
 
-# the grep counter (``native/scan.c``): per record, the lines of its searchable text that hold a
-# literal, counted on the raw JSON, or -1 where the raw bytes may not map one-to-one onto the
-# decoded text. No pure-Python twin: without it the door decodes every record (the same answer).
-count_literal = None
+# the grep scanners (``native/scan.c``): ``count_literal`` gives, per record, the lines of its
+# searchable text that hold a literal, counted on the raw JSON, or -1 where the raw bytes may not
+# map one-to-one onto the decoded text; ``find_all`` finds every start of a literal's forms in a
+# window with the GIL released. No pure-Python twins: without them the door decodes every record
+# or searches with ``bytes.find`` (the same answers).
+count_literal = find_all = None
 if os.environ.get("MNEMON_NO_NATIVE") != "1":
     try:
-        from ._scan import count_literal
+        from ._scan import count_literal, find_all
     except ImportError:  # not built (the extension is optional)
-        count_literal = None
+        count_literal = find_all = None

@@ -60,6 +60,7 @@ def _answers(door: Door, pattern: str, monkeypatch) -> tuple:
     slow = door.grep(pattern, timeout_s=60, shortcut=False)
     with monkeypatch.context() as m:
         m.setattr(native, "count_literal", None)
+        m.setattr(native, "find_all", None)
         plain = door.grep(pattern, timeout_s=60)
     return fast, slow, plain
 
