@@ -384,21 +384,20 @@ Gson output). msgspec escapes none of them; a writer escapes such a character ev
 nowhere (decision 0206)."""
 
 
+MAX_FORMS = 27
+"""Beyond this many encoded forms (three escape-prone characters) the raw shortcut is dropped."""
+
+
 def _forms(lit: bytes) -> list[bytes]:
-    """The literal as a writer may have encoded it: raw, and with every escape-prone character
-    escaped in each of the ways writers do."""
-    text = lit.decode("ascii")
-    prone = [c for c in dict.fromkeys(text) if c in ESCAPED_BY_SOME]
-    if not prone:
-        return [lit]
-    forms = {lit}
-    for variant in range(2):
-        enc = lit
-        for c in prone:
-            alts = ESCAPED_BY_SOME[c]
-            enc = enc.replace(c.encode(), alts[min(variant, len(alts) - 1)])
-        forms.add(enc)
-    return sorted(forms)
+    """The literal as writers may have encoded it: each escape-prone character raw or escaped
+    in each way writers do, independently (a writer escapes one character everywhere or
+    nowhere, but writers differ in which characters they escape)."""
+    forms = [lit]
+    for c in dict.fromkeys(lit.decode("ascii")):
+        if c in ESCAPED_BY_SOME:
+            raw = c.encode()
+            forms = [f.replace(raw, alt) for f in forms for alt in (raw, *ESCAPED_BY_SOME[c])]
+    return sorted(set(forms))
 
 
 def _one_finder(lit: bytes):
@@ -475,6 +474,8 @@ class _Matcher:
         self.pure = pure
         self.blind = shortcut and _boundary_blind(pattern)
         self.raw = lit.encode("ascii") if shortcut and _raw_safe(lit) else None
+        if self.raw is not None and len(_forms(self.raw)) > MAX_FORMS:
+            self.raw = None  # too many ways to write it: decode every record instead
 
     def _search(self, s: str) -> bool:
         if self.left <= 0:

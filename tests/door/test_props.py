@@ -214,10 +214,10 @@ def test_escape_prone_characters_are_found_in_every_writers_form(tmp_path, esc):
     root = create_run_root(tmp_path / "run", "tests")
     recs = [UserPrompt(turn=1, text="see src/a.py\nif x<y && z=1 then"),
             Steering(text="path a/b/c"),
-            UserPrompt(turn=2, text="q='it' & <b>")]
+            UserPrompt(turn=2, text="q='it' & <b>x</b>")]
     write_log(root / "agents" / "a1" / "record.jsonl", recs, [esc] * len(recs))
     door, _ = Door.open(root / "agents" / "a1")
-    for pattern in ["/", "src/a", "a/b/c", "<", "x<y", "&&", "z=1", "<b>", "'it'", "& <"]:
+    for pattern in ["/", "src/a", "a/b/c", "<", "x<y", "&&", "z=1", "<b>", "'it'", "& <", "</b>"]:
         fast, slow = _grep(door, pattern, True), _grep(door, pattern, False)
         assert fast == slow, (pattern, esc)
         assert fast["total"] == _reference(recs, pattern) >= 1, (pattern, esc)
