@@ -19,6 +19,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
+#include <unistd.h>
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -836,6 +838,143 @@ static PyObject *set_kernel(PyObject *self, PyObject *arg) {
   return PyUnicode_FromString(before);
 }
 
+/* Every record is one JSON object on its line: at least "{}", first byte '{', last byte '}'.
+ * Then a JSON-lines decoder that reads values across whitespace (msgspec's decode_lines) yields
+ * exactly one value per line: no value can span a line break (a '}' ending a line cannot be
+ * followed inside a value by a '{' opening the next), and a second value on a line makes the
+ * count differ. */
+static PyObject *framed(PyObject *self, PyObject *args) {
+  PyObject *buf, *offs, *lens;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "OOO:framed", &buf, &offs, &lens)) return NULL;
+  records_t R;
+  if (records_get(buf, offs, lens, &R) < 0) return NULL;
+  const uint8_t *b = R.buf.buf;
+  int ok = 1;
+  for (Py_ssize_t i = 0; i < R.off.n; i++) {
+    int64_t o = R.off.data[i], l = R.len.data[i];
+    if (l < 2 || b[o] != '{' || b[o + l - 1] != '}') {
+      ok = 0;
+      break;
+    }
+  }
+  records_release(&R);
+  return PyBool_FromLong(ok);
+}
+
+/* fill(fd, dst, src, src_from, src_to, base) -> (filled, end, loci, framed)
+ *
+ * One block of a resume, done with the GIL released (so it runs beside the decoder): move the
+ * carry src[src_from:src_to] (the previous block's unfinished line; src may be dst) to the front
+ * of dst, read fd until dst is full or the file ends, split the complete lines, digest them.
+ * loci: [(base + offset, length, digest)] of each complete line; end: the offset after the last
+ * one's newline (0 if none); framed: as framed() over those lines. */
+static PyObject *fill(PyObject *self, PyObject *args) {
+  int fd;
+  PyObject *dsto, *srco, *result = NULL;
+  Py_ssize_t from, to;
+  long long base;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "iOOnnL:fill", &fd, &dsto, &srco, &from, &to, &base)) return NULL;
+  Py_buffer dst, src;
+  int has_src = 0;
+  if (PyObject_GetBuffer(dsto, &dst, PyBUF_WRITABLE) < 0) return NULL;
+  if (srco != Py_None) {
+    if (PyObject_GetBuffer(srco, &src, PyBUF_SIMPLE) < 0) {
+      PyBuffer_Release(&dst);
+      return NULL;
+    }
+    has_src = 1;
+  }
+  Py_ssize_t carry = has_src ? to - from : 0;
+  if (has_src && (from < 0 || to < from || to > src.len || carry > dst.len)) {
+    PyErr_Format(PyExc_ValueError, "the carry [%zd, %zd) does not fit", from, to);
+    goto out;
+  }
+  size_t cap = 4096, n = 0;
+  int64_t *offs = PyMem_RawMalloc(cap * 8), *lens = PyMem_RawMalloc(cap * 8);
+  uint8_t(*dig)[8] = NULL;
+  scratch_t *S = scratch_new();
+  int oom = !offs || !lens || !S, err = 0, is_framed = 1;
+  Py_ssize_t filled = carry, end = 0;
+  if (!oom) {
+    Py_BEGIN_ALLOW_THREADS
+    uint8_t *d = dst.buf;
+    if (carry) memmove(d, (const uint8_t *)src.buf + from, (size_t)carry);
+    while (filled < dst.len) {
+      ssize_t r = read(fd, d + filled, (size_t)(dst.len - filled));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        err = errno;
+        break;
+      }
+      if (r == 0) break;
+      filled += r;
+    }
+    const uint8_t *p = d, *e = d + filled, *nl;
+    while (!err && p < e && (nl = memchr(p, '\n', (size_t)(e - p))) != NULL) {
+      if (n == cap) {
+        cap *= 2;
+        int64_t *o2 = PyMem_RawRealloc(offs, cap * 8);
+        if (o2) offs = o2;
+        int64_t *l2 = o2 ? PyMem_RawRealloc(lens, cap * 8) : NULL;
+        if (l2) lens = l2;
+        if (!o2 || !l2) {
+          oom = 1;
+          break;
+        }
+      }
+      int64_t L = (int64_t)(nl - p);
+      if (L < 2 || p[0] != '{' || p[L - 1] != '}') is_framed = 0;
+      offs[n] = (int64_t)(p - d);
+      lens[n] = L;
+      n++;
+      p = nl + 1;
+    }
+    end = (Py_ssize_t)(p - d);
+    if (!oom && !err && n) {
+      dig = PyMem_RawMalloc(8 * n);
+      if (!dig) oom = 1;
+      else
+        for (size_t i = 0; i < n;)
+          i += hash_window(S, d, (size_t)filled, offs + i, lens + i, n - i, dig + i);
+    }
+    Py_END_ALLOW_THREADS
+  }
+  if (err) {
+    errno = err;
+    PyErr_SetFromErrno(PyExc_OSError);
+  } else if (oom) {
+    PyErr_NoMemory();
+  } else {
+    PyObject *loci = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; loci && i < n; i++) {
+      PyObject *h = PyUnicode_New(16, 127);
+      PyObject *t = NULL;
+      if (h) {
+        Py_UCS1 *hd = PyUnicode_1BYTE_DATA(h);
+        for (int k = 0; k < 8; k++) memcpy(hd + 2 * k, &HEX2[dig[i][k]], 2);
+        t = Py_BuildValue("(LLN)", base + (long long)offs[i], (long long)lens[i], h);
+      }
+      if (!t) {
+        Py_CLEAR(loci);
+        break;
+      }
+      PyList_SET_ITEM(loci, (Py_ssize_t)i, t);
+    }
+    if (loci) result = Py_BuildValue("(nnNO)", filled, n ? end : (Py_ssize_t)0, loci,
+                                     is_framed && n ? Py_True : Py_False);
+  }
+  PyMem_RawFree(offs);
+  PyMem_RawFree(lens);
+  PyMem_RawFree(dig);
+  PyMem_RawFree(S);
+out:
+  if (has_src) PyBuffer_Release(&src);
+  PyBuffer_Release(&dst);
+  return result;
+}
+
 static PyMethodDef methods[] = {
     {"digest_many", digest_many, METH_VARARGS,
      "digest_many(buf, offsets, lengths) -> list[str]: 16-hex BLAKE3 prefix of each record."},
@@ -843,6 +982,11 @@ static PyMethodDef methods[] = {
      "verify_many(buf, offsets, lengths, expected) -> int: first mismatching index, or -1."},
     {"split_lines", (PyCFunction)(void (*)(void))split_lines, METH_VARARGS | METH_KEYWORDS,
      "split_lines(buf, start=0, end=-1) -> (offsets, lengths): complete lines, as array('q')."},
+    {"fill", fill, METH_VARARGS,
+     "fill(fd, dst, src, src_from, src_to, base) -> (filled, end, loci, framed): one block of a\n"
+     "resume read, split and digested with the GIL released."},
+    {"framed", framed, METH_VARARGS,
+     "framed(buf, offsets, lengths) -> bool: every record is one '{...}' object on its line."},
     {"_kernels", kernels, METH_NOARGS, "Kernels usable on this CPU, fastest first."},
     {"_set_kernel", set_kernel, METH_O, "Use the named kernel (tests); returns the previous."},
     {NULL, NULL, 0, NULL}};

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import blake3 as _blake3
 
-__all__ = ["AVAILABLE", "digest_many", "verify_many", "split_lines", "count_literal", "find_all"]
+__all__ = ["AVAILABLE", "digest_many", "verify_many", "split_lines", "framed", "fill", "count_literal", "find_all"]
 
 
 def _ranges(buf, offsets, lengths) -> tuple[memoryview, list[int], list[int]]:
@@ -64,6 +64,40 @@ def py_verify_many(buf, offsets, lengths, expected: Sequence[str]) -> int:
         mv.release()
 
 
+def py_framed(buf, offsets, lengths) -> bool:
+    """Pure-Python framed: every record is at least ``{}``, opens with ``{`` and closes with ``}``."""
+    mv, offs, lens = _ranges(buf, offsets, lengths)
+    try:
+        return all(n >= 2 and mv[o] == 0x7B and mv[o + n - 1] == 0x7D for o, n in zip(offs, lens))
+    finally:
+        mv.release()
+
+
+def py_fill(fd: int, dst, src, src_from: int, src_to: int, base: int
+            ) -> tuple[int, int, list[tuple[int, int, str]], bool]:
+    """Pure-Python fill: move the carry to the front of dst, read fd until dst is full or the
+    file ends, and answer ``(filled, end, loci, framed)`` for the complete lines."""
+    mv = memoryview(dst)
+    try:
+        carry = bytes(memoryview(src)[src_from:src_to]) if src is not None else b""
+        if len(carry) > len(mv):
+            raise ValueError(f"the carry [{src_from}, {src_to}) does not fit")
+        mv[:len(carry)] = carry
+        filled = len(carry)
+        while filled < len(mv):
+            got = os.readv(fd, [mv[filled:]])
+            if got == 0:
+                break
+            filled += got
+    finally:
+        mv.release()
+    offs, lens = py_split_lines(dst, 0, filled)
+    digs = py_digest_many(dst, offs, lens)
+    loci = [(base + o, n, d) for o, n, d in zip(offs, lens, digs)]
+    end = offs[-1] + lens[-1] + 1 if offs else 0
+    return filled, end, loci, bool(offs) and py_framed(dst, offs, lens)
+
+
 def py_split_lines(buf, start: int = 0, end: int = -1) -> tuple[array, array]:
     """Pure-Python split_lines: complete lines in buf[start:end] (a torn tail is left out)."""
     data = buf if isinstance(buf, (bytes, bytearray)) else memoryview(buf).cast("B").tobytes()
@@ -95,10 +129,14 @@ if _native is not None:
     digest_many = _native.digest_many
     verify_many = _native.verify_many
     split_lines = _native.split_lines
+    framed = _native.framed
+    fill = _native.fill
 else:
     digest_many = py_digest_many
     verify_many = py_verify_many
     split_lines = py_split_lines
+    framed = py_framed
+    fill = py_fill
 
 
 # the grep scanners (``native/scan.c``): ``count_literal`` gives, per record, the lines of its

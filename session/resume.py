@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import gc
+import threading
 from pathlib import Path
 
 import msgspec
@@ -15,7 +16,7 @@ import msgspec
 from .context import Context, Loader
 from .errors import LogRefused, SessionError
 from .log import TornTail, find_torn_tail
-from .native import digest_many, split_lines
+from .native import fill
 from .records import _decoder
 
 
@@ -43,53 +44,109 @@ def fold_file(path: Path, source: str, *, loader: Loader | None = None,
 
 
 BLOCK = 4 << 20
-"""Bytes read per block: large enough that per-block work (split, digest) is noise, small enough
-to stay in cache-friendly, bounded memory (a longer line grows the buffer to hold it)."""
+"""Bytes read per block: large enough that per-block work is noise, small enough to stay
+cache-friendly, bounded memory (a longer line grows the buffer to hold it)."""
 
 
 def _fold(path: Path, source: str, loader: Loader | None,
           display: str | None) -> tuple[Context, TornTail | None]:
-    """Read the file block by block; each block's complete lines are split and digested in one
-    native call each (``session.native``), then decoded and stepped one at a time."""
+    """Fold the file block by block over two buffers: while one block is decoded and stepped,
+    the helper thread reads, splits and digests the next (``native.fill``, GIL released).
+
+    A block is decoded in one call when every line is one ``{…}`` object (``framed``), so that
+    the JSON-lines decoder cannot pair values with lines any other way; otherwise, and to name
+    the line a refusal comes from, line by line.
+    """
     ctx = Context(source, loader=loader)
     shown = display or source or str(path)
     torn = find_torn_tail(path)
     step = ctx.step
     dec = _decoder.decode
+    dec_lines = _decoder.decode_lines
     lineno = 0  # lines folded before the current block
-    base = 0  # file offset of buf[0]
-    buf = bytearray(BLOCK)
-    filled = 0
+    bufs = [bytearray(BLOCK), bytearray(BLOCK)]
+    cur = 0
+    base = 0  # file offset of the current block
+    job = None
     with open(path, "rb", buffering=0) as f:
-        while True:
-            if filled == len(buf):  # one line longer than the buffer: make room for it
-                buf.extend(bytes(len(buf)))
-            with memoryview(buf) as mv:
-                got = f.readinto(mv[filled:])
-            if not got:
-                break
-            filled += got
-            offs, lens = split_lines(buf, 0, filled)
-            if not offs:
-                continue
-            digs = digest_many(buf, offs, lens)
-            o = n = -1
-            with memoryview(buf) as mv:
-                try:
-                    for o, n, d in zip(offs, lens, digs):
-                        step(dec(mv[o:o + n]), (base + o, n, d))
-                except msgspec.DecodeError as e:
-                    at = lineno + bisect.bisect_left(offs, o) + 1
-                    why = "a blank line" if n == 0 else f"not a record: {e}"
-                    raise LogRefused(shown, at, why, base + o) from None
-                except SessionError as e:
-                    at = lineno + bisect.bisect_left(offs, o) + 1
-                    raise LogRefused(shown, at, str(e), base + o) from None
-            lineno += len(offs)
-            end = offs[-1] + lens[-1] + 1
-            buf[:filled - end] = buf[end:filled]
-            filled -= end
-            base += end
+        fd = f.fileno()
+        try:
+            filled, end, loci, whole = fill(fd, bufs[cur], None, 0, 0, base)
+            while True:
+                buf = bufs[cur]
+                more = filled == len(buf)  # a short read is the end of the file
+                if not loci:
+                    if not more:
+                        break  # what is left, if anything, is a torn tail
+                    bigger = bytearray(2 * len(buf))  # one line longer than the buffer
+                    filled, end, loci, whole = fill(fd, bigger, buf, 0, filled, base)
+                    bufs[cur] = bigger
+                    continue
+                nbase = base + end
+                if len(bufs[cur ^ 1]) < len(buf):  # the carry may be almost a whole buffer
+                    bufs[cur ^ 1] = bytearray(len(buf))
+                job = _beside(fill, fd, bufs[cur ^ 1], buf, end, filled, nbase) if more else None
+                with memoryview(buf) as mv:
+                    recs = None
+                    if whole:
+                        try:
+                            recs = dec_lines(mv[:end])
+                        except msgspec.DecodeError:
+                            recs = None
+                        if recs is not None and len(recs) != len(loci):
+                            recs = None
+                    locus = (base, -1, "")
+                    try:
+                        if recs is not None:
+                            for rec, locus in zip(recs, loci):
+                                step(rec, locus)
+                        else:
+                            for locus in loci:
+                                o = locus[0] - base
+                                step(dec(mv[o:o + locus[1]]), locus)
+                    except msgspec.DecodeError as e:
+                        at = lineno + bisect.bisect_left(loci, locus) + 1
+                        why = "a blank line" if locus[1] == 0 else f"not a record: {e}"
+                        raise LogRefused(shown, at, why, locus[0]) from None
+                    except SessionError as e:
+                        at = lineno + bisect.bisect_left(loci, locus) + 1
+                        raise LogRefused(shown, at, str(e), locus[0]) from None
+                lineno += len(loci)
+                if job is None:
+                    break
+                filled, end, loci, whole = job.result()
+                job = None
+                cur ^= 1
+                base = nbase
+        finally:
+            if job is not None:  # refused mid-way: the helper must finish before the file closes
+                job.exception()
     if lineno == 0:
         raise LogRefused(shown, 1, "the log is empty — it must open with SessionStarted", 0)
     return ctx, torn
+
+
+_HELPER: list = []
+
+
+def _helper():
+    if not _HELPER:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _HELPER.append(ThreadPoolExecutor(1, thread_name_prefix="mnemon-fold"))
+    return _HELPER[0]
+
+
+def _beside(fn, *args):
+    """Run ``fn`` in the helper thread and return once it has begun: the decoder holds the GIL
+    for a whole block, so a helper that had not yet entered its GIL-free native call would wait
+    for the block to be decoded instead of running beside it."""
+    begun = threading.Event()
+
+    def job():
+        begun.set()
+        return fn(*args)
+
+    fut = _helper().submit(job)
+    begun.wait()
+    return fut
