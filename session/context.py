@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
+
 from .constants import NOTE_MAX_BYTES, OPENING_CHARS
 from .errors import Refusal
 from .records import (
@@ -73,8 +75,10 @@ _NO_SWEEPS: Any = MappingProxyType({})
 (a sweep gives the turn a dict of its own)."""
 
 
-@dataclass(eq=False, slots=True, init=False)
-class Turn:
+class Turn(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
+    """One turn of the table. A msgspec Struct: made once per turn by every resume, its
+    constructor is native; it holds no reference cycle, so the cyclic GC never scans it."""
+
     id: int
     role: str  # "user" | "assistant"
     label: str
@@ -82,27 +86,10 @@ class Turn:
     state: str  # "resident" | "evicted" | "withdrawn"
     source: str  # the log file (relative to the run root) that first recorded it
     loci: list[Locus]
-    origin: str  # "own" | "inherited"
-    records: list[Record] | None  # Here when not None
-    swept: dict[int, str]  # block index -> replacement
-    under: "ResidueEntry | None"  # the residue that took it (nesting resolved on read)
-
-    def __init__(self, id: int, role: str, label: str, bytes: int, state: str, source: str,
-                 loci: list[Locus], origin: str = "own", records: list[Record] | None = None,
-                 swept: dict[int, str] | None = None, under: "ResidueEntry | None" = None):
-        # written out by hand: a resume opens one Turn per turn of the log, and a generated
-        # __init__ with a default_factory costs a third more
-        self.id = id
-        self.role = role
-        self.label = label
-        self.bytes = bytes
-        self.state = state
-        self.source = source
-        self.loci = loci
-        self.origin = origin
-        self.records = records
-        self.swept = swept if swept else _NO_SWEEPS
-        self.under = under
+    origin: str = "own"  # "own" | "inherited"
+    records: list[Record] | None = None  # Here when not None
+    swept: dict[int, str] = _NO_SWEEPS  # block index -> replacement
+    under: "ResidueEntry | None" = None  # the residue that took it (nesting resolved on read)
 
     @property
     def residue(self) -> tuple[int, int] | None:
