@@ -83,8 +83,11 @@ def _fold(path: Path, source: str, loader: Loader | None,
                     bufs[cur] = bigger
                     continue
                 nbase = base + end
-                if len(bufs[cur ^ 1]) < len(buf):  # the carry may be almost a whole buffer
-                    bufs[cur ^ 1] = bytearray(len(buf))
+                carry = filled - end
+                room = max(BLOCK, 2 * carry)
+                other = len(bufs[cur ^ 1])
+                if other < carry or other > 2 * room:  # fit the carry; drop a grown buffer
+                    bufs[cur ^ 1] = bytearray(room)
                 job = _beside(fill, fd, bufs[cur ^ 1], buf, end, filled, nbase) if more else None
                 with memoryview(buf) as mv:
                     recs = None
