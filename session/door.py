@@ -29,6 +29,7 @@ Three rules shape the code:
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import gc
 import heapq
@@ -616,9 +617,11 @@ def grep_wants(root: Path, wants: Sequence[Want], pattern: str, *,
             spans = None
             if m.raw is not None:
                 key = None
-                if _memo is not None and source != _memo["own"] and len(idxs):
-                    first, last = idxs[0], idxs[-1]
-                    key = (source, wants[first][0], wants[last][0], len(idxs))
+                if _memo is not None and source != _memo["own"] and len(idxs) and \
+                        len(idxs) == _memo["per_source"].get(source):
+                    # every inherited turn of this source (a narrowed selection is not kept:
+                    # two selections may share their ends and size)
+                    key = (source, len(idxs))
                     spans = _memo["spans"].get(key)
                 if spans is None:
                     spans = _spans(wants, idxs)
@@ -647,8 +650,9 @@ def _cache(ctx: Context) -> dict:
             n += 1
         with _no_gc():
             prefix = [(t.id, t.source, t.loci) for t in ctx.turns[:n]]
+        per_source = collections.Counter(t[1] for t in prefix)
         c = ctx.memo["door"] = {"n": n, "prefix": prefix, "spans": {}, "flat": {},
-                                "own": ctx.source}
+                                "own": ctx.source, "per_source": per_source}
     return c
 
 

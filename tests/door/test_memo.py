@@ -26,3 +26,21 @@ def test_grep_sees_new_own_turns_and_reuses_the_link(run_root):
     both = door.grep("ANCESTOR-ONLY|CHILD-NEW")
     assert [h["turn"] for h in both["hits"]] == [first["hits"][0]["turn"], child.ctx.latest]
     assert door.grep("ANCESTOR-ONLY", shortcut=False) == door.grep("ANCESTOR-ONLY") == first
+
+
+def test_narrowed_greps_do_not_share_a_memo(run_root):
+    """Two selections of inherited turns with the same first and last turn and the same size
+    are different selections: the second answers for its own turns, not the first's."""
+    parent = new_agent(run_root, "p", system="s")
+    ids = [prompt(parent, f"turn {i} " + ("NEEDLE" if i == 3 else "hay")) for i in range(6)]
+    tool_turn(parent, "delegate", "noop", "ok")  # the turn in hand at the fork
+    child = fork(run_root, parent, "c1", task="child task")
+    door = Door.of_agent(run_root, child, own=False)
+    a, b, c, d = ids[0], ids[2], ids[3], ids[5]
+    without = door.grep("NEEDLE", turns=f"{a},{b},{d}")
+    with_it = door.grep("NEEDLE", turns=f"{a},{c},{d}")
+    assert without["total"] == 0
+    assert with_it["total"] == 1 and with_it["hits"][0]["turn"] == c
+    assert door.grep("NEEDLE", turns=f"{a},{b},{d}")["total"] == 0
+    assert door.grep("NEEDLE")["total"] == 1  # the whole lineage, memoised, still right
+    assert door.grep("NEEDLE", turns=f"{a},{b},{d}")["total"] == 0
