@@ -697,7 +697,7 @@ static const u8 *block_count(const u8 *p, const u8 *end, const Lit *lit, int64_t
             if (seen_text) return NULL;
             seen_text = 1;
             if (kind == B_TEXT) {
-                if (*v != '"') return NULL;
+                if (v >= end || *v != '"') return NULL; /* v == end: ':' was the last byte */
                 p = str_count(v + 1, end, lit, count);
             } else {
                 if (kind == B_UNKNOWN) text_at = v;
@@ -769,6 +769,7 @@ static const u8 *field_count(const u8 *p, const u8 *end, const Lit *lit, int64_t
         if (kn == name_n && memcmp(k, name, kn) == 0) {
             if (seen) return NULL;
             seen = 1;
+            if (v >= end) return NULL; /* ':' was the last byte */
             if (*v == '"') p = str_count(v + 1, end, lit, count);
             else if (optional) p = word(v, end, "null", 4);
             else return NULL;
@@ -1064,12 +1065,19 @@ static PyObject *find_all(PyObject *self, PyObject *args) {
         goto out;
     }
     if (!(seq = PySequence_Fast(needles_o, "needles must be a sequence of bytes"))) goto out;
+    /* a tuple of them: the needles' bytes are read with the GIL released, and a list (which
+     * PySequence_Fast returns as is) may be changed meanwhile by another thread, freeing them */
+    Py_SETREF(seq, PySequence_Tuple(seq));
+    if (!seq) goto out;
     if (!(aseq = PySequence_Fast(anchors_o, "anchors must be a sequence of ints"))) goto out;
     k = PySequence_Fast_GET_SIZE(seq);
     if (k < 1 || PySequence_Fast_GET_SIZE(aseq) != k) {
         PyErr_SetString(PyExc_ValueError, "one anchor for each of at least one needle");
         goto out;
     }
+    /* A needle starts at most end - start times in the window: room for that many hits, not
+     * for max_hits (which may be huge: cap * 8 would wrap and under-allocate). */
+    Py_ssize_t slots = cap < end - start ? cap : (end > start ? end - start : 1);
     nds = PyMem_Calloc((size_t)k, sizeof(Needle));
     if (!nds) {
         PyErr_NoMemory();
@@ -1090,7 +1098,7 @@ static PyObject *find_all(PyObject *self, PyObject *args) {
         nds[i].s = (const u8 *)PyBytes_AS_STRING(nb);
         nds[i].n = (size_t)PyBytes_GET_SIZE(nb);
         nds[i].anchor = (size_t)a;
-        if (!(nds[i].pos = PyMem_Malloc((size_t)cap * sizeof(int64_t)))) {
+        if (!(nds[i].pos = PyMem_Malloc((size_t)slots * sizeof(int64_t)))) {
             PyErr_NoMemory();
             goto out;
         }
