@@ -20,6 +20,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <stdint.h>
@@ -524,8 +525,11 @@ static void i64arr_release(i64arr *a) {
   a->owned = NULL;
 }
 
-/* An int64 buffer (array('q'), numpy int64) is used in place; anything else is read as a
- * sequence of ints. */
+/* An int64 buffer (array('q'), numpy int64) is copied in one memcpy; anything else is read as
+ * a sequence of ints. Copied, not used in place: the ranges are checked with the GIL held and
+ * then read with it released, when another thread could rewrite the array's items (an exported
+ * array cannot be resized, but its items can be assigned) and send a checked range out of the
+ * buffer. */
 static int i64arr_get(PyObject *obj, i64arr *a, const char *name) {
   memset(a, 0, sizeof *a);
   if (PyObject_CheckBuffer(obj)) {
@@ -533,9 +537,17 @@ static int i64arr_get(PyObject *obj, i64arr *a, const char *name) {
       const char *f = a->view.format ? a->view.format : "B";
       if (f[0] == '@' || f[0] == '=' || f[0] == '<') f++;
       if (a->view.itemsize == 8 && (f[0] == 'q' || f[0] == 'l' || f[0] == 'n') && f[1] == 0) {
-        a->has_view = 1;
-        a->data = (const int64_t *)a->view.buf;
-        a->n = a->view.len / 8;
+        Py_ssize_t n = a->view.len / 8;
+        a->owned = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+        if (!a->owned) {
+          PyBuffer_Release(&a->view);
+          PyErr_NoMemory();
+          return -1;
+        }
+        memcpy(a->owned, a->view.buf, sizeof(int64_t) * (size_t)n);
+        PyBuffer_Release(&a->view);
+        a->data = a->owned;
+        a->n = n;
         return 0;
       }
       PyBuffer_Release(&a->view);
@@ -674,7 +686,7 @@ static int parse_expected(PyObject *o, uint8_t out[8]) {
   for (int k = 0; k < 8; k++) {
     int hi = UNHEX[d[2 * k]], lo = UNHEX[d[2 * k + 1]];
     bad |= hi | lo;
-    out[k] = (uint8_t)(hi << 4 | lo);
+    out[k] = (uint8_t)((unsigned)hi << 4 | (unsigned)lo); /* hi may be -1: no signed shift (UB) */
   }
   return bad < 0 ? -1 : 0;
 }
@@ -886,9 +898,16 @@ static PyObject *fill(PyObject *self, PyObject *args) {
     }
     has_src = 1;
   }
-  Py_ssize_t carry = has_src ? to - from : 0;
-  if (has_src && (from < 0 || to < from || to > src.len || carry > dst.len)) {
+  /* to - from only once 0 <= from <= to: before, it may overflow (UB) */
+  if (has_src && (from < 0 || to < from || to > src.len || to - from > dst.len)) {
     PyErr_Format(PyExc_ValueError, "the carry [%zd, %zd) does not fit", from, to);
+    goto out;
+  }
+  Py_ssize_t carry = has_src ? to - from : 0;
+  /* each locus is base + an offset in dst: that sum must not overflow (UB) */
+  if (base > LLONG_MAX - (long long)dst.len) {
+    PyErr_Format(PyExc_OverflowError, "base %lld + %zd bytes overflows a 64-bit offset", base,
+                 dst.len);
     goto out;
   }
   size_t cap = 4096, n = 0;
