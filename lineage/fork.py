@@ -26,13 +26,13 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, Literal
 
-import msgspec
 
 
 from session.agentlog import AgentLog
 from session.context import Context
 from session.log import Fsync, digest, iter_lines
 from session.records import (
+    DECODE_ERRORS,
     Cleared,
     Evicted,
     Inherited,
@@ -163,7 +163,7 @@ def opening_loader(root: Path):
         for raw, locus in zip(read_span(path, ptr.source, ptr.loci), ptr.loci):
             try:
                 out.append(decode(raw))
-            except msgspec.DecodeError as e:
+            except DECODE_ERRORS as e:
                 raise AncestorUnreadable(ptr.source, f"offset {locus[0]}: not a record ({e})") \
                     from None
         return out

@@ -14,12 +14,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
 
 from session.context import Context
 from session.errors import SessionError
 from session.log import TornTail, digest, find_torn_tail, iter_lines
-from session.records import SessionStarted, decode
+from session.records import DECODE_ERRORS, SessionStarted, decode
 
 from .runroot import agent_source, list_agents, make_loader
 
@@ -48,7 +47,7 @@ def _first_started(path: Path) -> SessionStarted | None:
         for _, line in iter_lines(path):
             rec = decode(line)
             return rec if isinstance(rec, SessionStarted) else None
-    except (msgspec.DecodeError, OSError):
+    except (*DECODE_ERRORS, OSError):
         return None
     return None
 
@@ -77,7 +76,7 @@ def node_for(root: Path, agent: str) -> Node:
                 raise SessionError("a blank line")
             try:
                 rec = decode(line)
-            except msgspec.DecodeError as e:
+            except DECODE_ERRORS as e:
                 raise SessionError(f"not a record: {e}") from None
             ctx.step(rec, (off, len(line), digest(line)))
         if lineno == 0:

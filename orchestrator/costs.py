@@ -32,7 +32,7 @@ from lineage.runroot import agent_source
 from lineage.view import agents_in
 from providers.prices import cost_usd
 from session.log import TornTail, find_torn_tail, iter_lines
-from session.records import Usage
+from session.records import DECODE_ERRORS, Usage
 
 __all__ = ["FIELDS", "AgentCost", "CostError", "agent_cost", "run_cost", "as_json", "total"]
 
@@ -99,7 +99,7 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
     for lineno, (off, line) in enumerate(iter_lines(path), 1):
         try:
             rec = _probe.decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        except DECODE_ERRORS as e:
             raise CostError(f"{shown}:{lineno}: not a record at offset {off} ({e})") from None
         if rec.t == "SessionStarted":
             started_model = rec.model

@@ -51,6 +51,7 @@ from .errors import AncestorUnreadable, LogCorrupt, Refusal, SessionError
 from . import native
 from .log import digest
 from .records import (
+    DECODE_ERRORS,
     AssistantMessage,
     Evicted,
     Marked,
@@ -219,7 +220,7 @@ def read_wants(root: Path, wants: Sequence[Want]) -> list[dict]:
                 _check(source, off, length, want, raw)
                 try:
                     out[wi][ri] = msgspec.json.decode(raw)
-                except msgspec.DecodeError as e:
+                except DECODE_ERRORS as e:
                     raise Refusal(f"cannot read {source} at offset {off}: not a record ({e})"
                                   ) from None
     return [{"turn": w[0], "source": w[1], "records": recs} for w, recs in zip(wants, out)]
@@ -1010,7 +1011,7 @@ def _grep_record(raw, source: str, off: int, wi: int, ri: int, seq: int,
                  wants: Sequence[Want], m: _Matcher, hits: _Hits) -> int:
     try:
         rec = decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+    except DECODE_ERRORS as e:
         raise Refusal(f"cannot read {source} at offset {off}: not a record ({e})") from None
     tid = wants[wi][0]
     if hits.worst is not None and (wi, ri) > hits.worst[:2]:

@@ -18,7 +18,7 @@ import blake3
 import msgspec
 
 from .errors import DigestMismatch, LogClosed, LogCorrupt
-from .records import Locus, Pointer, Record, decode, encode
+from .records import DECODE_ERRORS, Locus, Pointer, Record, decode, encode
 
 Fsync = Literal["none", "turn", "record"]
 CHUNK = 1 << 20
@@ -130,7 +130,7 @@ def read_at(path: Path, pointer: Pointer) -> list[Record]:
     for raw, locus in zip(read_span(path, pointer.source, pointer.loci), pointer.loci):
         try:
             out.append(decode(raw))
-        except msgspec.DecodeError as e:
+        except DECODE_ERRORS as e:
             raise LogCorrupt(pointer.source, locus[0], f"not a record ({e})") from None
     return out
 

@@ -16,6 +16,10 @@ from typing import Any, Literal, Union
 import msgspec
 from msgspec import Struct
 
+DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
+"""What decoding a line may raise for a line that is not a record: msgspec raises RecursionError,
+not DecodeError, for a value nested too deep (a hostile line must still be refused by name)."""
+
 # --------------------------------------------------------------------------- blocks
 
 

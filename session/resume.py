@@ -11,13 +11,12 @@ import gc
 import threading
 from pathlib import Path
 
-import msgspec
 
 from .context import Context, Loader
 from .errors import LogRefused, SessionError
 from .log import TornTail, find_torn_tail
 from .native import fill
-from .records import _decoder
+from .records import DECODE_ERRORS, _decoder
 
 
 def fold_file(path: Path, source: str, *, loader: Loader | None = None,
@@ -94,7 +93,7 @@ def _fold(path: Path, source: str, loader: Loader | None,
                     if whole:
                         try:
                             recs = dec_lines(mv[:end])
-                        except msgspec.DecodeError:
+                        except DECODE_ERRORS:
                             recs = None
                         if recs is not None and len(recs) != len(loci):
                             recs = None
@@ -107,7 +106,7 @@ def _fold(path: Path, source: str, loader: Loader | None,
                             for locus in loci:
                                 o = locus[0] - base
                                 step(dec(mv[o:o + locus[1]]), locus)
-                    except msgspec.DecodeError as e:
+                    except DECODE_ERRORS as e:
                         at = lineno + bisect.bisect_left(loci, locus) + 1
                         why = "a blank line" if locus[1] == 0 else f"not a record: {e}"
                         raise LogRefused(shown, at, why, locus[0]) from None
