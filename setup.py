@@ -1,4 +1,12 @@
-"""Native accelerators, built by setuptools with the machine's C compiler.
+"""The ``mnemon`` distribution: one import namespace, packages discovered, native accelerators.
+
+Layout (decision 0208): the four top-level folders of the repository install as
+``mnemon.session``, ``mnemon.lineage``, ``mnemon.providers`` and ``mnemon.orchestrator``;
+``src/mnemon`` holds only the face (``mnemon/__init__.py``, ``__main__.py``). Every subpackage
+below the four is found by ``find_namespace_packages`` (any folder of ``.py`` files), never
+listed by hand, so a new one cannot be left out of the wheel.
+
+Native accelerators, built by setuptools with the machine's C compiler.
 
 Both are optional at run time: ``session.native`` falls back to pure Python when they are
 missing, and the tests run both paths. BLAKE3 is upstream's C implementation, vendored in
@@ -7,7 +15,34 @@ missing, and the tests run both paths. BLAKE3 is upstream's C implementation, ve
 
 import platform
 
-from setuptools import Extension, setup
+import os
+
+from setuptools import Extension, find_packages, setup
+
+TOP = ("session", "lineage", "providers", "orchestrator")
+CODE = (".py", ".pyc", ".so", ".pyd", ".c", ".h")
+
+
+def discover() -> tuple[list[str], dict[str, str], dict[str, list[str]]]:
+    """Packages (every folder with ``__init__.py``), their directories, and their data: every
+    other file below a package that is not code belongs to the nearest package above it."""
+    packages, package_dir, data = ["mnemon"], {"mnemon": "src/mnemon"}, {"mnemon": ["py.typed"]}
+    for top in TOP:
+        package_dir[f"mnemon.{top}"] = top
+        packages += [f"mnemon.{top}"] + [f"mnemon.{top}.{p}" for p in find_packages(top)]
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            rel = folder.split(os.sep)
+            owner = next(rel[:i] for i in range(len(rel), 0, -1)
+                         if os.path.isfile(os.path.join(*rel[:i], "__init__.py")))
+            name = "mnemon." + ".".join(owner)
+            inner = rel[len(owner):]
+            data.setdefault(name, []).extend(
+                "/".join([*inner, f]) for f in sorted(files) if not f.endswith(CODE))
+    return packages, package_dir, {k: v for k, v in data.items() if v}
+
+
+packages, package_dir, package_data = discover()
 
 B3 = "third_party/blake3/"
 b3_sources = [B3 + "blake3.c", B3 + "blake3_dispatch.c", B3 + "blake3_portable.c"]
@@ -21,11 +56,14 @@ else:
 CFLAGS = ["-O3", "-std=c11", "-fvisibility=hidden"]
 
 setup(
+    packages=packages,
+    package_dir=package_dir,
+    package_data=package_data,
     ext_modules=[
-        Extension("session._b3many", sources=["native/b3many.c", *b3_sources],
+        Extension("mnemon.session._b3many", sources=["native/b3many.c", *b3_sources],
                   include_dirs=[B3], define_macros=b3_macros, extra_compile_args=CFLAGS,
                   optional=True),
-        Extension("session._scan", sources=["native/scan.c"], extra_compile_args=CFLAGS,
+        Extension("mnemon.session._scan", sources=["native/scan.c"], extra_compile_args=CFLAGS,
                   optional=True),
     ],
 )

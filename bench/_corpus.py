@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lineage.runroot import agent_source, create_run_root, make_loader  # noqa: E402
-from session.agentlog import AgentLog  # noqa: E402
-from session.eviction import eviction_due, plan_eviction  # noqa: E402
-from session.records import (  # noqa: E402
+from mnemon.lineage.runroot import agent_source, create_run_root, make_loader  # noqa: E402
+from mnemon.session.agentlog import AgentLog  # noqa: E402
+from mnemon.session.eviction import eviction_due, plan_eviction  # noqa: E402
+from mnemon.session.records import (  # noqa: E402
     AssistantMessage,
     Evicted,
     Inherited,

@@ -53,14 +53,14 @@ sys.path.insert(0, str(ROOT))
 import trio  # noqa: E402
 import trio.testing  # noqa: E402
 
-from orchestrator import logs, loop  # noqa: E402
-from orchestrator.settings import Settings  # noqa: E402
-from orchestrator.supervisor import open_supervisor  # noqa: E402
-from orchestrator.usertools import UserTool  # noqa: E402
-from providers.cache import TTL_S, CacheModel  # noqa: E402
-from providers.scripted import ScriptedProvider  # noqa: E402
-from session.agentlog import AgentLog  # noqa: E402
-from session.records import (  # noqa: E402
+from mnemon.orchestrator import logs, loop  # noqa: E402
+from mnemon.orchestrator.settings import Settings  # noqa: E402
+from mnemon.orchestrator.supervisor import open_supervisor  # noqa: E402
+from mnemon.orchestrator.usertools import UserTool  # noqa: E402
+from mnemon.providers.cache import TTL_S, CacheModel  # noqa: E402
+from mnemon.providers.scripted import ScriptedProvider  # noqa: E402
+from mnemon.session.agentlog import AgentLog  # noqa: E402
+from mnemon.session.records import (  # noqa: E402
     AssistantMessage,
     Text,
     ToolResult,
@@ -301,7 +301,7 @@ async def overhead_phase(base: Path, trajs, *, context_tokens: int, turns: int,
 
 
 def _mkroot(path: Path) -> Path:
-    from lineage.runroot import create_run_root
+    from mnemon.lineage.runroot import create_run_root
 
     return create_run_root(path, "bench/agents.py")
 

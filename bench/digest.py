@@ -31,7 +31,7 @@ import blake3
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from session import native  # noqa: E402
+from mnemon.session import native  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
 
@@ -76,7 +76,7 @@ def main() -> None:
     print(f"python {platform.python_version()}, blake3 binding {blake3.__version__}, "
           f"native: {native.AVAILABLE}", end="")
     if native.AVAILABLE:
-        from session import _b3many
+        from mnemon.session import _b3many
         if args.kernel:
             _b3many._set_kernel(args.kernel)
         kernel = _b3many._set_kernel("portable")

@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from session.agentlog import AgentLog  # noqa: E402
-from session.eviction import eviction_due, plan_eviction  # noqa: E402
-from session.log import iter_lines  # noqa: E402
-from session.records import (  # noqa: E402
+from mnemon.session.agentlog import AgentLog  # noqa: E402
+from mnemon.session.eviction import eviction_due, plan_eviction  # noqa: E402
+from mnemon.session.log import iter_lines  # noqa: E402
+from mnemon.session.records import (  # noqa: E402
     AssistantMessage,
     Evicted,
     Residue,
@@ -43,7 +43,7 @@ from session.records import (  # noqa: E402
     UserPrompt,
     decode,
 )
-from session.resume import fold_file  # noqa: E402
+from mnemon.session.resume import fold_file  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 import _corpus  # noqa: E402

@@ -28,12 +28,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from lineage.fork import child_started, fork, link_for, opening_loader  # noqa: E402
-from lineage.runroot import agent_source, create_run_root, make_loader  # noqa: E402
-from session.agentlog import AgentLog  # noqa: E402
-from session.context import Context  # noqa: E402
-from session.log import RecordLog  # noqa: E402
-from session.records import (  # noqa: E402
+from mnemon.lineage.fork import child_started, fork, link_for, opening_loader  # noqa: E402
+from mnemon.lineage.runroot import agent_source, create_run_root, make_loader  # noqa: E402
+from mnemon.session.agentlog import AgentLog  # noqa: E402
+from mnemon.session.context import Context  # noqa: E402
+from mnemon.session.log import RecordLog  # noqa: E402
+from mnemon.session.records import (  # noqa: E402
     AssistantMessage,
     Evicted,
     Marked,
@@ -136,7 +136,7 @@ def size_figures(log: AgentLog) -> dict:
     line = len(encode(link))
     labels = sum(len(x.row.label.encode("utf-8")) for x in link.turns)
     recs = sum(len(x.at.loci) for x in link.turns)
-    from session.records import compact
+    from mnemon.session.records import compact
 
     loci = sum(len(compact(list(l))) + 1 for x in link.turns for l in x.at.loci)
     return {"locus_bytes_each": round(loci / recs, 1),
@@ -160,8 +160,8 @@ def write_opening(root: Path, parent: AgentLog, child: str) -> int:
 
 def load_resident(root: Path, child: str) -> int:
     """The child's fold of its opening: the Inherited record loads every resident row."""
-    from session.log import digest, iter_lines
-    from session.records import decode
+    from mnemon.session.log import digest, iter_lines
+    from mnemon.session.records import decode
 
     ctx = Context(agent_source(child), loader=(opening_loader if FAST else make_loader)(root))
     for off, line in iter_lines(root / agent_source(child)):
@@ -185,14 +185,14 @@ def live_figures(trajectories: Path) -> dict:
     AssistantMessage, ToolResults, …). Bytes of the link per line of the parent's log."""
     import trio
 
-    from orchestrator import logs
-    from orchestrator.importers import AssistantStep, ToolStep, UserStep, load
-    from orchestrator.settings import Settings
-    from orchestrator.supervisor import open_supervisor
-    from orchestrator.usertools import UserTool
-    from providers.scripted import ScriptedProvider
-    from session.log import iter_lines
-    from session.records import Text, ToolUse
+    from mnemon.orchestrator import logs
+    from mnemon.orchestrator.importers import AssistantStep, ToolStep, UserStep, load
+    from mnemon.orchestrator.settings import Settings
+    from mnemon.orchestrator.supervisor import open_supervisor
+    from mnemon.orchestrator.usertools import UserTool
+    from mnemon.providers.scripted import ScriptedProvider
+    from mnemon.session.log import iter_lines
+    from mnemon.session.records import Text, ToolUse
 
     logs.quiet()
     per_line: list[float] = []

@@ -88,16 +88,16 @@ def load(san: str):
     mods = []
     for name in ("_scan", "_b3many"):  # before ``import session``, which imports session.native
         path = os.path.join(san, name + SUFFIX)
-        full = "session." + name
+        full = "mnemon.session." + name
         loader = importlib.machinery.ExtensionFileLoader(full, path)
         spec = importlib.util.spec_from_file_location(full, path, loader=loader)
         mod = importlib.util.module_from_spec(spec)
         loader.exec_module(mod)
         sys.modules[full] = mod
         mods.append(mod)
-    import session
+    from mnemon import session
     session._scan, session._b3many = mods
-    from session import native
+    from mnemon.session import native
     assert native.count_literal is mods[0].count_literal and native.digest_many is mods[1].digest_many
     return mods[0], mods[1], native
 
@@ -167,7 +167,7 @@ DEV = "/work/shared/data/trajectories/dev/*.jsonl"
 
 def corpus_records() -> list[bytes]:
     """Real trajectory lines re-encoded as records (one of each shape the scanner searches)."""
-    from session.records import (AssistantMessage, Evicted, Marked, Residue, Steering, Text,
+    from mnemon.session.records import (AssistantMessage, Evicted, Marked, Residue, Steering, Text,
                                  Thinking, ToolResult, ToolResults, ToolUse, UserPrompt, encode)
     out: list[bytes] = []
     for path in sorted(glob.glob(DEV)):
@@ -261,8 +261,8 @@ class Checker:
         import blake3
         import msgspec
         import regex
-        from session.door import _Matcher, _texts
-        from session.records import decode
+        from mnemon.session.door import _Matcher, _texts
+        from mnemon.session.records import decode
         self.scan, self.b3, self.native = scan, b3, native
         self.blake3, self.msgspec, self.regex = blake3, msgspec, regex
         self._Matcher, self._texts, self.decode = _Matcher, _texts, decode

@@ -49,7 +49,7 @@ MEMORY_PROBE = r"""
 import gc, json, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from session.door import Door
+from mnemon.session.door import Door
 
 def status(key):
     for line in open("/proc/self/status"):
@@ -137,7 +137,7 @@ def main() -> None:
             while fh.read(1 << 24):
                 pass
 
-    from session.door import Door
+    from mnemon.session.door import Door
 
     t = time.perf_counter()
     door, _ = Door.open(agent)
@@ -147,7 +147,7 @@ def main() -> None:
     print(f"lineage of c1: {lineage_bytes / 1e9:.2f} GB, {len(door.ctx.turns)} turns, "
           f"fold {fold_s:.1f} s", file=sys.stderr)
 
-    mnemon = [sys.executable, "-m", "orchestrator.cli"]
+    mnemon = [sys.executable, "-m", "mnemon"]
     for name, pattern in PATTERNS.items():
         rg_s, rg_out = median_time(lambda: subprocess.run(
             ["rg", "-c", "--no-filename", pattern, *files], capture_output=True, text=True).stdout,

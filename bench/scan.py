@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _corpus import RARE_TOKEN, build_corpus  # noqa: E402
 
-from session import _scan  # noqa: E402
-from session.door import _Matcher, _texts  # noqa: E402
-from session.records import decode  # noqa: E402
+from mnemon.session import _scan  # noqa: E402
+from mnemon.session.door import _Matcher, _texts  # noqa: E402
+from mnemon.session.records import decode  # noqa: E402
 
 LITERALS = {"common": "the", "rare": RARE_TOKEN}
 

@@ -23,7 +23,7 @@ DEV = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
 
 
 def _chain(paths: list[Path]):
-    from orchestrator.importers import Trajectory, UserStep, load
+    from mnemon.orchestrator.importers import Trajectory, UserStep, load
 
     steps = []
     system = None
@@ -36,9 +36,9 @@ def _chain(paths: list[Path]):
 
 
 def _one(job: tuple) -> dict:
-    from orchestrator import logs
-    from orchestrator.importers import load
-    from orchestrator.replay import replay
+    from mnemon.orchestrator import logs
+    from mnemon.orchestrator.importers import load
+    from mnemon.orchestrator.replay import replay
 
     logs.quiet()
     name, paths, strategy, window, keep = job

@@ -28,10 +28,10 @@ from typing import Any, Literal
 
 
 
-from session.agentlog import AgentLog
-from session.context import Context
-from session.log import Fsync, digest, iter_lines
-from session.records import (
+from ..session.agentlog import AgentLog
+from ..session.context import Context
+from ..session.log import Fsync, digest, iter_lines
+from ..session.records import (
     DECODE_ERRORS,
     Cleared,
     Evicted,
@@ -148,8 +148,8 @@ def opening_loader(root: Path):
     Meant for one fold: the cache of confined paths is not re-checked, so ``fork`` and
     ``resume_child`` put ``make_loader(root)`` back on the table once the opening is folded.
     """
-    from session.errors import AncestorUnreadable
-    from session.log import read_span
+    from ..session.errors import AncestorUnreadable
+    from ..session.log import read_span
 
     root = Path(root)
     confined: dict[str, Path] = {}

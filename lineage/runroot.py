@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 
 
-from session.errors import AncestorUnreadable, SessionError
-from session.log import read_at, read_span
-from session.records import Pointer, Record
+from ..session.errors import AncestorUnreadable, SessionError
+from ..session.log import read_at, read_span
+from ..session.records import Pointer, Record
 
 FORMAT = 1
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

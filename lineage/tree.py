@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from session.context import Context
-from session.errors import SessionError
-from session.log import TornTail, digest, find_torn_tail, iter_lines
-from session.records import DECODE_ERRORS, SessionStarted, decode
+from ..session.context import Context
+from ..session.errors import SessionError
+from ..session.log import TornTail, digest, find_torn_tail, iter_lines
+from ..session.records import DECODE_ERRORS, SessionStarted, decode
 
 from .runroot import agent_source, list_agents, make_loader
 

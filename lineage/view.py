@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from session.context import Context
-from session.log import TornTail
-from session.resume import fold_file
+from ..session.context import Context
+from ..session.door import Door
+from ..session.log import TornTail
+from ..session.resume import fold_file
 
 from .runroot import RunRootError, agent_of, agent_source, find_run_root, list_agents, make_loader
 
@@ -18,6 +19,15 @@ def open_agent(path: Path) -> tuple[Path, str, Context, TornTail | None]:
     src = agent_source(agent)
     ctx, torn = fold_file(root / src, src, loader=make_loader(root))
     return root, agent, ctx, torn
+
+
+def open_door(path: Path) -> Door:
+    """The transcript door of an agent directory, from outside: read-only, every recorded turn
+    readable. A torn tail (a crash mid-append) is left in place and kept at ``door.torn``."""
+    root, _agent, ctx, torn = open_agent(Path(path))
+    door = Door(root, ctx)
+    door.torn = torn
+    return door
 
 
 def report_torn(source: str, torn: TornTail | None) -> None:

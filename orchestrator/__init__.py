@@ -1,9 +1,24 @@
 """The Trio supervisor, the agent loop and its tools, and the CLI."""
 
-from .loop import AgentDone, HarnessPolicy
-from .settings import Settings
-from .supervisor import AgentNode, Supervisor, open_supervisor
-from .usertools import UserTool, tool
+from __future__ import annotations
 
-__all__ = ["AgentDone", "AgentNode", "HarnessPolicy", "Settings", "Supervisor", "UserTool",
-           "open_supervisor", "tool"]
+from typing import TYPE_CHECKING
+
+from .._lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    "AgentDone": ".loop",
+    "AgentNode": ".supervisor",
+    "HarnessPolicy": ".loop",
+    "Settings": ".settings",
+    "Supervisor": ".supervisor",
+    "UserTool": ".usertools",
+    "open_supervisor": ".supervisor",
+    "tool": ".usertools",
+})
+
+if TYPE_CHECKING:
+    from .loop import AgentDone, HarnessPolicy
+    from .settings import Settings
+    from .supervisor import AgentNode, Supervisor, open_supervisor
+    from .usertools import UserTool, tool

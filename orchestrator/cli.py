@@ -11,8 +11,18 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ["demo", "ask", "run", "replay", "transcript", "context", "tree", "verify", "cost",
-            "serve"]
+#: every command and its one-line help, in the order ``--help`` lists them; the module
+#: ``commands/<name>.py`` is imported only when its command runs (or its own ``--help``)
+COMMANDS = {
+    "demo": 'offline end-to-end run on the scripted provider',
+    "ask": 'one root agent on one prompt with the configured provider',
+    "replay": 'replay a recorded agent trajectory through the harness',
+    "transcript": "the transcript door: index, read, grep an agent's whole lineage",
+    "context": "the survey of an agent's context",
+    "tree": 'the lineage tree of a run',
+    "verify": "refold every log and check every pointer's digest",
+    "cost": 'tokens, cache reads/writes and price of a run, per agent',
+}
 
 
 class UserError(Exception):
@@ -23,19 +33,31 @@ class Failure(Exception):
     """A failure the user did not cause (a provider failing after retries): exit 1, one line."""
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+def _chosen(argv: list[str]) -> str | None:
+    """The command named on the line: the first word that is not a top-level option."""
+    for word in argv:
+        if word in COMMANDS:
+            return word
+        if not word.startswith("-"):
+            return None
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, dict]:
+    """The parser; only the chosen command's module is imported (all of them when ``argv`` is
+    None), so ``mnemon --help`` and the door commands load no provider or HTTP code."""
     parser = argparse.ArgumentParser(prog="mnemon", description="Multi-agent orchestration for "
                                      "LLM agents: evict, never summarise.")
+    parser.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="also log to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = _chosen(argv) if argv is not None else None
     handlers = {}
-    for name in COMMANDS:
-        try:
-            mod = importlib.import_module(f"orchestrator.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"orchestrator.commands.{name}":
-                continue
-            raise
+    for name, summary in COMMANDS.items():
+        if argv is not None and name != chosen:
+            sub.add_parser(name, help=summary)
+            continue
+        mod = importlib.import_module(f"{__package__}.commands.{name}")
         mod.add_parser(sub)
         handlers[name] = mod.run
     return parser, handlers
@@ -46,7 +68,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser, handlers = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser, handlers = build_parser(argv)
 
     def error(message: str) -> None:  # argparse's usage errors: one line, exit 2
         sys.stderr.write(f"mnemon: {message}\n")
@@ -57,10 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         for sp in getattr(action, "choices", {}).values():
             sp.error = error  # type: ignore[method-assign]
     args = parser.parse_args(argv)
+    if args.version:
+        from importlib.metadata import version
+
+        print(f"mnemon {version('mnemon')}")
+        return 0
     if not args.command:
         parser.print_help()
         return 2
-    from session.errors import SessionError
+    from ..session.errors import SessionError
 
     try:
         return int(handlers[args.command](args) or 0)

@@ -28,11 +28,11 @@ from pathlib import Path
 import msgspec
 from msgspec import Struct
 
-from lineage.runroot import agent_source
-from lineage.view import agents_in
-from providers.prices import cost_usd
-from session.log import TornTail, find_torn_tail, iter_lines
-from session.records import DECODE_ERRORS, Usage
+from ..lineage.runroot import agent_source
+from ..lineage.view import agents_in
+from ..providers.prices import cost_usd
+from ..session.log import TornTail, find_torn_tail, iter_lines
+from ..session.records import DECODE_ERRORS, Usage
 
 __all__ = ["FIELDS", "AgentCost", "CostError", "agent_cost", "run_cost", "as_json", "total"]
 

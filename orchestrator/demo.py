@@ -14,8 +14,8 @@ import re
 from importlib import resources
 from typing import Any
 
-from providers.base import Request
-from session.records import Text, ToolUse
+from ..providers.base import Request
+from ..session.records import Text, ToolUse
 
 from .usertools import UserTool
 
@@ -24,7 +24,7 @@ DOCS = [f"doc-{i:02d}.md" for i in range(1, 9)]
 
 
 def _corpus() -> Any:
-    return resources.files("orchestrator") / "corpus"
+    return resources.files(__package__) / "corpus"
 
 
 def list_documents() -> list[str]:

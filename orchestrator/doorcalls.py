@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from session.door import Door
+from ..session.door import Door
 
 if TYPE_CHECKING:
     from .supervisor import AgentNode, Supervisor

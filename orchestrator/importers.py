@@ -52,7 +52,7 @@ from typing import Any, Union
 
 import msgspec
 
-from session.records import Block, Opaque, Text, Thinking, ToolResult, ToolUse, Usage
+from ..session.records import Block, Opaque, Text, Thinking, ToolResult, ToolUse, Usage
 
 __all__ = [
     "FORMATS",

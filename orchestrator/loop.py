@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from lineage.runroot import now_iso
-from providers.base import Request
-from providers.errors import ContextTooLong, ProviderError
-from session.eviction import eviction_due, plan_eviction, pressure_reminder
-from session.records import (
+from ..lineage.runroot import now_iso
+from ..providers.base import Request
+from ..providers.errors import ContextTooLong, ProviderError
+from ..session.eviction import eviction_due, plan_eviction, pressure_reminder
+from ..session.records import (
     ProviderCall,
     Residue,
     SessionEnded,
@@ -30,7 +30,7 @@ from session.records import (
     Usage,
     compact,
 )
-from session.render import render
+from ..session.render import render
 
 if TYPE_CHECKING:
     from .supervisor import AgentNode, Supervisor
@@ -46,7 +46,7 @@ def priced_model(sup: "Supervisor", response_model: str | None) -> str | None:
 
 
 def _price(sup: "Supervisor", node: "AgentNode", usage: Usage, model: str | None) -> float:
-    from providers.prices import cost_usd
+    from ..providers.prices import cost_usd
 
     return cost_usd(usage, priced_model(sup, model), sup.settings.cache_ttl)
 
@@ -201,7 +201,7 @@ def weigh(sup: "Supervisor", node: "AgentNode") -> None:
         plan = plan_eviction(ctx, s.keep)
         if plan is not None:
             sweep_pending(node)
-            from session.records import Evicted
+            from ..session.records import Evicted
 
             before = ctx.history_bytes()
             node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness")))

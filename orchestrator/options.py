@@ -11,7 +11,7 @@ import datetime as _dt
 import secrets
 from pathlib import Path
 
-from lineage.runroot import RunRootError, create_run_root
+from ..lineage.runroot import RunRootError, create_run_root
 
 from .cli import UserError
 from .settings import Settings
@@ -51,7 +51,7 @@ def window_for(model: str | None) -> int | None:
 
 
 def settings_from(args, **over) -> Settings:
-    from providers.select import DEFAULT_MODELS
+    from ..providers.select import DEFAULT_MODELS
 
     model = args.model or DEFAULT_MODELS.get(args.provider)
     window = args.context_window or window_for(model)
@@ -65,8 +65,8 @@ def settings_from(args, **over) -> Settings:
 
 
 def provider_from(args, **kw):
-    from providers.errors import ProviderConfigError
-    from providers.select import make_provider
+    from ..providers.errors import ProviderConfigError
+    from ..providers.select import make_provider
 
     try:
         return make_provider(args.provider, model=args.model, base_url=args.base_url,

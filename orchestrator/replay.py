@@ -19,14 +19,14 @@ from typing import Any
 
 import trio
 
-from lineage.runroot import agent_source, create_run_root, now_iso
-from providers.base import Request
-from providers.cache import CacheModel
-from providers.prices import cost_usd
-from providers.scripted import ScriptedProvider
-from session.context import Context, Turn
-from session.log import iter_lines
-from session.records import (
+from ..lineage.runroot import agent_source, create_run_root, now_iso
+from ..providers.base import Request
+from ..providers.cache import CacheModel
+from ..providers.prices import cost_usd
+from ..providers.scripted import ScriptedProvider
+from ..session.context import Context, Turn
+from ..session.log import iter_lines
+from ..session.records import (
     ProviderCall,
     Rewound,
     Text,
@@ -36,7 +36,7 @@ from session.records import (
     compact,
     decode,
 )
-from session.sweep import WRITE_MULT
+from ..session.sweep import WRITE_MULT
 
 from . import strategies as S
 from .importers import NO_RESULT, AssistantStep, RewindStep, ToolStep, Trajectory, UserStep

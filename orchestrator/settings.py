@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from session.constants import GREP_TIMEOUT_S, KEEP, MAX_TURNS
+from ..session.constants import GREP_TIMEOUT_S, KEEP, MAX_TURNS
 
 
 class Settings(Struct, kw_only=True, frozen=True):

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from session.records import Cleared, Marked, Swept, UserPrompt
-from session.sweep import call_target, candidates, default_replacement
+from ..session.records import Cleared, Marked, Swept, UserPrompt
+from ..session.sweep import call_target, candidates, default_replacement
 
 if TYPE_CHECKING:
     from .replay import Handle

@@ -13,13 +13,13 @@ from typing import Any
 import structlog
 import trio
 
-from lineage.runroot import agent_source, create_run_root, list_agents, make_loader, now_iso
-from providers.base import Provider
-from session.agentlog import AgentLog
-from session.errors import Refusal
-from session.eviction import PressureLatch
-from session.sweep import Growth
-from session.records import SessionStarted, Usage
+from ..lineage.runroot import agent_source, create_run_root, list_agents, make_loader, now_iso
+from ..providers.base import Provider
+from ..session.agentlog import AgentLog
+from ..session.errors import Refusal
+from ..session.eviction import PressureLatch
+from ..session.sweep import Growth
+from ..session.records import SessionStarted, Usage
 
 from .settings import Settings
 from .usertools import UserTool
@@ -163,7 +163,7 @@ class Supervisor:
         return node
 
     def new_child(self, parent: AgentNode, task: str, kind: str) -> AgentNode:
-        from lineage.fork import fork
+        from ..lineage.fork import fork
 
         if kind not in ("mnemon", "fresh"):
             raise Refusal(f"kind must be 'mnemon' or 'fresh', not {kind!r}")
@@ -200,7 +200,7 @@ class Supervisor:
         """Reopen every agent of the run root whose log has not ended, parents before children,
         each attached to its parent; return the roots to run. A resumed child starts inside its
         parent's nursery when the parent's loop begins, as it did the first time."""
-        from lineage.tree import _first_started
+        from ..lineage.tree import _first_started
 
         opening: dict[str, SessionStarted | None] = {
             aid: _first_started(self.root / agent_source(aid)) for aid in list_agents(self.root)}
@@ -256,7 +256,7 @@ class Supervisor:
 
     def clear(self, agent_id: str) -> None:
         """``/clear``: withdraw every turn from the agent's context and cancel its descendants."""
-        from session.records import Cleared
+        from ..session.records import Cleared
 
         node = self.agents[agent_id]
         node.log.append(Cleared())
@@ -265,7 +265,7 @@ class Supervisor:
 
     def rewind(self, agent_id: str, to: int) -> None:
         """``/rewind``: withdraw every turn with id > ``to``."""
-        from session.records import Rewound
+        from ..session.records import Rewound
 
         self.agents[agent_id].log.append(Rewound(to=to))
 
@@ -279,8 +279,8 @@ class Supervisor:
 
 def _has_ended(path: Path) -> bool:
     """Whether a log holds ``SessionEnded``: a raw scan, decoding only the lines that name it."""
-    from session.log import iter_lines
-    from session.records import SessionEnded, decode
+    from ..session.log import iter_lines
+    from ..session.records import SessionEnded, decode
 
     for _, line in iter_lines(path):
         if b"SessionEnded" in line and isinstance(decode(line), SessionEnded):
@@ -294,6 +294,10 @@ async def open_supervisor(root: Path, provider: Provider, settings: Settings, *,
                           provider_name: str | None = None) -> AsyncIterator[Supervisor]:
     """A supervisor with its nursery; leaving the block waits for (or cancels) every agent."""
     create_run_root(Path(root), started_by)
+    if not structlog.is_configured():  # a library caller: log to the run root, never stdout
+        from .logs import configure
+
+        configure(Path(root))
     sup = Supervisor(Path(root), provider, settings, user_tools=user_tools,
                      provider_name=provider_name)
     try:

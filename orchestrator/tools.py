@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 import structlog
 import trio
 
-from providers.base import ToolDef
-from session.context import Turn
-from session.errors import Refusal, SessionError
-from session.records import Marked, Residue, Swept, ToolResult, ToolUse, compact
-from session.render import residue_message
-from session.sweep import READ_MULT, WRITE_MULT, candidates, gate
+from ..providers.base import ToolDef
+from ..session.context import Turn
+from ..session.errors import Refusal, SessionError
+from ..session.records import Marked, Residue, Swept, ToolResult, ToolUse, compact
+from ..session.render import residue_message
+from ..session.sweep import READ_MULT, WRITE_MULT, candidates, gate
 
 from .usertools import ToolInputError
 
@@ -162,7 +162,7 @@ def _arg(inp: Any, name: str, typ: type | tuple, default: Any = ..., *, tool: st
 
 
 def survey(sup: "Supervisor", node: "AgentNode") -> dict:
-    from session.eviction import due_line, plan_eviction, pressure_line
+    from ..session.eviction import due_line, plan_eviction, pressure_line
 
     ctx = node.ctx
     s = sup.settings
@@ -223,8 +223,8 @@ def sweep_pending(node: "AgentNode") -> bool:
 
 def sweep_horizon(sup: "Supervisor", node: "AgentNode") -> float:
     """The configured horizon, cut to the requests left before the next eviction."""
-    from session.eviction import due_line
-    from session.sweep import effective_horizon
+    from ..session.eviction import due_line
+    from ..session.sweep import effective_horizon
 
     s = sup.settings
     due = due_line(s.context_window) if s.context_window else None
@@ -244,8 +244,8 @@ def sweep_if_pays(sup: "Supervisor", node: "AgentNode") -> bool:
 
 
 async def _context_evict(sup, node, inp) -> str:
-    from session.context import check_note
-    from session.records import Evicted
+    from ..session.context import check_note
+    from ..session.records import Evicted
 
     a = _arg(inp, "from", int, tool="context_evict")
     b = _arg(inp, "to", int, tool="context_evict")

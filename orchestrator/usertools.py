@@ -14,7 +14,7 @@ from typing import Any, get_type_hints
 import msgspec
 import trio
 
-from providers.base import ToolDef
+from ..providers.base import ToolDef
 
 
 class ToolInputError(Exception):

@@ -1,75 +1,82 @@
 """LLM adapters over httpx (Anthropic, OpenAI and compatibles), the scripted provider, the
 prompt-cache model and the price table. See docs/providers.md."""
 
-from providers.anthropic import AnthropicProvider
-from providers.base import Provider, Request, Response, ToolDef
-from providers.cache import CacheModel, FlatBlock, flatten, place_breakpoints, previous_request_len
-from providers.errors import (
-    AuthError,
-    ContextTooLong,
-    InvalidRequest,
-    Overloaded,
-    ProviderConfigError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderHTTPError,
-    ProviderTimeout,
-    RateLimited,
-    ServerError,
-    StreamInterrupted,
-)
-from providers.openai import OpenAIProvider
-from providers.prices import (
-    PRICES,
-    PRICES_DATE,
-    Price,
-    SweepGate,
-    cost_usd,
-    load_prices,
-    price_for,
-    prices_from,
-    sweep_gate,
-)
-from providers.retry import OnAttempt, RetryPolicy, call_with_retry
-from providers.scripted import ScriptedProvider
-from providers.select import make_provider
+from __future__ import annotations
 
-__all__ = [
-    "Provider",
-    "Request",
-    "Response",
-    "ToolDef",
-    "OnAttempt",
-    "make_provider",
-    "AnthropicProvider",
-    "OpenAIProvider",
-    "ScriptedProvider",
-    "RetryPolicy",
-    "call_with_retry",
-    "CacheModel",
-    "FlatBlock",
-    "flatten",
-    "place_breakpoints",
-    "previous_request_len",
-    "PRICES",
-    "PRICES_DATE",
-    "Price",
-    "price_for",
-    "prices_from",
-    "load_prices",
-    "cost_usd",
-    "SweepGate",
-    "sweep_gate",
-    "ProviderError",
-    "ProviderConfigError",
-    "ProviderHTTPError",
-    "RateLimited",
-    "Overloaded",
-    "ServerError",
-    "AuthError",
-    "InvalidRequest",
-    "ContextTooLong",
-    "ProviderTimeout",
-    "ProviderConnectionError",
-    "StreamInterrupted",
-]
+from typing import TYPE_CHECKING
+
+from .._lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    "Provider": ".base",
+    "Request": ".base",
+    "Response": ".base",
+    "ToolDef": ".base",
+    "OnAttempt": ".retry",
+    "make_provider": ".select",
+    "AnthropicProvider": ".anthropic",
+    "OpenAIProvider": ".openai",
+    "ScriptedProvider": ".scripted",
+    "RetryPolicy": ".retry",
+    "call_with_retry": ".retry",
+    "CacheModel": ".cache",
+    "FlatBlock": ".cache",
+    "flatten": ".cache",
+    "place_breakpoints": ".cache",
+    "previous_request_len": ".cache",
+    "PRICES": ".prices",
+    "PRICES_DATE": ".prices",
+    "Price": ".prices",
+    "price_for": ".prices",
+    "prices_from": ".prices",
+    "load_prices": ".prices",
+    "cost_usd": ".prices",
+    "SweepGate": ".prices",
+    "sweep_gate": ".prices",
+    "ProviderError": ".errors",
+    "ProviderConfigError": ".errors",
+    "ProviderHTTPError": ".errors",
+    "RateLimited": ".errors",
+    "Overloaded": ".errors",
+    "ServerError": ".errors",
+    "AuthError": ".errors",
+    "InvalidRequest": ".errors",
+    "ContextTooLong": ".errors",
+    "ProviderTimeout": ".errors",
+    "ProviderConnectionError": ".errors",
+    "StreamInterrupted": ".errors",
+})
+
+if TYPE_CHECKING:
+    from .anthropic import AnthropicProvider
+    from .base import Provider, Request, Response, ToolDef
+    from .cache import CacheModel, FlatBlock, flatten, place_breakpoints, previous_request_len
+    from .errors import (
+        AuthError,
+        ContextTooLong,
+        InvalidRequest,
+        Overloaded,
+        ProviderConfigError,
+        ProviderConnectionError,
+        ProviderError,
+        ProviderHTTPError,
+        ProviderTimeout,
+        RateLimited,
+        ServerError,
+        StreamInterrupted,
+    )
+    from .openai import OpenAIProvider
+    from .prices import (
+        PRICES,
+        PRICES_DATE,
+        Price,
+        SweepGate,
+        cost_usd,
+        load_prices,
+        price_for,
+        prices_from,
+        sweep_gate,
+    )
+    from .retry import OnAttempt, RetryPolicy, call_with_retry
+    from .scripted import ScriptedProvider
+    from .select import make_provider

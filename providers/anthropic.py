@@ -18,18 +18,18 @@ from typing import Any
 
 import httpx
 
-from providers.base import Request, Response
-from providers.cache import flatten, place_breakpoints, previous_request_len, MAX_BREAKPOINTS
-from providers.errors import (
+from .base import Request, Response
+from .cache import flatten, place_breakpoints, previous_request_len, MAX_BREAKPOINTS
+from .errors import (
     STATUS_FOR_ERROR_TYPE,
     ProviderHTTPError,
     StreamInterrupted,
     http_error,
 )
-from providers.http import HTTPProvider
-from providers.sse import SSEDecoder
-from providers.retry import RetryPolicy
-from session.records import Block, Opaque, Text, Thinking, ToolUse, Usage
+from .http import HTTPProvider
+from .sse import SSEDecoder
+from .retry import RetryPolicy
+from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage
 
 __all__ = [
     "DEFAULT_BASE_URL",

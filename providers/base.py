@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from msgspec import Struct, field
 
-from session.records import Block, Usage
+from ..session.records import Block, Usage
 
 
 class ToolDef(Struct, frozen=True):

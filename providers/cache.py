@@ -31,7 +31,7 @@ from typing import Any, Literal
 import blake3
 from msgspec import Struct
 
-from session.records import Usage, compact
+from ..session.records import Usage, compact
 
 __all__ = [
     "LOOKBACK",

@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 
-from providers.base import Request, Response
-from providers.errors import ProviderHTTPError, map_httpx_errors
-from providers.retry import OnAttempt, RetryPolicy, call_with_retry
-from providers.sse import SSEDecoder
+from .base import Request, Response
+from .errors import ProviderHTTPError, map_httpx_errors
+from .retry import OnAttempt, RetryPolicy, call_with_retry
+from .sse import SSEDecoder
 
 
 def json_or_text(resp: httpx.Response) -> Any:

@@ -18,12 +18,12 @@ from typing import Any
 
 import httpx
 
-from providers.base import Request, Response
-from providers.errors import ProviderHTTPError, StreamInterrupted, http_error
-from providers.http import HTTPProvider
-from providers.sse import SSEDecoder
-from providers.retry import RetryPolicy
-from session.records import Block, Opaque, Text, Thinking, ToolUse, Usage, compact
+from .base import Request, Response
+from .errors import ProviderHTTPError, StreamInterrupted, http_error
+from .http import HTTPProvider
+from .sse import SSEDecoder
+from .retry import RetryPolicy
+from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage, compact
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -29,7 +29,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from session.records import Usage
+from ..session.records import Usage
 
 __all__ = [
     "PRICES_DATE",

@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 import trio
 from msgspec import Struct
 
-from providers.errors import ProviderError, ProviderHTTPError, StreamInterrupted
-from session.records import Usage
+from .errors import ProviderError, ProviderHTTPError, StreamInterrupted
+from ..session.records import Usage
 
 __all__ = [
     "RetryPolicy",

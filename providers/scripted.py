@@ -27,10 +27,10 @@ from typing import Any
 
 import trio
 
-from providers.base import Request, Response
-from providers.cache import CacheModel
-from providers.retry import OnAttempt
-from session.records import Block, Text, ToolUse, compact, decode_block
+from .base import Request, Response
+from .cache import CacheModel
+from .retry import OnAttempt
+from ..session.records import Block, Text, ToolUse, compact, decode_block
 
 __all__ = ["ScriptedProvider", "Policy", "EXHAUSTED", "load_script"]
 

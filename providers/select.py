@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx
 
-from providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL, AnthropicProvider
-from providers.base import Provider
-from providers.cache import CacheModel
-from providers.errors import ProviderConfigError
-from providers.openai import DEFAULT_BASE_URL as OPENAI_URL, OpenAIProvider
-from providers.retry import RetryPolicy
-from providers.scripted import Policy, ScriptedProvider
+from .anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL, AnthropicProvider
+from .base import Provider
+from .cache import CacheModel
+from .errors import ProviderConfigError
+from .openai import DEFAULT_BASE_URL as OPENAI_URL, OpenAIProvider
+from .retry import RetryPolicy
+from .scripted import Policy, ScriptedProvider
 
 __all__ = ["PROVIDERS", "DEFAULT_MODELS", "KEY_VARIABLES", "make_provider"]
 

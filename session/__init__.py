@@ -1,27 +1,60 @@
 """One agent's log, its context table, eviction, and the transcript door."""
 
-from .agentlog import AgentLog
-from .context import BlockRef, Context, ResidueEntry, Turn, turn_blocks
-from .door import Door
-from .errors import (
-    AncestorUnreadable,
-    DigestMismatch,
-    LogClosed,
-    LogCorrupt,
-    LogRefused,
-    Refusal,
-    SessionError,
-)
-from .eviction import PressureLatch, eviction_due, plan_eviction, pressure_reminder
-from .log import RecordLog, digest, iter_lines, read_at, read_span, scan
-from .render import render, residue_message
-from .resume import fold_file
-from .sweep import Candidate, Gate, candidates, gate
+from __future__ import annotations
 
-__all__ = [
-    "AgentLog", "AncestorUnreadable", "BlockRef", "Candidate", "Context", "DigestMismatch",
-    "Door", "Gate", "LogClosed", "LogCorrupt", "LogRefused", "PressureLatch", "RecordLog",
-    "Refusal", "ResidueEntry", "SessionError", "Turn", "candidates", "digest", "eviction_due",
-    "fold_file", "gate", "iter_lines", "plan_eviction", "pressure_reminder", "read_at",
-    "read_span", "render", "residue_message", "scan", "turn_blocks",
-]
+from typing import TYPE_CHECKING
+
+from .._lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    "AgentLog": ".agentlog",
+    "AncestorUnreadable": ".errors",
+    "BlockRef": ".context",
+    "Candidate": ".sweep",
+    "Context": ".context",
+    "DigestMismatch": ".errors",
+    "Door": ".door",
+    "Gate": ".sweep",
+    "LogClosed": ".errors",
+    "LogCorrupt": ".errors",
+    "LogRefused": ".errors",
+    "PressureLatch": ".eviction",
+    "RecordLog": ".log",
+    "Refusal": ".errors",
+    "ResidueEntry": ".context",
+    "SessionError": ".errors",
+    "Turn": ".context",
+    "candidates": ".sweep",
+    "digest": ".log",
+    "eviction_due": ".eviction",
+    "fold_file": ".resume",
+    "gate": ".sweep",
+    "iter_lines": ".log",
+    "plan_eviction": ".eviction",
+    "pressure_reminder": ".eviction",
+    "read_at": ".log",
+    "read_span": ".log",
+    "render": ".render",
+    "residue_message": ".render",
+    "scan": ".log",
+    "turn_blocks": ".context",
+})
+
+if TYPE_CHECKING:
+    from .agentlog import AgentLog
+    from .context import BlockRef, Context, ResidueEntry, Turn, turn_blocks
+    from .door import Door
+    from .errors import (
+        AncestorUnreadable,
+        DigestMismatch,
+        LogClosed,
+        LogCorrupt,
+        LogRefused,
+        Refusal,
+        SessionError,
+    )
+    from .eviction import PressureLatch, eviction_due, plan_eviction, pressure_reminder
+    from .log import RecordLog, digest, iter_lines, read_at, read_span, scan
+    from .render import render, residue_message
+    from .resume import fold_file
+    from .sweep import Candidate, Gate, candidates, gate

@@ -168,7 +168,7 @@ def _refuse(tid: int | None, e: SessionError) -> Refusal:
 
 
 def _open_source(root: Path, source: str):
-    from lineage.runroot import confine  # lineage builds on session; imported late
+    from ..lineage.runroot import confine  # lineage builds on session; imported late
 
     try:
         path = confine(root, source)
@@ -1129,6 +1129,7 @@ class Door:
         self.ctx = ctx
         self.own = own
         self.seam = seam
+        self.torn = None  # from outside: the torn tail left by a crash mid-append, if any
 
     @classmethod
     def of_agent(cls, root: Path, agent, *, own: bool = True) -> "Door":
@@ -1138,7 +1139,7 @@ class Door:
     @classmethod
     def open(cls, path: Path):
         """From outside: fold an agent directory read-only → ``(door, torn tail or None)``."""
-        from lineage.view import open_agent
+        from ..lineage.view import open_agent
 
         root, _agent, ctx, torn = open_agent(Path(path))
         return cls(root, ctx), torn

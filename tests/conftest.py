@@ -29,6 +29,6 @@ def _no_network(monkeypatch):
 
 @pytest.fixture
 def run_root(tmp_path) -> Path:
-    from lineage.runroot import create_run_root
+    from mnemon.lineage.runroot import create_run_root
 
     return create_run_root(tmp_path / "run", "tests")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lineage.runroot import agent_source, make_loader
-from session.agentlog import AgentLog
-from session.records import (
+from mnemon.lineage.runroot import agent_source, make_loader
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.records import (
     AssistantMessage,
     SessionStarted,
     Text,

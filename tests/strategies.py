@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from session.constants import NOTE_MAX_BYTES
-from session.context import Context, ResidueEntry, Turn
-from session.errors import Refusal
-from session.records import (
+from mnemon.session.constants import NOTE_MAX_BYTES
+from mnemon.session.context import Context, ResidueEntry, Turn
+from mnemon.session.errors import Refusal
+from mnemon.session.records import (
     AssistantMessage,
     Cleared,
     Evicted,

@@ -22,7 +22,7 @@ SURFACES = {
 
 @pytest.mark.parametrize("package", sorted(SURFACES))
 def test_surface_is_pinned_and_importable(package):
-    mod = importlib.import_module(package)
+    mod = importlib.import_module(f"mnemon.{package}")
     assert set(mod.__all__) == SURFACES[package]
     for name in mod.__all__:
         assert getattr(mod, name) is not None

@@ -6,12 +6,12 @@ import sys
 
 import trio
 
-from ..cli import Failure
+from ..cli import COMMANDS, Failure
 from ..options import add_provider_args, provider_from, run_root_from, settings_from
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("ask", help="one root agent on one prompt with the configured provider")
+    p = sub.add_parser("ask", help=COMMANDS["ask"])
     p.add_argument("prompt", help="the task, as the agent's first prompt")
     add_provider_args(p)
     p.add_argument("--json", action="store_true", help="machine output")

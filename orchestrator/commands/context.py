@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lineage.runroot import RunRootError, find_run_root, read_run_json
-from lineage.view import open_agent, report_torn
-from session.errors import LogRefused
-from session.context import Turn
-from session.render import render, residue_message
+from ...lineage.runroot import RunRootError, find_run_root, read_run_json
+from ...lineage.view import open_agent, report_torn
+from ...session.errors import LogRefused
+from ...session.context import Turn
+from ...session.render import render, residue_message
 
-from ..cli import Failure, UserError
+from ..cli import COMMANDS, Failure, UserError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("context", help="the survey of an agent's context")
+    p = sub.add_parser("context", help=COMMANDS["context"])
     p.add_argument("path", help="an agent directory")
     p.add_argument("--rendered", action="store_true",
                    help="print the provider-neutral messages it would send now")

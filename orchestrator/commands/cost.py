@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lineage.runroot import RunRootError
-from lineage.view import report_torn
+from ...lineage.runroot import RunRootError
+from ...lineage.view import report_torn
 
-from ..cli import UserError
+from ..cli import COMMANDS, UserError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("cost", help="tokens, cache reads/writes and price of a run, per agent")
+    p = sub.add_parser("cost", help=COMMANDS["cost"])
     p.add_argument("path", help="a run root or an agent directory")
     p.add_argument("--price-as", default=None, metavar="MODEL",
                    help="price every usage as this model (default: each record's own model; "

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import trio
 
-from ..cli import UserError
+from ..cli import COMMANDS, UserError
 from ..options import run_root_from
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demo", help="offline end-to-end run on the scripted provider")
+    p = sub.add_parser("demo", help=COMMANDS["demo"])
     p.add_argument("--run-root", default=None, help="where logs go (a new or empty directory)")
     p.add_argument("--context-window", type=int, default=6000,
                    help="a small window, so that evictions happen (tokens)")
@@ -21,9 +21,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from lineage.tree import tree_text
-    from providers.cache import CacheModel
-    from providers.scripted import ScriptedProvider
+    from ...lineage.tree import tree_text
+    from ...providers.cache import CacheModel
+    from ...providers.scripted import ScriptedProvider
 
     from .. import demo, logs
     from ..progress import Progress

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..cli import UserError
+from ..cli import COMMANDS, UserError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("replay", help="replay a recorded agent trajectory through the harness")
+    p = sub.add_parser("replay", help=COMMANDS["replay"])
     p.add_argument("trajectory", help="a recorded session (neutral JSONL, Claude Code, Codex, "
                                       "OpenAI messages JSON)")
     p.add_argument("--out", required=True, help="a new or empty directory for the reports")
@@ -51,7 +51,7 @@ def run(args) -> int:
     except FileNotFoundError:
         raise UserError(f"{args.trajectory}: no such file") from None
     if args.prices:
-        from providers import prices
+        from ...providers import prices
 
         try:
             prices.PRICES.update(prices.load_prices(args.prices))

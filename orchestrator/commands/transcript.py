@@ -10,13 +10,13 @@ import json
 import sys
 from pathlib import Path
 
-from lineage.runroot import RunRootError
-from lineage.view import report_torn
-from session.constants import GREP_HITS, GREP_TIMEOUT_S
-from session.door import Door
-from session.errors import LogRefused, Refusal
+from ...lineage.runroot import RunRootError
+from ...lineage.view import report_torn
+from ...session.constants import GREP_HITS, GREP_TIMEOUT_S
+from ...session.door import Door
+from ...session.errors import LogRefused, Refusal
 
-from ..cli import Failure, UserError
+from ..cli import COMMANDS, Failure, UserError
 
 
 def _one_line_error(message: str) -> None:
@@ -25,8 +25,7 @@ def _one_line_error(message: str) -> None:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("transcript", help="the transcript door: index, read, grep an agent's "
-                       "whole lineage")
+    p = sub.add_parser("transcript", help=COMMANDS["transcript"])
     ts = p.add_subparsers(dest="door", metavar="index|read|grep")
     ts.required = True
     pi = ts.add_parser("index", help="every turn, oldest first")

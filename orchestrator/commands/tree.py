@@ -6,14 +6,14 @@ import json
 import sys
 from pathlib import Path
 
-from lineage.runroot import RunRootError, find_run_root, read_run_json
-from lineage.tree import build_tree, format_node, walk
+from ...lineage.runroot import RunRootError, find_run_root, read_run_json
+from ...lineage.tree import build_tree, format_node, walk
 
-from ..cli import UserError
+from ..cli import COMMANDS, UserError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("tree", help="the lineage tree of a run")
+    p = sub.add_parser("tree", help=COMMANDS["tree"])
     p.add_argument("path", help="a run root (or any directory inside one)")
     p.add_argument("--json", action="store_true", help="machine output: a list of {agent, "
                    "parent, kind, turns, resident, evicted, state}")

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from lineage.runroot import (
+from ...lineage.runroot import (
     RunRootError,
     agent_source,
     confine,
@@ -14,17 +14,17 @@ from lineage.runroot import (
     read_pointer,
     read_run_json,
 )
-from lineage.view import agents_in
-from session.errors import LogRefused, SessionError
-from session.log import iter_lines
-from session.records import Inherited, decode
-from session.resume import fold_file
+from ...lineage.view import agents_in
+from ...session.errors import LogRefused, SessionError
+from ...session.log import iter_lines
+from ...session.records import Inherited, decode
+from ...session.resume import fold_file
 
-from ..cli import UserError
+from ..cli import COMMANDS, UserError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("verify", help="refold every log and check every pointer's digest")
+    p = sub.add_parser("verify", help=COMMANDS["verify"])
     p.add_argument("path", help="an agent directory or a run root")
     p.add_argument("--json", action="store_true", help="machine output")
 

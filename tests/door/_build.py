@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from session.agentlog import AgentLog
-from session.context import Turn
-from session.records import (
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.context import Turn
+from mnemon.session.records import (
     AssistantMessage,
     Evicted,
     Residue,

@@ -13,11 +13,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import session.door as door_mod
-from session import native
-from session.door import Door
-from session.errors import Refusal
-from session.records import SessionStarted, encode
+import mnemon.session.door as door_mod
+from mnemon.session import native
+from mnemon.session.door import Door
+from mnemon.session.errors import Refusal
+from mnemon.session.records import SessionStarted, encode
 
 pytestmark = pytest.mark.skipif(native.count_literal is None or not native.AVAILABLE,
                                 reason="the native extensions are not built")

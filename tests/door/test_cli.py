@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from orchestrator.cli import main
+from mnemon.orchestrator.cli import main
 from tests.conftest import EXAMPLES
 
 ROW_KEYS = {"id", "role", "label", "bytes", "held", "residue", "origin", "source"}
@@ -89,7 +89,7 @@ def test_user_errors_exit_2_with_one_line(capsys, child, argv, msg):
 
 
 def test_timeout_refused(capsys, tmp_path):
-    from lineage.runroot import create_run_root
+    from mnemon.lineage.runroot import create_run_root
     from tests.helpers import new_agent, prompt
 
     root = create_run_root(tmp_path / "run", "t")
@@ -113,7 +113,7 @@ def test_torn_tail_reported_file_untouched(capsys, tmp_path):
 
 def test_a_log_that_does_not_fold_is_a_failure_not_a_user_error(tmp_path, capsys):
     """DESIGN: exit 1 for a log that does not verify, with one line naming the line."""
-    from orchestrator.cli import main
+    from mnemon.orchestrator.cli import main
 
     root = tmp_path / "r"
     (root / "agents" / "a1").mkdir(parents=True)

@@ -8,9 +8,9 @@ import time
 import pytest
 import trio
 
-import session.door as door_mod
-from session.door import Door
-from session.errors import Refusal
+import mnemon.session.door as door_mod
+from mnemon.session.door import Door
+from mnemon.session.errors import Refusal
 from tests.helpers import answer, new_agent, prompt, tool_turn
 
 

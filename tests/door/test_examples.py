@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from session.door import Door
+from mnemon.session.door import Door
 from tests.conftest import EXAMPLES
 
 CASES = []

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lineage.fork import fork
-from session.door import Door
+from mnemon.lineage.fork import fork
+from mnemon.session.door import Door
 
 from ..helpers import answer, new_agent, prompt, tool_turn
 

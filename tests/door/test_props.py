@@ -10,10 +10,10 @@ import pytest
 import regex
 from hypothesis import HealthCheck, given, settings
 
-from lineage.runroot import create_run_root
-from session.door import Door, _Matcher, required_literal
-from session.errors import Refusal
-from session.records import (
+from mnemon.lineage.runroot import create_run_root
+from mnemon.session.door import Door, _Matcher, required_literal
+from mnemon.session.errors import Refusal
+from mnemon.session.records import (
     AssistantMessage,
     Cleared,
     Evicted,

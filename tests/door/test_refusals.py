@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from session.door import Door, parse_turns
-from session.errors import Refusal
+from mnemon.session.door import Door, parse_turns
+from mnemon.session.errors import Refusal
 from tests.conftest import EXAMPLES
 from tests.helpers import answer, new_agent, prompt, tool_turn
 

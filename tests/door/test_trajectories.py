@@ -8,8 +8,8 @@ import re
 import msgspec
 import pytest
 
-from lineage.runroot import confine
-from session.door import Door
+from mnemon.lineage.runroot import confine
+from mnemon.session.door import Door
 from tests.conftest import TRAJECTORIES
 
 from ._build import replay
@@ -27,7 +27,7 @@ def count(texts, pattern):
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
-    from lineage.runroot import create_run_root
+    from mnemon.lineage.runroot import create_run_root
 
     root = create_run_root(tmp_path_factory.mktemp("traj") / "run", "tests")
     out = []

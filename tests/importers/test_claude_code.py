@@ -7,7 +7,7 @@ import json
 import msgspec
 import pytest
 
-from orchestrator.importers import (
+from mnemon.orchestrator.importers import (
     NO_RESULT,
     OPENS_WITH_ASSISTANT,
     RewindStep,
@@ -18,7 +18,7 @@ from orchestrator.importers import (
     load,
     load_claude_code,
 )
-from session.records import Opaque, Text, Thinking, ToolResult, ToolUse, Usage
+from mnemon.session.records import Opaque, Text, Thinking, ToolResult, ToolUse, Usage
 
 from .texts import CLAUDE, texts, write_jsonl
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.importers import (
+from mnemon.orchestrator.importers import (
     NO_RESULT,
     AssistantStep,
     ToolStep,
@@ -13,7 +13,7 @@ from orchestrator.importers import (
     load,
     load_codex,
 )
-from session.records import Opaque, Text, Thinking, ToolResult, ToolUse, Usage
+from mnemon.session.records import Opaque, Text, Thinking, ToolResult, ToolUse, Usage
 
 from .texts import CODEX, CODEX_OLD, texts, write_jsonl
 

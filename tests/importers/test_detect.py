@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.importers import FORMATS, TrajectoryFormatError, detect_format, load
+from mnemon.orchestrator.importers import FORMATS, TrajectoryFormatError, detect_format, load
 
 from .texts import CLAUDE, CODEX, CODEX_OLD, DEV, OPENAI, SAMPLES
 

@@ -9,7 +9,7 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.importers import (
+from mnemon.orchestrator.importers import (
     NO_RESULT,
     AssistantStep,
     RewindStep,
@@ -20,7 +20,7 @@ from orchestrator.importers import (
     load_claude_code,
     load_neutral,
 )
-from session.records import Text, ToolResult, ToolUse
+from mnemon.session.records import Text, ToolResult, ToolUse
 
 from .texts import texts
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from orchestrator.importers import (
+from mnemon.orchestrator.importers import (
     AssistantStep,
     ToolStep,
     UserStep,
@@ -16,7 +16,7 @@ from orchestrator.importers import (
     load,
     load_neutral,
 )
-from session.records import Text, ToolUse
+from mnemon.session.records import Text, ToolUse
 
 from .texts import DEV, texts, write_jsonl
 

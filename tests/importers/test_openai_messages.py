@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.importers import NO_RESULT, check_invariants, load, load_openai_messages
-from session.records import Text, Thinking, ToolResult, ToolUse
+from mnemon.orchestrator.importers import NO_RESULT, check_invariants, load, load_openai_messages
+from mnemon.session.records import Text, Thinking, ToolResult, ToolUse
 
 from .texts import OPENAI
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.importers import NO_RESULT, AssistantStep, ToolStep, Trajectory, UserStep
-from session.records import Text, Thinking, ToolUse
+from mnemon.orchestrator.importers import NO_RESULT, AssistantStep, ToolStep, Trajectory, UserStep
+from mnemon.session.records import Text, Thinking, ToolUse
 
 SAMPLES = Path(__file__).resolve().parent / "samples"
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"

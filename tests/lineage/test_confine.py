@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from lineage.fork import fork
-from lineage.runroot import confine, make_loader, read_pointer
-from orchestrator.cli import main
-from session.errors import AncestorUnreadable, DigestMismatch, LogRefused, SessionError
-from session.records import Pointer, decode
-from session.resume import fold_file
+from mnemon.lineage.fork import fork
+from mnemon.lineage.runroot import confine, make_loader, read_pointer
+from mnemon.orchestrator.cli import main
+from mnemon.session.errors import AncestorUnreadable, DigestMismatch, LogRefused, SessionError
+from mnemon.session.records import Pointer, decode
+from mnemon.session.resume import fold_file
 
 from .util import STARTED, answer, evict, new_agent, prompt, rewrite_inherited, start_call, tool_turn
 
@@ -219,7 +219,7 @@ def test_confine_directly(run_root):
 def test_verify_from_a_fresh_process(family):
     """The real console script: exit 1 and the problem on stdout, never a traceback."""
     (family / PARENT).unlink()
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "verify", str(family),
+    proc = subprocess.run([sys.executable, "-m", "mnemon", "verify", str(family),
                            "--json"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1, proc.stderr
     rep = json.loads(proc.stdout)
@@ -264,7 +264,7 @@ def test_agent_log_symlinked_out(family, capsys):
 @pytest.mark.parametrize("source", ["../outside/record.jsonl", "/etc/hostname", "links/p.jsonl",
                                     "agents/nobody/record.jsonl"])
 def test_opening_loader_refuses_like_make_loader(family, source):
-    from lineage.fork import opening_loader
+    from mnemon.lineage.fork import opening_loader
 
     outside_copy(family)
     (family / "links").mkdir()
@@ -281,7 +281,7 @@ def test_opening_loader_refuses_like_make_loader(family, source):
 
 
 def test_resuming_a_child_whose_ancestor_was_tampered(family):
-    from lineage.fork import resume_child
+    from mnemon.lineage.fork import resume_child
 
     data = (family / PARENT).read_bytes()
     i = data.index(b"delta")

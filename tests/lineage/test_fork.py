@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from lineage.fork import ForkError, child_started, fork, link_bytes, link_for, resume_child
-from session.agentlog import AgentLog
-from session.context import Context
-from session.errors import Refusal
-from session.log import scan
-from session.records import (
+from mnemon.lineage.fork import ForkError, child_started, fork, link_bytes, link_for, resume_child
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.context import Context
+from mnemon.session.errors import Refusal
+from mnemon.session.log import scan
+from mnemon.session.records import (
     AssistantMessage,
     Cleared,
     Inherited,
@@ -29,7 +29,7 @@ from session.records import (
     UserPrompt,
     decode,
 )
-from session.render import render
+from mnemon.session.render import render
 from tests.conftest import EXAMPLES
 from tests.helpers import answer, new_agent, prompt, tool_turn
 
@@ -84,7 +84,7 @@ def test_fork_has_the_shape_of_the_example(run_root):
 
 def test_the_example_child_folds_like_ours(run_root, tmp_path):
     """Our fold of the example's files gives the same frontier as expected.json says."""
-    from lineage.view import open_agent
+    from mnemon.lineage.view import open_agent
 
     _, _, ctx, _ = open_agent(EXAMPLE / "agents/c1")
     want = json.loads((EXAMPLE / "expected.json").read_text())["agents"]["c1"]["frontier"]
@@ -212,7 +212,7 @@ def test_an_edit_in_the_turn_in_hand_does_not_reach_the_child(run_root):
     evict(parent, 1, 1, "the first prompt")
     parent.append(ToolResults(results=[ToolResult(tool_use_id="e", content="ok")]))
     parent.append(Marked(block=(t, 2), replacement="400 z's"))
-    from session.records import Swept
+    from mnemon.session.records import Swept
 
     parent.append(Swept(blocks=[(t, 2)]))
     with pytest.raises(ValueError, match="turn in hand"):

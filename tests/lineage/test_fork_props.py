@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from lineage.fork import fork
-from lineage.runroot import agent_source, create_run_root, make_loader
-from session.agentlog import AgentLog
-from session.records import AssistantMessage, Inherited, SessionStarted, ToolUse, decode
-from session.render import render
+from mnemon.lineage.fork import fork
+from mnemon.lineage.runroot import agent_source, create_run_root, make_loader
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.records import AssistantMessage, Inherited, SessionStarted, ToolUse, decode
+from mnemon.session.render import render
 
 from ..strategies import sessions
 from .util import assert_prefix, parent_prefix, refold

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from lineage.fork import fork
-from lineage.runroot import make_loader, read_pointer
-from session.records import UserPrompt, decode
-from session.render import render
+from mnemon.lineage.fork import fork
+from mnemon.lineage.runroot import make_loader, read_pointer
+from mnemon.session.records import UserPrompt, decode
+from mnemon.session.render import render
 
 from .util import (
     STARTED,
@@ -117,8 +117,8 @@ def test_fork_before_any_own_turn_keeps_the_floor(run_root):
     prompt(r, "q")
     in_hand = start_call(r)
     c = fork(run_root, r, "c", task="t")
-    from lineage.fork import link_for
-    from session.context import Context
+    from mnemon.lineage.fork import link_for
+    from mnemon.session.context import Context
 
     ctx = Context("agents/c/record.jsonl", loader=make_loader(run_root))
     for rec in [decode(l) for l in (run_root / "agents/c/record.jsonl").read_bytes().splitlines()[:2]]:

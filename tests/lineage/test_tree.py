@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 
-from lineage.fork import fork
-from lineage.tree import build_tree, tree_json
-from orchestrator.cli import main
-from session.records import SessionEnded
+from mnemon.lineage.fork import fork
+from mnemon.lineage.tree import build_tree, tree_json
+from mnemon.orchestrator.cli import main
+from mnemon.session.records import SessionEnded
 
 from .util import STARTED, answer, busy_parent, new_agent, prompt, start_call, tool_turn
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import msgspec
 
-from lineage.fork import fork
-from lineage.runroot import agent_source, make_loader
-from session.agentlog import AgentLog
-from session.context import Context
-from session.records import (
+from mnemon.lineage.fork import fork
+from mnemon.lineage.runroot import agent_source, make_loader
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.context import Context
+from mnemon.session.records import (
     AssistantMessage,
     Evicted,
     Marked,
@@ -25,8 +25,8 @@ from session.records import (
     ToolUse,
     UserPrompt,
 )
-from session.render import render, turn_messages
-from session.resume import fold_file
+from mnemon.session.render import render, turn_messages
+from mnemon.session.resume import fold_file
 from tests.helpers import answer, new_agent, prompt, tool_turn
 
 STARTED = dict(system="You are careful.", tools=[{"name": "bash", "description": "run",

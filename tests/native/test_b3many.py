@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import session.native as N
+import mnemon.session.native as N
 
 try:
-    from session import _b3many as B
+    from mnemon.session import _b3many as B
 except ImportError:  # the extension is optional; its tests are then skipped
     B = None
 
-needs_ext = pytest.mark.skipif(B is None, reason="session._b3many is not built")
+needs_ext = pytest.mark.skipif(B is None, reason="mnemon.session._b3many is not built")
 
 EDGES = [1023, 1024, 1025, 2047, 2048, 2049, 3071, 3072, 3073, 4095, 4096, 4097, 8191, 8192,
          8193, 15359, 15360, 15361, 16383, 16384, 16385, 17407, 17408, 17409, 65536, 100_000,
@@ -49,7 +49,7 @@ KERNELS = B._kernels() if B is not None else []
 @pytest.fixture(params=KERNELS or ["none"])
 def kernel(request):
     if B is None:
-        pytest.skip("session._b3many is not built")
+        pytest.skip("mnemon.session._b3many is not built")
     before = B._set_kernel(request.param)
     yield request.param
     B._set_kernel(before)
@@ -269,7 +269,7 @@ def test_gil_is_released_and_results_stay_right_across_threads():
 def test_no_native_env_forces_the_fallback():
     import subprocess
     import sys
-    code = ("import session.native as N; print(N.AVAILABLE, "
+    code = ("import mnemon.session.native as N; print(N.AVAILABLE, "
             "N.digest_many is N.py_digest_many, N.split_lines is N.py_split_lines)")
     env = dict(os.environ, MNEMON_NO_NATIVE="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

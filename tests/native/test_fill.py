@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import session.native as N
+import mnemon.session.native as N
 
 IMPLS = [("python", N.py_fill, N.py_framed)]
 if N.AVAILABLE:
-    from session import _b3many
+    from mnemon.session import _b3many
 
     IMPLS.insert(0, ("native", _b3many.fill, _b3many.framed))
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session import native
+from mnemon.session import native
 
 pytestmark = pytest.mark.skipif(native.find_all is None, reason="the extension is not built")
 

@@ -38,12 +38,12 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session import native
-from session.door import _Matcher, _texts
-from session.records import ToolResult, ToolResults, UserPrompt, decode, encode
+from mnemon.session import native
+from mnemon.session.door import _Matcher, _texts
+from mnemon.session.records import ToolResult, ToolResults, UserPrompt, decode, encode
 
-_scan = pytest.importorskip("session._scan")
-_b3 = pytest.importorskip("session._b3many")
+_scan = pytest.importorskip("mnemon.session._scan")
+_b3 = pytest.importorskip("mnemon.session._b3many")
 
 PAGE = mmap.PAGESIZE
 try:

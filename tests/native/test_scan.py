@@ -17,8 +17,8 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session.door import _Matcher, _texts
-from session.records import (
+from mnemon.session.door import _Matcher, _texts
+from mnemon.session.records import (
     AssistantMessage,
     Cleared,
     Evicted,
@@ -48,7 +48,7 @@ from session.records import (
     encode,
 )
 
-_scan = pytest.importorskip("session._scan")
+_scan = pytest.importorskip("mnemon.session._scan")
 
 ALLOWED = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in "\"\\")
 KEYISH = ["text", "type", "content", "t", "note", "input", "replacement", "tool_use", "thinking",

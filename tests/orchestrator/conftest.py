@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from lineage.runroot import agent_source, make_loader
-from orchestrator import logs
-from orchestrator.settings import Settings
-from orchestrator.usertools import UserTool
-from providers.cache import CacheModel
-from providers.scripted import ScriptedProvider
-from session.records import Text, ToolUse
-from session.resume import fold_file
+from mnemon.lineage.runroot import agent_source, make_loader
+from mnemon.orchestrator import logs
+from mnemon.orchestrator.settings import Settings
+from mnemon.orchestrator.usertools import UserTool
+from mnemon.providers.cache import CacheModel
+from mnemon.providers.scripted import ScriptedProvider
+from mnemon.session.records import Text, ToolUse
+from mnemon.session.resume import fold_file
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.cli import main
+from mnemon.orchestrator.cli import main
 
 
 def test_ask_plays_a_script(tmp_path, capsys):

@@ -8,12 +8,12 @@ import shutil
 
 import pytest
 
-from lineage.runroot import agent_source
-from orchestrator.cli import main
-from orchestrator.costs import agent_cost, as_json, run_cost
-from orchestrator.supervisor import open_supervisor
-from providers.prices import cost_usd
-from session.records import AssistantMessage, ProviderCall, Text, Usage
+from mnemon.lineage.runroot import agent_source
+from mnemon.orchestrator.cli import main
+from mnemon.orchestrator.costs import agent_cost, as_json, run_cost
+from mnemon.orchestrator.supervisor import open_supervisor
+from mnemon.providers.prices import cost_usd
+from mnemon.session.records import AssistantMessage, ProviderCall, Text, Usage
 from tests.conftest import EXAMPLES
 from tests.helpers import new_agent, prompt
 

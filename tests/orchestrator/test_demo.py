@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-from lineage.runroot import agent_source
-from orchestrator import demo
-from orchestrator.cli import main
-from orchestrator.settings import Settings
-from orchestrator.supervisor import open_supervisor
-from providers.cache import CacheModel
-from providers.scripted import ScriptedProvider
+from mnemon.lineage.runroot import agent_source
+from mnemon.orchestrator import demo
+from mnemon.orchestrator.cli import main
+from mnemon.orchestrator.settings import Settings
+from mnemon.orchestrator.supervisor import open_supervisor
+from mnemon.providers.cache import CacheModel
+from mnemon.providers.scripted import ScriptedProvider
 
 from .conftest import records, refold
 
@@ -167,7 +167,7 @@ def test_demo_refuses_a_non_empty_run_root(tmp_path, capsys):
 def test_demo_in_a_subprocess_under_60_seconds(tmp_path, capsys):
     root = tmp_path / "run"
     exe = shutil.which("mnemon", path=str(Path(sys.executable).parent))
-    cmd = ([exe] if exe else [sys.executable, "-m", "orchestrator.cli"])
+    cmd = ([exe] if exe else [sys.executable, "-m", "mnemon"])
     t0 = time.monotonic()
     proc = subprocess.run([*cmd, "demo", "--run-root", str(root)], capture_output=True,
                           text=True, timeout=60, stdin=subprocess.DEVNULL)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 
-from orchestrator.supervisor import open_supervisor
-from session.eviction import due_line
+from mnemon.orchestrator.supervisor import open_supervisor
+from mnemon.session.eviction import due_line
 
 from .conftest import fetch_tool, provider, reader_policy, records, refold, settings, say, call
 
@@ -67,7 +67,7 @@ async def test_max_turns_and_unknown_tool_and_cut_off_call(tmp_path):
         if state["k"] == 1:
             return call(state, "no_such_tool", x=1)
         if state["k"] == 2:
-            from session.records import ToolUse
+            from mnemon.session.records import ToolUse
             return [ToolUse("cut", "fetch", '{"i": 1')], "max_tokens"
         return call(state, "fetch", i=1)
 
@@ -115,7 +115,7 @@ async def test_budget_stop_is_recorded(tmp_path):
 
 
 async def test_user_tool_errors_are_isolated(tmp_path):
-    from orchestrator.usertools import UserTool
+    from mnemon.orchestrator.usertools import UserTool
 
     def explode(x: int) -> str:
         """Always fails."""

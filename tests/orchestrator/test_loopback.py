@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import main
+from mnemon.orchestrator.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[1] / "providers" / "fixtures"
 

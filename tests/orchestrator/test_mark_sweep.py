@@ -8,13 +8,13 @@ import math
 import msgspec
 import pytest
 
-from orchestrator.importers import AssistantStep, ToolStep, UserStep, load
-from orchestrator.supervisor import open_supervisor
-from session.door import Door
-from session.errors import Refusal
-from session.records import AssistantMessage, Marked, Swept, ToolResults
-from session.render import render, replacement_label
-from session.sweep import Gate, candidates, default_replacement, gate
+from mnemon.orchestrator.importers import AssistantStep, ToolStep, UserStep, load
+from mnemon.orchestrator.supervisor import open_supervisor
+from mnemon.session.door import Door
+from mnemon.session.errors import Refusal
+from mnemon.session.records import AssistantMessage, Marked, Swept, ToolResults
+from mnemon.session.render import render, replacement_label
+from mnemon.session.sweep import Gate, candidates, default_replacement, gate
 
 from ..conftest import TRAJECTORIES
 from ..helpers import new_agent, prompt, tool_turn
@@ -178,7 +178,7 @@ async def test_the_model_marks_and_the_harness_sweeps_before_an_eviction(tmp_pat
 
 
 def test_the_horizon_is_cut_to_the_requests_before_the_next_eviction():
-    from session.sweep import Growth, effective_horizon
+    from mnemon.session.sweep import Growth, effective_horizon
 
     g = Growth()
     for used, edited in [(1000, False), (1500, False), (2100, False), (900, True), (1400, False)]:

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from lineage.view import open_agent
-from orchestrator import strategies as S
-from orchestrator.cli import main
-from orchestrator.importers import AssistantStep, ToolStep, Trajectory, UserStep, load
-from orchestrator.replay import replay
-from providers.prices import price_for
-from session.door import Door
-from session.records import Text, ToolResult, ToolUse
+from mnemon.lineage.view import open_agent
+from mnemon.orchestrator import strategies as S
+from mnemon.orchestrator.cli import main
+from mnemon.orchestrator.importers import AssistantStep, ToolStep, Trajectory, UserStep, load
+from mnemon.orchestrator.replay import replay
+from mnemon.providers.prices import price_for
+from mnemon.session.door import Door
+from mnemon.session.records import Text, ToolResult, ToolUse
 
 from ..conftest import TRAJECTORIES
 

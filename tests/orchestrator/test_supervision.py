@@ -8,10 +8,10 @@ import shutil
 import trio
 import trio.testing
 
-from lineage.runroot import agent_source
-from orchestrator.supervisor import Supervisor, open_supervisor
-from providers.errors import ServerError
-from session.records import ToolUse
+from mnemon.lineage.runroot import agent_source
+from mnemon.orchestrator.supervisor import Supervisor, open_supervisor
+from mnemon.providers.errors import ServerError
+from mnemon.session.records import ToolUse
 
 from .conftest import call, fetch_tool, provider, records, refold, say, settings
 
@@ -114,7 +114,7 @@ async def test_a_failing_child_reaches_the_parent_as_a_result(tmp_path, autojump
 
         async def complete(self, request, *, on_attempt=None):
             if request.meta["depth"] > 0:
-                from providers.retry import RetryPolicy, call_with_retry
+                from mnemon.providers.retry import RetryPolicy, call_with_retry
 
                 async def attempt():
                     raise ServerError(500, {"error": {"message": "down"}}, {})
@@ -139,7 +139,7 @@ async def test_a_failing_child_reaches_the_parent_as_a_result(tmp_path, autojump
 
 
 async def test_a_user_tool_crash_in_a_child_does_not_fail_it(tmp_path):
-    from orchestrator.usertools import UserTool
+    from mnemon.orchestrator.usertools import UserTool
 
     def boom() -> str:
         """Fails."""
@@ -228,8 +228,8 @@ async def test_clear_withdraws_everything_and_cancels_descendants(tmp_path, auto
 
 
 async def test_rewind_withdraws_later_turns_and_refuses_a_split(tmp_path):
-    from session.errors import Refusal
-    from session.records import Evicted, Residue
+    from mnemon.session.errors import Refusal
+    from mnemon.session.records import Evicted, Residue
 
     from .conftest import reader_policy
 
@@ -301,8 +301,8 @@ async def test_resume_a_whole_tree_killed_mid_run(tmp_path):
 
 
 async def test_a_retried_request_records_one_turn_and_every_attempt(tmp_path, autojump_clock):
-    from providers.errors import Overloaded
-    from providers.retry import RetryPolicy, call_with_retry
+    from mnemon.providers.errors import Overloaded
+    from mnemon.providers.retry import RetryPolicy, call_with_retry
 
     class FlakyTwice:
         name = "scripted"
@@ -335,7 +335,7 @@ async def test_a_retried_request_records_one_turn_and_every_attempt(tmp_path, au
 
 
 async def test_a_length_refusal_ends_the_agent_with_failed_context(tmp_path):
-    from providers.errors import ContextTooLong
+    from mnemon.providers.errors import ContextTooLong
 
     class TooLong:
         name = "scripted"
@@ -383,7 +383,7 @@ async def test_depth_and_agent_limits_refuse_agents_start(tmp_path):
 async def test_the_progress_line_counts_agents_turns_tokens_and_cost(tmp_path, autojump_clock):
     import io
 
-    from orchestrator.progress import Progress
+    from mnemon.orchestrator.progress import Progress
 
     root = tmp_path / "run"
     stream = io.StringIO()

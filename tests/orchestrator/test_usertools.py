@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.usertools import ToolInputError, UserTool, tool
+from mnemon.orchestrator.usertools import ToolInputError, UserTool, tool
 
 
 def search_docs(query: str, limit: int = 5, tags: list[str] | None = None) -> list[str]:

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from providers.base import Provider, Request, ToolDef
-from session.records import Text, Thinking, ToolUse, Usage
+from mnemon.providers.base import Provider, Request, ToolDef
+from mnemon.session.records import Text, Thinking, ToolUse, Usage
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ANTHROPIC_STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal",

@@ -9,15 +9,15 @@ import httpx
 import pytest
 import trio
 
-from providers.anthropic import (
+from mnemon.providers.anthropic import (
     AnthropicProvider,
     decode_response,
     encode_request,
     parse_stream,
 )
-from providers.base import Request
-from providers.cache import flatten
-from providers.errors import (
+from mnemon.providers.base import Request
+from mnemon.providers.cache import flatten
+from mnemon.providers.errors import (
     AuthError,
     ContextTooLong,
     InvalidRequest,
@@ -25,8 +25,8 @@ from providers.errors import (
     RateLimited,
     StreamInterrupted,
 )
-from providers.retry import RetryPolicy
-from session.records import Opaque, Text, Thinking, ToolUse, Usage
+from mnemon.providers.retry import RetryPolicy
+from mnemon.session.records import Opaque, Text, Thinking, ToolUse, Usage
 from tests.providers.conformance import WEATHER, anthropic_transport, fixture, user
 
 
@@ -166,8 +166,8 @@ class TestDecode:
 
     def test_stream_split_anywhere(self):
         """The same body fed one byte at a time assembles the same response."""
-        from providers.anthropic import MessageAssembler, _feed_event
-        from providers.sse import SSEDecoder
+        from mnemon.providers.anthropic import MessageAssembler, _feed_event
+        from mnemon.providers.sse import SSEDecoder
         raw = fixture("anthropic", "tool_use.sse").replace(b"\n", b"\r\n")
         dec, asm = SSEDecoder(), MessageAssembler()
         for i in range(len(raw)):

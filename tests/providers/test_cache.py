@@ -3,9 +3,9 @@ prefix, sharing between agents, and where breakpoints go."""
 
 from __future__ import annotations
 
-from providers.base import Request
-from providers.cache import CacheModel, flatten, place_breakpoints, previous_request_len
-from session.records import Usage
+from mnemon.providers.base import Request
+from mnemon.providers.cache import CacheModel, flatten, place_breakpoints, previous_request_len
+from mnemon.session.records import Usage
 from tests.providers.conformance import WEATHER
 
 BIG = "x" * 8000  # 8000 bytes ≈ 2000 tokens at 1 token / 4 bytes

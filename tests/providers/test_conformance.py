@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from providers import AnthropicProvider, OpenAIProvider, ScriptedProvider, make_provider
+from mnemon.providers import AnthropicProvider, OpenAIProvider, ScriptedProvider, make_provider
 from tests.providers.conformance import (
     anthropic_transport,
     check_provider,

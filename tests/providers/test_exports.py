@@ -1,8 +1,6 @@
 """Pins the public surface of ``providers``."""
 
-import providers
-
-
+from mnemon import providers
 def test_all_is_importable_and_pinned():
     assert all(hasattr(providers, name) for name in providers.__all__)
     assert sorted(providers.__all__) == sorted([

@@ -11,9 +11,9 @@ import os
 import pytest
 import trio
 
-from providers import make_provider
+from mnemon.providers import make_provider
 from tests.providers.conformance import check_usage, user
-from providers.base import Request
+from mnemon.providers.base import Request
 
 
 @pytest.fixture(autouse=True)

@@ -9,17 +9,17 @@ import httpx
 import pytest
 import trio
 
-from providers.base import Request
-from providers.errors import ContextTooLong, InvalidRequest, RateLimited, ServerError, StreamInterrupted
-from providers.openai import (
+from mnemon.providers.base import Request
+from mnemon.providers.errors import ContextTooLong, InvalidRequest, RateLimited, ServerError, StreamInterrupted
+from mnemon.providers.openai import (
     STOP_REASONS,
     OpenAIProvider,
     decode_response,
     encode_request,
     parse_stream,
 )
-from providers.retry import RetryPolicy
-from session.records import Opaque, Text, Thinking, ToolUse, Usage
+from mnemon.providers.retry import RetryPolicy
+from mnemon.session.records import Opaque, Text, Thinking, ToolUse, Usage
 from tests.providers.conformance import WEATHER, fixture, openai_transport, user
 
 
@@ -224,7 +224,7 @@ class TestSending:
         def refuse(req):
             raise httpx.ConnectError("connection refused")
         p = provider(httpx.MockTransport(refuse), retry=RetryPolicy(max_attempts=2))
-        from providers.errors import ProviderConnectionError
+        from mnemon.providers.errors import ProviderConnectionError
         with pytest.raises(ProviderConnectionError) as info:
             await p.complete(Request(system=None, messages=[user("hi")]))
         assert isinstance(info.value.__cause__, httpx.ConnectError)
@@ -233,7 +233,7 @@ class TestSending:
         def slow(req):
             raise httpx.ReadTimeout("read timed out")
         p = provider(httpx.MockTransport(slow), retry=RetryPolicy(max_attempts=1))
-        from providers.errors import ProviderTimeout
+        from mnemon.providers.errors import ProviderTimeout
         with pytest.raises(ProviderTimeout):
             await p.complete(Request(system=None, messages=[user("hi")]))
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from providers.prices import (
+from mnemon.providers.prices import (
     DEFAULT_PRICE,
     PRICES,
     PRICES_DATE,
@@ -17,7 +17,7 @@ from providers.prices import (
     prices_from,
     sweep_gate,
 )
-from session.records import Usage
+from mnemon.session.records import Usage
 
 
 def test_seed_worked_example():

@@ -8,21 +8,21 @@ from datetime import UTC, datetime
 import pytest
 import trio
 
-from providers.errors import (
+from mnemon.providers.errors import (
     InvalidRequest,
     ProviderTimeout,
     RateLimited,
     ServerError,
     StreamInterrupted,
 )
-from providers.retry import (
+from mnemon.providers.retry import (
     RetryPolicy,
     backoff_s,
     call_with_retry,
     parse_retry_after,
     should_retry,
 )
-from session.records import Usage
+from mnemon.session.records import Usage
 
 
 class Fake:

@@ -7,10 +7,10 @@ import json
 import pytest
 import trio
 
-from providers.base import Request
-from providers.cache import CacheModel
-from providers.scripted import EXHAUSTED, ScriptedProvider, load_script
-from session.records import Text, ToolUse
+from mnemon.providers.base import Request
+from mnemon.providers.cache import CacheModel
+from mnemon.providers.scripted import EXHAUSTED, ScriptedProvider, load_script
+from mnemon.session.records import Text, ToolUse
 
 BIG = "q" * 6000
 

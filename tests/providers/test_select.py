@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers import (
+from mnemon.providers import (
     AnthropicProvider,
     OpenAIProvider,
     ProviderConfigError,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from providers.sse import ServerSentEvent, SSEDecoder
+from mnemon.providers.sse import ServerSentEvent, SSEDecoder
 
 
 def test_events_split_across_chunks_and_line_endings():

@@ -7,12 +7,12 @@ import shutil
 
 import pytest
 
-from orchestrator.cli import main
-from orchestrator.commands.verify import verify
-from session.agentlog import AgentLog
-from session.errors import DigestMismatch, LogCorrupt
-from session.log import RecordLog, find_torn_tail, read_span
-from session.records import (
+from mnemon.orchestrator.cli import main
+from mnemon.orchestrator.commands.verify import verify
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.errors import DigestMismatch, LogCorrupt
+from mnemon.session.log import RecordLog, find_torn_tail, read_span
+from mnemon.session.records import (
     AssistantMessage,
     Evicted,
     Residue,
@@ -23,7 +23,7 @@ from session.records import (
     ToolUse,
     UserPrompt,
 )
-from session.resume import fold_file
+from mnemon.session.resume import fold_file
 from tests.helpers import new_agent
 
 SRC = "agents/a1/record.jsonl"
@@ -149,9 +149,9 @@ def test_read_past_the_end_is_refused(run_root):
 
 def test_tampered_parent_is_named_by_verify(run_root, tmp_path, capsys):
     """A child's pointer into a tampered parent file: verify exits 1 naming the child's line."""
-    from lineage.runroot import agent_source
-    from session.records import Inherited, Linked, Row, SessionStarted
-    from lineage.runroot import make_loader
+    from mnemon.lineage.runroot import agent_source
+    from mnemon.session.records import Inherited, Linked, Row, SessionStarted
+    from mnemon.lineage.runroot import make_loader
 
     path, loci = _build(run_root)
     child_src = agent_source("c1")

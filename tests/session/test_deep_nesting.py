@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from session.errors import LogCorrupt, LogRefused, Refusal
-from session.log import read_at
-from session.records import Pointer, SessionStarted, UserPrompt, encode
-from session.resume import fold_file
+from mnemon.session.errors import LogCorrupt, LogRefused, Refusal
+from mnemon.session.log import read_at
+from mnemon.session.records import Pointer, SessionStarted, UserPrompt, encode
+from mnemon.session.resume import fold_file
 
 DEEP = b'{"t":"UserPrompt","turn":2,"text":"x","extra":' + b"[" * 5000 + b"]" * 5000 + b"}"
 
@@ -42,9 +42,9 @@ def test_the_door_refuses_it(tmp_path):
     """A hand-written link may point at such a line with its right digest: the door refuses it."""
     import blake3
 
-    from lineage.runroot import create_run_root
-    from session.door import Door
-    from session.records import Evicted, Inherited, Linked, Residue, Row
+    from mnemon.lineage.runroot import create_run_root
+    from mnemon.session.door import Door
+    from mnemon.session.records import Evicted, Inherited, Linked, Residue, Row
 
     root = create_run_root(tmp_path / "run", "tests")
     parent = root / "agents" / "p" / "record.jsonl"

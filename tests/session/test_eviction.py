@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session.constants import EVICT_THRESHOLD_BYTES
-from session.context import Context, Turn
-from session.eviction import (
+from mnemon.session.constants import EVICT_THRESHOLD_BYTES
+from mnemon.session.context import Context, Turn
+from mnemon.session.eviction import (
     PressureLatch,
     due_line,
     eviction_due,
@@ -18,7 +18,7 @@ from session.eviction import (
     pressure_reminder,
     reserve,
 )
-from session.records import AssistantMessage, Evicted, Residue, SessionStarted, Text, UserPrompt
+from mnemon.session.records import AssistantMessage, Evicted, Residue, SessionStarted, Text, UserPrompt
 from tests.strategies import fold_records, sessions
 
 

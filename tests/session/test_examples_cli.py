@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import main
-from session.resume import fold_file
+from mnemon.orchestrator.cli import main
+from mnemon.session.resume import fold_file
 from tests.conftest import EXAMPLES
 
 OK_CASES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "expected.json").is_file()
@@ -59,7 +59,7 @@ def test_example_folds_with_its_frontier(case, capsys):
 
 @pytest.mark.parametrize("case", OK_CASES)
 def test_example_index_held_matches_the_fold(case):
-    from lineage.runroot import make_loader
+    from mnemon.lineage.runroot import make_loader
 
     _, agents = _agents(case)
     for agent, want in agents.items():

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import session.resume as resume
-from session import native
-from session.context import Context
-from session.errors import LogRefused, SessionError
-from session.log import find_torn_tail, iter_lines
-from session.records import _decoder, encode
-from session.resume import fold_file
+import mnemon.session.resume as resume
+from mnemon.session import native
+from mnemon.session.context import Context
+from mnemon.session.errors import LogRefused, SessionError
+from mnemon.session.log import find_torn_tail, iter_lines
+from mnemon.session.records import _decoder, encode
+from mnemon.session.resume import fold_file
 from tests.strategies import sessions
 
 SOURCE = "agents/a1/record.jsonl"
@@ -105,12 +105,12 @@ def test_blocks_fold_like_lines(tmp_path, fill_impl, monkeypatch, records, block
     both(path)
     if torn:
         assert find_torn_tail(path) is not None
-    assert fold_file.__module__ == "session.resume"
+    assert fold_file.__module__ == "mnemon.session.resume"
 
 
 def test_a_line_longer_than_many_blocks(tmp_path, fill_impl, monkeypatch):
     monkeypatch.setattr(resume, "BLOCK", 32)
-    from session.records import SessionStarted, UserPrompt
+    from mnemon.session.records import SessionStarted, UserPrompt
 
     recs = [SessionStarted(agent="a1"), UserPrompt(turn=1, text="x" * 5000),
             UserPrompt(turn=2, text="y")]
@@ -123,7 +123,7 @@ def test_a_line_longer_than_many_blocks(tmp_path, fill_impl, monkeypatch):
 
 def test_refusal_in_a_later_block_names_its_line(tmp_path, fill_impl, monkeypatch):
     monkeypatch.setattr(resume, "BLOCK", 256)
-    from session.records import SessionStarted, UserPrompt
+    from mnemon.session.records import SessionStarted, UserPrompt
 
     lines = [encode(SessionStarted(agent="a1"))]
     lines += [encode(UserPrompt(turn=i, text=f"prompt {i}")) for i in range(1, 60)]
@@ -139,7 +139,7 @@ def test_a_refusal_waits_for_the_helper(tmp_path, monkeypatch):
     """The helper reads the next block while this one is refused: it finishes before the file
     closes, and the next fold starts clean."""
     monkeypatch.setattr(resume, "BLOCK", 64)
-    from session.records import SessionStarted, UserPrompt
+    from mnemon.session.records import SessionStarted, UserPrompt
 
     lines = [encode(SessionStarted(agent="a1")), encode(UserPrompt(turn=5, text="a")),
              encode(UserPrompt(turn=4, text="b"))] + \

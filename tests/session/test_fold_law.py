@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session.agentlog import AgentLog
-from session.records import encode
-from session.resume import fold_file
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.records import encode
+from mnemon.session.resume import fold_file
 from tests.strategies import fold_records, sessions
 
 SETTINGS = settings(max_examples=int(__import__("os").environ.get("MNEMON_HYPOTHESIS_EXAMPLES", 120)), deadline=None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from session.context import Context
-from session.records import Inherited, Linked, Pointer, Residue, Row, SessionStarted
+from mnemon.session.context import Context
+from mnemon.session.records import Inherited, Linked, Pointer, Residue, Row, SessionStarted
 
 
 def test_thousands_of_nested_residues_install_quickly():

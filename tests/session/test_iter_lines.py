@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import session.log as L
+import mnemon.session.log as L
 
 
 @settings(max_examples=300, deadline=None)

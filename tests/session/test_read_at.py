@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from session.errors import DigestMismatch
-from session.log import read_at
-from session.records import Pointer, UserPrompt
+from mnemon.session.errors import DigestMismatch
+from mnemon.session.log import read_at
+from mnemon.session.records import Pointer, UserPrompt
 
 from ..helpers import new_agent, prompt, tool_turn
 

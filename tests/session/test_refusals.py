@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from session.constants import NOTE_MAX_BYTES
-from session.context import Context, check_note
-from session.errors import LogRefused, Refusal
-from session.records import (
+from mnemon.session.constants import NOTE_MAX_BYTES
+from mnemon.session.context import Context, check_note
+from mnemon.session.errors import LogRefused, Refusal
+from mnemon.session.records import (
     AssistantMessage,
     Cleared,
     Evicted,
@@ -28,7 +28,7 @@ from session.records import (
     UserPrompt,
     encode,
 )
-from session.resume import fold_file
+from mnemon.session.resume import fold_file
 
 
 def ctx_of(*records) -> Context:

@@ -6,10 +6,10 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 
-from session.agentlog import AgentLog
-from session.constants import RESIDUE_MAX_BYTES
-from session.context import Context
-from session.records import (
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.constants import RESIDUE_MAX_BYTES
+from mnemon.session.context import Context
+from mnemon.session.records import (
     AssistantMessage,
     Cleared,
     Evicted,
@@ -25,8 +25,8 @@ from session.records import (
     ToolUse,
     UserPrompt,
 )
-from session.render import INTERRUPTED, render, residue_message
-from session.resume import fold_file
+from mnemon.session.render import INTERRUPTED, render, residue_message
+from mnemon.session.resume import fold_file
 from tests.strategies import sessions
 
 SETTINGS = settings(max_examples=120, deadline=None,

@@ -13,9 +13,9 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session.context import Context
-from session.errors import Refusal
-from session.records import (
+from mnemon.session.context import Context
+from mnemon.session.errors import Refusal
+from mnemon.session.records import (
     AssistantMessage,
     Record,
     SessionStarted,

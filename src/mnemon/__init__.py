@@ -1,0 +1,93 @@
+"""mnemon: multi-agent orchestration for LLM agents — evict, never summarise.
+
+The public API in one place. Everything a program needs to run agents and read their transcripts
+is importable from here; the subpackages (``mnemon.session``, ``mnemon.lineage``,
+``mnemon.providers``, ``mnemon.orchestrator``) hold the rest. Names load on first use, so
+``import mnemon`` (and ``mnemon --help``) stays cheap: no HTTP client is imported until a provider
+is asked for.
+
+>>> import mnemon
+>>> mnemon.Settings(model="claude-sonnet-4-5").keep
+0.5
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._lazy import attach
+
+#: public name → the module that defines it (relative to this package), ``:attr`` if renamed
+_WHERE: dict[str, str] = {
+    # running agents
+    "open_supervisor": ".orchestrator.supervisor",
+    "Supervisor": ".orchestrator.supervisor",
+    "AgentNode": ".orchestrator.supervisor",
+    "Settings": ".orchestrator.settings",
+    "tool": ".orchestrator.usertools",
+    "UserTool": ".orchestrator.usertools",
+    "create_run_root": ".lineage.runroot",
+    # providers
+    "make_provider": ".providers.select",
+    "Provider": ".providers.base",
+    "ScriptedProvider": ".providers.scripted",
+    "AnthropicProvider": ".providers.anthropic",
+    "OpenAIProvider": ".providers.openai",
+    # reading transcripts from outside
+    "open_agent": ".lineage.view:open_door",
+    "Door": ".session.door",
+    "fold_file": ".session.resume",
+    "build_tree": ".lineage.tree",
+    # refusals and errors
+    "SessionError": ".session.errors",
+    "Refusal": ".session.errors",
+    "LogRefused": ".session.errors",
+    "LogCorrupt": ".session.errors",
+    "DigestMismatch": ".session.errors",
+    "AncestorUnreadable": ".session.errors",
+    "LogClosed": ".session.errors",
+    "RunRootError": ".lineage.runroot",
+    "ForkError": ".lineage.fork",
+    "ProviderError": ".providers.errors",
+    "ProviderConfigError": ".providers.errors",
+    "RateLimited": ".providers.errors",
+    "AuthError": ".providers.errors",
+    "ContextTooLong": ".providers.errors",
+}
+
+_getattr, __dir__, _names = attach(__name__, _WHERE)
+__all__ = ["__version__", *_names]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":  # from the installed metadata, read on first use (it costs ~50 ms)
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("mnemon")
+        except PackageNotFoundError:  # a tree that is not installed
+            value = "0+unknown"
+        globals()["__version__"] = value
+        return value
+    return _getattr(name)
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
+    from .lineage.fork import ForkError
+    from .lineage.runroot import RunRootError, create_run_root
+    from .lineage.tree import build_tree
+    from .orchestrator.settings import Settings
+    from .orchestrator.supervisor import AgentNode, Supervisor, open_supervisor
+    from .orchestrator.usertools import UserTool, tool
+    from .providers.anthropic import AnthropicProvider
+    from .providers.base import Provider
+    from .providers.errors import (AuthError, ContextTooLong, ProviderConfigError,
+                                   ProviderError, RateLimited)
+    from .providers.openai import OpenAIProvider
+    from .providers.scripted import ScriptedProvider
+    from .providers.select import make_provider
+    from .session.door import Door
+    from .session.errors import (AncestorUnreadable, DigestMismatch, LogClosed, LogCorrupt,
+                                 LogRefused, Refusal, SessionError)
+    from .lineage.view import open_door as open_agent
+    from .session.resume import fold_file
