@@ -67,6 +67,8 @@ class AgentNode:
             out.update(c.descendants())
         return out
 
+    settings: Settings | None = None  # this agent's own settings, where they differ from the run's
+
     def outcome(self) -> dict[str, Any]:
         kind = self.kind if self.kind != "root" else "root"
         return {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
@@ -104,6 +106,10 @@ class Supervisor:
         self._ids = itertools.count(len(existing) + 1)
         self._taken = set(existing)
 
+    def settings_for(self, node: AgentNode | None) -> Settings:
+        """An agent's settings: its own where it was started with some, else the run's."""
+        return node.settings if node is not None and node.settings is not None else self.settings
+
     def on_edit(self, node: AgentNode, kind: str, history_before: int) -> None:
         if self._on_edit is not None:
             self._on_edit(node, kind, history_before)
@@ -138,26 +144,29 @@ class Supervisor:
 
     # ------------------------------------------------------------------ creating agents
 
-    def _started(self, agent: str, **extra: Any) -> SessionStarted:
+    def _started(self, agent: str, settings: Settings | None = None, **extra: Any) -> SessionStarted:
         from .tools import tool_defs
 
-        s = self.settings
+        s = settings or self.settings
         tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
                  for t in tool_defs(self)]
         return SessionStarted(agent=agent, at=now_iso(), system=s.system, tools=tools,
                               provider=self.provider_name, model=s.model,
                               context_window=s.context_window, **extra)
 
-    def new_root(self, task: str, agent_id: str | None = None) -> AgentNode:
-        """Create a root agent's log with its task as the first prompt."""
+    def new_root(self, task: str, agent_id: str | None = None, *,
+                 settings: Settings | None = None) -> AgentNode:
+        """Create a root agent's log with its task as the first prompt; ``settings``, when
+        given, are this agent's own (and its descendants')."""
         self.check_limits(None)
         aid = agent_id or self.mint_agent_id()
         self._taken.add(aid)
         src = agent_source(aid)
-        alog = AgentLog.create(self.root / src, src, self._started(aid, depth=0),
+        alog = AgentLog.create(self.root / src, src, self._started(aid, settings, depth=0),
                                loader=self.loader, fsync=self.settings.fsync)  # type: ignore[arg-type]
         alog.prompt(task)
         node = AgentNode(aid, alog, kind=None, depth=0, parent=None)
+        node.settings = settings
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         self.agents[aid] = node
         return node
@@ -173,6 +182,7 @@ class Supervisor:
                     depth=parent.depth + 1, tokens_per_byte=parent.tokens_per_byte,
                     fsync=self.settings.fsync)
         node = AgentNode(aid, alog, kind=kind, depth=parent.depth + 1, parent=parent)
+        node.settings = parent.settings
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         node.tokens_per_byte = parent.tokens_per_byte
         parent.children[aid] = node
@@ -278,14 +288,18 @@ class Supervisor:
 
 
 def _has_ended(path: Path) -> bool:
-    """Whether a log holds ``SessionEnded``: a raw scan, decoding only the lines that name it."""
+    """Whether a log's last ``SessionEnded`` is not followed by a ``SessionResumed`` (an ended
+    agent given a new prompt reopens): a raw scan, decoding only the lines that name them."""
     from ..session.log import iter_lines
-    from ..session.records import SessionEnded, decode
+    from ..session.records import SessionEnded, SessionResumed, decode
 
+    ended = False
     for _, line in iter_lines(path):
         if b"SessionEnded" in line and isinstance(decode(line), SessionEnded):
-            return True
-    return False
+            ended = True
+        elif ended and b"SessionResumed" in line and isinstance(decode(line), SessionResumed):
+            ended = False
+    return ended
 
 
 @asynccontextmanager
