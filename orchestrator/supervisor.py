@@ -295,9 +295,10 @@ def _has_ended(path: Path) -> bool:
 
     ended = False
     for _, line in iter_lines(path):
-        if b"SessionEnded" in line and isinstance(decode(line), SessionEnded):
+        head = bytes(line[:32])  # the writer puts the tag first; a memoryview has no substring test
+        if b"SessionEnded" in head and isinstance(decode(line), SessionEnded):
             ended = True
-        elif ended and b"SessionResumed" in line and isinstance(decode(line), SessionResumed):
+        elif ended and b"SessionResumed" in head and isinstance(decode(line), SessionResumed):
             ended = False
     return ended
 

@@ -164,15 +164,41 @@ class Run:
         return self.sup
 
     def _node(self, aid: str):
+        """The live node of an agent; one recorded before this service started is reopened
+        (``SessionResumed``) and left not running."""
         sup = self._writable()
         if aid not in self.agent_ids():
             raise NotFound(f"no agent {aid!r} in this run")
         node = sup.agents.get(aid)
-        if node is None:  # recorded before this service started: reopen its log
+        if node is None:
             node = sup.resume_agent(aid)
             node.state = "ended"
             node.done.set()
         return node
+
+    def _edit(self, aid: str, record) -> None:
+        """Record an edit (``Cleared``, ``Rewound``). A refused edit writes nothing: a live log
+        judges it before writing; a log recorded before this service started is judged on a
+        read-only fold first, then reopened, edited and — if it had ended — ended again."""
+        sup = self._writable()
+        if aid not in self.agent_ids():
+            raise NotFound(f"no agent {aid!r} in this run")
+        node = sup.agents.get(aid)
+        if node is not None:
+            node.log.append(record)
+            return
+        from ...lineage.runroot import agent_dir
+        from ...lineage.view import open_agent
+        from ...session.records import SessionEnded
+
+        _root, _agent, ctx, _torn = open_agent(agent_dir(self.root, aid))
+        ctx.check(record)
+        scan = self._scan(aid)
+        ended, reason = scan.ended, scan.reason
+        node = self._node(aid)
+        node.log.append(record)
+        if ended:
+            node.log.append(SessionEnded(reason=reason or "done", at=now_iso()))
 
     def _poke(self) -> None:
         self.changed.set()
@@ -190,7 +216,8 @@ class Run:
 
     def prompt(self, aid: str, text: str) -> AgentOut:
         """A new prompt to an agent that has ended: it reopens and runs again."""
-        node = self._node(aid)
+        was_live = aid in self._writable().agents
+        node = self._node(aid)  # reopening a log recorded before this service records the resume
         if node.state == "running":
             raise Conflict(f"agent {aid} is running: wait for it to end, or cancel it")
         parent = node.parent
@@ -198,7 +225,8 @@ class Run:
             nursery = parent.nursery
         else:
             nursery = None
-        node.log.append(SessionResumed(at=now_iso()))
+        if was_live:
+            node.log.append(SessionResumed(at=now_iso()))
         node.log.prompt(text)
         node.state, node.reason, node.answer = "running", None, None
         node.done = trio.Event()
@@ -209,16 +237,15 @@ class Run:
         return self.view(aid)
 
     def clear(self, aid: str) -> AgentOut:
-        node = self._node(aid)
-        node.log.append(Cleared())
-        for child in node.children.values():
+        self._edit(aid, Cleared())
+        node = self._writable().agents.get(aid)
+        for child in (node.children.values() if node is not None else ()):
             child.scope.cancel()
         self._poke()
         return self.view(aid)
 
     def rewind(self, aid: str, to: int) -> AgentOut:
-        node = self._node(aid)
-        node.log.append(Rewound(to=to))  # a rewind into a residue is refused, nothing written
+        self._edit(aid, Rewound(to=to))  # a rewind into a residue is refused, nothing written
         self._poke()
         return self.view(aid)
 

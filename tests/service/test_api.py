@@ -222,3 +222,38 @@ def test_serve_refuses_a_public_address_without_a_token(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mnemon", "serve", "--token", "short"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "at least 16" in proc.stderr
+
+
+async def test_edits_to_agents_recorded_before_the_service_started(tmp_path):
+    """Serving an existing run root writable: a rewind into a residue is refused and writes
+    nothing; a valid one is recorded and the agent stays ended; a prompt reopens it once."""
+    from mnemon.orchestrator.supervisor import _has_ended
+
+    run = await _demo(tmp_path)
+    log = run / "agents" / "a1" / "record.jsonl"
+    before = log.read_bytes()
+    async with live_service(run) as svc:
+        survey = (await svc.client.get("/v1/agents/a1/context")).json()
+        residue = next(f for f in survey["frontier"] if f["kind"] == "residue")
+        a, b = residue["span"]
+        r = await svc.client.post("/v1/agents/a1/rewind", json={"to": a})
+        assert r.status_code == 409 and "would split the residue" in r.json()["error"]
+        assert log.read_bytes() == before
+        assert (await svc.client.get("/v1/agents")).json()["agents"][0]["state"] == "ended"
+        last = survey["frontier"][-1]["id"]
+        assert (await svc.client.post("/v1/agents/a2/rewind", json={"to": 10**6})).status_code == 409
+        r = await svc.client.post("/v1/agents/a1/rewind", json={"to": last})
+        assert r.status_code == 200 and r.json()["state"] == "ended"
+        assert _has_ended(log)
+        r = await svc.client.post("/v1/agents/a3/prompt", json={"prompt": "once more"})
+        assert r.status_code == 202
+        for _ in range(200):
+            got = (await svc.client.get("/v1/agents/a3")).json()
+            if got["state"] != "running":
+                break
+            await trio.sleep(0.02)
+        assert got["state"] == "ended"
+    text = (run / "agents" / "a3" / "record.jsonl").read_bytes()
+    assert text.count(b'"t":"SessionResumed"') == 1
+    assert subprocess.run([sys.executable, "-m", "mnemon", "verify", str(run)],
+                          capture_output=True).returncode == 0
