@@ -182,8 +182,14 @@ async def _complete(sup: "Supervisor", node: "AgentNode", request: Request):
                                      error=error, model=priced_model(sup, None, node), at=now_iso()))
         log.info("provider call", attempt=attempt, latency_s=round(latency_s, 4), error=error)
 
+    kw: dict = {}
+    if sup.text_listeners and getattr(sup.provider, "streams_text", False):
+        def on_text(text: str) -> None:
+            for listen in sup.text_listeners:
+                listen(node.id, text)
+        kw["on_text"] = on_text
     async with sup.limiter:
-        return await sup.provider.complete(request, on_attempt=on_attempt)  # type: ignore[call-arg]
+        return await sup.provider.complete(request, on_attempt=on_attempt, **kw)  # type: ignore[call-arg]
 
 
 def used_tokens(node: "AgentNode") -> int:

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 import trio
@@ -94,6 +94,8 @@ class Supervisor:
         self.provider = provider
         self.provider_name = provider_name or getattr(provider, "name", None)
         self.settings = settings
+        # told (agent id, text) as answer text streams in: a live preview, never recorded
+        self.text_listeners: list[Callable[[str, str], None]] = []
         self.user_tools = {t.name: t for t in (user_tools or [])}
         self.agents: dict[str, AgentNode] = {}
         self.limiter = trio.CapacityLimiter(settings.concurrency)

@@ -237,10 +237,23 @@ class Handlers:
         except BadEventId as e:
             raise HTTPError(400, str(e)) from None
         follow = request.query_params.get("follow", "1") != "0"
-        gen = stream(self.run.root, lambda: self.run.changed, agent=aid, positions=positions,
-                     ttl=self.run.settings.cache_ttl, follow=follow,
-                     closing=lambda: self.run.closing)
-        return StreamingResponse(gen, media_type="text/event-stream",
+        run = self.run
+
+        async def gen():
+            from .runs import Previews
+
+            previews = Previews(aid)
+            run.previews.add(previews)
+            try:
+                async for chunk in stream(run.root, lambda: run.changed, agent=aid,
+                                          positions=positions, ttl=run.settings.cache_ttl,
+                                          follow=follow, closing=lambda: run.closing,
+                                          previews=previews if follow else None):
+                    yield chunk
+            finally:
+                run.previews.discard(previews)
+
+        return StreamingResponse(gen(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     async def page(self, request: Request) -> Any:

@@ -144,8 +144,11 @@ class Tail:
 
 async def stream(root: Path, changed: Callable[[], trio.Event], *, agent: str | None,
                  positions: dict[str, int], ttl: str = "5m", follow: bool = True,
-                 closing: Callable[[], bool] = lambda: False) -> AsyncIterator[bytes]:
-    """The SSE byte stream of one agent (``agent``) or of the whole run, from ``positions``."""
+                 closing: Callable[[], bool] = lambda: False,
+                 previews: Any = None) -> AsyncIterator[bytes]:
+    """The SSE byte stream of one agent (``agent``) or of the whole run, from ``positions``.
+    ``previews`` (``drain() -> [(agent, text)]``) adds streamed answer text as ``text`` events
+    without an id: a preview is not in the log, so a resumed stream does not replay it."""
     tails: dict[str, Tail] = {}
     order: list[str] = []
     for aid in ([agent] if agent else list_agents(root)):
@@ -157,6 +160,9 @@ async def stream(root: Path, changed: Callable[[], trio.Event], *, agent: str | 
     last_ping = trio.current_time()
     while True:
         sent = False
+        for aid, text in (previews.drain() if previews is not None else ()):
+            yield sse({"type": "text", "agent": aid, "text": text}, event="text")
+            sent = True
         if agent is None:  # agents started since
             for aid in list_agents(root):
                 if aid not in tails:

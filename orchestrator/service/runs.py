@@ -95,6 +95,27 @@ def _answer(path: Path, offset: int | None) -> str | None:
     return None
 
 
+class Previews:
+    """One event stream's text previews not yet sent, bounded: a client too slow to take them
+    loses the oldest previews, never a recorded event."""
+
+    LIMIT = 4096
+
+    def __init__(self, agent: str | None):
+        self.agent = agent
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, agent: str, text: str) -> None:
+        if self.agent is None or agent == self.agent:
+            self.items.append((agent, text))
+            if len(self.items) > self.LIMIT:
+                del self.items[: len(self.items) - self.LIMIT]
+
+    def drain(self) -> list[tuple[str, str]]:
+        out, self.items = self.items, []
+        return out
+
+
 class Run:
     """A run root served over HTTP; ``sup`` is set while the service runs, unless read-only."""
 
@@ -108,6 +129,13 @@ class Run:
         self._scans: dict[str, _Scan] = {}
         self.changed = trio.Event()  # set (and renewed) whenever the service appends
         self.closing = False  # the service is shutting down: event streams end
+        self.previews: set["Previews"] = set()  # each open event stream's streamed text
+
+    def on_text(self, agent: str, text: str) -> None:
+        """The supervisor's text listener: streamed answer text, fanned out to every stream."""
+        for p in self.previews:
+            p.add(agent, text)
+        self._poke()
 
     # ------------------------------------------------------------------ views
 

@@ -84,6 +84,7 @@ async def serve(run: Run, *, token: str, host: str = "127.0.0.1", port: int = 87
                                        started_by="mnemon serve",
                                        provider_name=provider_name) as sup:
                 run.sup = sup
+                sup.text_listeners.append(run.on_text)
                 try:
                     await http()
                 finally:

@@ -75,7 +75,7 @@ async def test_start_an_agent_read_its_transcript_and_survey(tmp_path):
         assert r.status_code == 201
         aid = r.json()["id"]
         assert aid == "a1" and r.json()["state"] == "running"
-        for _ in range(200):
+        for _ in range(1000):
             got = (await svc.client.get(f"/v1/agents/{aid}")).json()
             if got["state"] != "running":
                 break
@@ -112,7 +112,7 @@ async def test_prompt_clear_rewind_cancel_and_fork(tmp_path):
         assert child.json()["parent"] == aid and child.json()["kind"] == "mnemon"
         r = await svc.client.post(f"/v1/agents/{aid}/cancel")
         assert r.status_code == 200
-        for _ in range(200):
+        for _ in range(1000):
             states = {a["id"]: a for a in (await svc.client.get("/v1/agents")).json()["agents"]}
             if all(a["state"] != "running" for a in states.values()):
                 break
@@ -121,7 +121,7 @@ async def test_prompt_clear_rewind_cancel_and_fork(tmp_path):
         assert states[aid]["children"] == [cid]
         r = await svc.client.post(f"/v1/agents/{aid}/prompt", json={"prompt": "second"})
         assert r.status_code == 202 and r.json()["state"] == "running"
-        for _ in range(200):
+        for _ in range(1000):
             got = (await svc.client.get(f"/v1/agents/{aid}")).json()
             if got["state"] != "running":
                 break
@@ -247,7 +247,7 @@ async def test_edits_to_agents_recorded_before_the_service_started(tmp_path):
         assert _has_ended(log)
         r = await svc.client.post("/v1/agents/a3/prompt", json={"prompt": "once more"})
         assert r.status_code == 202
-        for _ in range(200):
+        for _ in range(1000):
             got = (await svc.client.get("/v1/agents/a3")).json()
             if got["state"] != "running":
                 break

@@ -145,3 +145,22 @@ def test_sigterm_ends_the_service_cleanly_with_exit_0(tmp_path):
     _root, _a, ctx, torn = open_agent(root / "agents" / aid)
     assert torn is None
     assert b'"reason":"cancelled"' in (root / "agents" / aid / "record.jsonl").read_bytes().splitlines()[-1]
+
+
+async def test_streamed_text_arrives_as_previews_without_ids(tmp_path):
+    async with live_service(tmp_path / "run",
+                            provider=ScriptedProvider(policy=slow_policy(0.3))) as svc:
+        got: list = []
+
+        async def watch():
+            got.extend(await sse_events(svc.client, "/v1/events",
+                                        until=lambda d: d["type"] == "ended"))
+
+        async with trio.open_nursery() as n:
+            n.start_soon(watch)
+            await trio.sleep(0.1)
+            await svc.client.post("/v1/agents", json={"prompt": "think"})
+        texts = [(i, d) for i, d in got if d["type"] == "text"]
+        assert texts == [(None, {"type": "text", "agent": "a1", "text": "done thinking"})]
+        kinds = [d["type"] for _, d in got]
+        assert kinds.index("text") < kinds.index("assistant")

@@ -37,9 +37,13 @@ def _browser():
 
 
 def _wait(driver, predicate, timeout=20.0):
+    """Wait for ``predicate``; the page re-renders the tree on every event, so an element found
+    a moment ago may be gone: such a try is simply made again."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout).until(lambda d: predicate(d))
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)
+                         ).until(lambda d: predicate(d))
 
 
 async def test_the_page_shows_the_tree_and_greps(tmp_path):
@@ -54,22 +58,26 @@ async def test_the_page_shows_the_tree_and_greps(tmp_path):
             try:
                 driver.get(f"{svc.base}/#token={TOKEN}")
                 _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree li")) == 3)
-                agents = [li.get_attribute("data-agent")
-                          for li in driver.find_elements(By.CSS_SELECTOR, "#tree li")]
+                agents = _wait(driver, lambda d: [
+                    li.get_attribute("data-agent")
+                    for li in d.find_elements(By.CSS_SELECTOR, "#tree li")])
                 _wait(driver, lambda d: d.find_element(By.ID, "live").text == "live")
                 _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#bar div")) > 0)
-                driver.find_elements(By.CSS_SELECTOR, "#tree .agent")[2].click()  # a3
+                _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#tree .agent")[2].click()
+                      or True)  # a3
                 _wait(driver, lambda d: d.find_element(By.ID, "agent-title").text == "Agent a3")
                 box = driver.find_element(By.ID, "pattern")
                 box.send_keys("codeword")
                 driver.find_element(By.CSS_SELECTOR, "#grep button").click()
                 _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#hits li"))
-                hits = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#hits li")]
-                driver.find_elements(By.CSS_SELECTOR, "#hits li")[0].click()
+                hits = _wait(driver, lambda d: [li.text for li in
+                                                d.find_elements(By.CSS_SELECTOR, "#hits li")])
+                _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#hits li")[0].click()
+                      or True)
                 _wait(driver, lambda d: d.find_element(By.ID, "turn").text.startswith("["))
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 driver.save_screenshot(str(ARTIFACTS / "page-demo.png"))
-                assert "$" in driver.find_element(By.ID, "totals").text
+                assert _wait(driver, lambda d: "$" in d.find_element(By.ID, "totals").text)
                 return agents, hits, driver.find_element(By.ID, "turn").text
             finally:
                 driver.quit()
