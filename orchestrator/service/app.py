@@ -245,8 +245,7 @@ class Handlers:
             previews = Previews(aid)
             run.previews.add(previews)
             try:
-                async for chunk in stream(run.root, lambda: run.changed, agent=aid,
-                                          positions=positions, ttl=run.settings.cache_ttl,
+                async for chunk in stream(run.hub, agent=aid, positions=positions,
                                           follow=follow, closing=lambda: run.closing,
                                           previews=previews if follow else None):
                     yield chunk

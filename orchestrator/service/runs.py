@@ -130,6 +130,9 @@ class Run:
         self.changed = trio.Event()  # set (and renewed) whenever the service appends
         self.closing = False  # the service is shutting down: event streams end
         self.previews: set["Previews"] = set()  # each open event stream's streamed text
+        from .events import Hub
+
+        self.hub = Hub(self.root, self.settings.cache_ttl)  # reads the logs for every stream
 
     def on_text(self, agent: str, text: str) -> None:
         """The supervisor's text listener: streamed answer text, fanned out to every stream."""

@@ -77,6 +77,7 @@ async def serve(run: Run, *, token: str, host: str = "127.0.0.1", port: int = 87
     async with trio.open_nursery() as outer:
         if threading_main():
             outer.start_soon(watch_signals)
+        outer.start_soon(run.hub.run, lambda: run.changed, lambda: run.closing)
         if run.read_only or provider is None:
             await http()
         else:

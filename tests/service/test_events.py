@@ -69,8 +69,9 @@ async def test_the_run_stream_covers_every_agent_and_resumes_by_positions(tmp_pa
         more = await sse_events(svc.client, "/v1/events", last_id=cut,
                                 until=lambda d: d["type"] == "ended" and d["agent"] == second)
         assert {d["agent"] for _, d in more} == {second}
-        assert [d["type"] for _, d in more][0] == "started"
-        last = dict(p.split(":") for p in more[-1][0].split(","))
+        recorded = [(i, d) for i, d in more if d["type"] != "text"]  # previews have no id
+        assert recorded[0][1]["type"] == "started"
+        last = dict(p.split(":") for p in recorded[-1][0].split(","))
         assert set(last) == {first, second}
         sizes = {a: (svc.root / "agents" / a / "record.jsonl").stat().st_size for a in last}
         assert int(last[second]) <= sizes[second] and int(last[first]) == sizes[first]
@@ -164,3 +165,24 @@ async def test_streamed_text_arrives_as_previews_without_ids(tmp_path):
         assert texts == [(None, {"type": "text", "agent": "a1", "text": "done thinking"})]
         kinds = [d["type"] for _, d in got]
         assert kinds.index("text") < kinds.index("assistant")
+
+
+async def test_a_stream_behind_the_memory_window_reads_the_file_and_misses_nothing(
+        tmp_path, monkeypatch):
+    from mnemon.orchestrator.service.events import Feed
+
+    monkeypatch.setattr(Feed, "WINDOW", 2)
+    script = TOOL_SCRIPT[:1] * 6 + TOOL_SCRIPT[1:]
+    async with live_service(tmp_path / "run", provider=ScriptedProvider(script)) as svc:
+        aid = (await svc.client.post("/v1/agents", json={"prompt": "go"})).json()["id"]
+        full = await sse_events(svc.client, f"/v1/agents/{aid}/events",
+                                until=lambda d: d["type"] == "ended")
+        full = [(i, d) for i, d in full if i is not None]
+        assert len(full) > 20
+        assert svc.run.hub.feeds[aid].floor > 0, "the window moved"
+        for k in (0, 3, len(full) // 2):
+            rest = await sse_events(svc.client, f"/v1/agents/{aid}/events", last_id=full[k][0],
+                                    until=lambda d: d["type"] == "ended")
+            assert [(i, d) for i, d in rest if i is not None] == full[k + 1:]
+        whole = await sse_events(svc.client, "/v1/events", until=lambda d: d["type"] == "ended")
+        assert [d for i, d in whole if i is not None] == [d for _, d in full]
