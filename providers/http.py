@@ -16,7 +16,10 @@ from typing import Any, Callable
 import httpx
 
 from .base import Request, Response
-from .errors import ProviderHTTPError, map_httpx_errors
+from .errors import MalformedResponse, ProviderHTTPError, map_httpx_errors
+
+# what a response of the wrong shape raises in a decoder (a ProviderError is raised as it is)
+_SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError)
 from .retry import OnAttempt, RetryPolicy, call_with_retry
 from .sse import SSEDecoder
 
@@ -104,18 +107,23 @@ class HTTPProvider(ABC):
                 if resp.status_code >= 400:
                     await resp.aread()
                     raise self.error(resp.status_code, json_or_text(resp), resp.headers)
-                if not self.stream:
-                    await resp.aread()
-                    return self.decode(resp.json())
-                decoder = SSEDecoder()
-                assembler = self.assembler(dict(resp.headers))
-                assembler.on_text = on_text
-                async for chunk in resp.aiter_bytes():
-                    for ev in decoder.feed(chunk):
+                try:
+                    if not self.stream:
+                        await resp.aread()
+                        return self.decode(resp.json())
+                    decoder = SSEDecoder()
+                    assembler = self.assembler(dict(resp.headers))
+                    assembler.on_text = on_text
+                    async for chunk in resp.aiter_bytes():
+                        for ev in decoder.feed(chunk):
+                            self.feed_event(assembler, ev.event, ev.data)
+                    for ev in decoder.flush():
                         self.feed_event(assembler, ev.event, ev.data)
-                for ev in decoder.flush():
-                    self.feed_event(assembler, ev.event, ev.data)
-                return assembler.finish()
+                    return assembler.finish()
+                except _SHAPE_ERRORS as e:  # the server sent what its API does not define
+                    raise MalformedResponse(f"malformed response from {self.url}: "
+                                            f"{type(e).__name__}: {e}",
+                                            headers=dict(resp.headers)) from None
 
     async def aclose(self) -> None:
         if self._owns_client:

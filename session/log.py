@@ -64,18 +64,23 @@ def find_torn_tail(path: Path) -> TornTail | None:
 def iter_lines(path: Path, start: int = 0) -> Iterator[tuple[int, memoryview]]:
     """Yield ``(offset, line)`` for every complete line (without its newline), chunk by chunk.
 
-    A torn tail is not yielded. Memory stays bounded by the chunk plus the longest line, and a
-    line longer than a chunk (a large ``Inherited`` link) is joined once, not re-copied with
-    every chunk that extends it.
+    A torn tail is not yielded, nor read: a crash may leave a tail of any length. Memory stays
+    bounded by the chunk plus the longest complete line, and a line longer than a chunk (a large
+    ``Inherited`` link) is joined once, not re-copied with every chunk that extends it.
     """
+    torn = find_torn_tail(path)
+    stop = torn.offset if torn is not None else None  # a torn tail, however long, is not read
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
         base = start  # file offset of the first byte not yet yielded
         parts: list[bytes] = []  # the unfinished line, piece by piece
+        read = start  # file offset of the next byte to read
         while True:
-            chunk = f.read(CHUNK)
+            want = CHUNK if stop is None else min(CHUNK, stop - read)
+            chunk = f.read(want) if want > 0 else b""
             if not chunk:
                 return
+            read += len(chunk)
             pos = 0
             if parts:
                 nl = chunk.find(b"\n")
@@ -113,7 +118,10 @@ def read_span(path: Path, display: str, loci: list[Locus], *, check: bool = True
     Loci are read in the order given; callers sort them when they want one sequential pass.
     """
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
         for off, length, want in loci:
+            if off + length > size:  # checked before reading: a claimed length is not trusted
+                raise LogCorrupt(display, off, f"the file ends before this record ({length} bytes)")
             f.seek(off)
             raw = f.read(length)
             if len(raw) != length:
@@ -179,11 +187,10 @@ class RecordLog:
             if not aside.exists():
                 break
             n += 1
-        with open(self.path, "rb") as f:
+        with open(self.path, "rb") as f, open(aside, "wb") as g:
             f.seek(torn.offset)
-            data = f.read()
-        with open(aside, "wb") as g:
-            g.write(data)
+            while block := f.read(CHUNK):  # a tail of any length, in bounded memory
+                g.write(block)
             g.flush()
             os.fsync(g.fileno())
         os.truncate(self.path, torn.offset)
