@@ -214,6 +214,9 @@ class Supervisor:
         parent's nursery when the parent's loop begins, as it did the first time."""
         from ..lineage.tree import _first_started
 
+        for aid in list_agents(self.root):
+            if _set_aside_if_never_created(self.root / agent_source(aid)):
+                log.warning("agent creation interrupted: its log had no whole record", agent=aid)
         opening: dict[str, SessionStarted | None] = {
             aid: _first_started(self.root / agent_source(aid)) for aid in list_agents(self.root)}
         order: list[str] = []
@@ -287,6 +290,35 @@ class Supervisor:
     def close(self) -> None:
         for node in self.agents.values():
             node.log.close()
+
+
+def _set_aside_if_never_created(path: Path) -> bool:
+    """A log with no whole record is an agent whose creation a crash interrupted: its opening
+    ``SessionStarted`` never returned, so nothing of it was acknowledged. It is renamed to
+    ``record.jsonl.interrupted`` (kept, not deleted) so that the run resumes without it."""
+    import fcntl
+    import os
+
+    from ..session.errors import LogBusy
+    from ..session.log import find_torn_tail
+
+    torn = find_torn_tail(path)
+    if path.stat().st_size > 0 and (torn is None or torn.offset > 0):
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LogBusy(f"{path} is open for writing elsewhere (one writer per log)") from None
+        n, aside = 0, path.with_name(path.name + ".interrupted")
+        while aside.exists():
+            n += 1
+            aside = path.with_name(f"{path.name}.interrupted.{n}")
+        os.rename(path, aside)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _has_ended(path: Path) -> bool:

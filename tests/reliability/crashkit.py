@@ -229,9 +229,17 @@ def check(root: Path, acks_path: Path) -> dict:
         return seen
     agents = list_agents(root)
     seen["agents"] = len(agents)
+    acked_paths = {a[0] for a in acks}
     for aid in agents:
-        if find_torn_tail(root / agent_source(aid)) is not None:
+        path = root / agent_source(aid)
+        torn = find_torn_tail(path)
+        if torn is not None:
             seen["torn"] += 1
+        if path.stat().st_size == 0 or (torn is not None and torn.offset == 0):
+            # its creation was interrupted: nothing of it was acknowledged, resume sets it aside
+            assert str(path) not in acked_paths, f"{aid}: an acknowledged log has no record"
+            seen["never_created"] = seen.get("never_created", 0) + 1
+            continue
         open_agent(root / "agents" / aid)  # folds read-only: raises on anything but a torn tail
     sup = Supervisor(root, _provider(), _settings(), user_tools=_tools())
     roots = sup.resume_run()

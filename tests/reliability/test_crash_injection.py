@@ -39,3 +39,29 @@ def test_hundreds_of_kills(zygote, tmp_path):
     assert sum(s["torn"] for s in seen) > 0, "some kills tore a line"
     assert sum(s["resumed"] for s in seen) > CASES * 0.3, "resumes were exercised"
     assert {s["mode"] for s in seen} == {"before", "partial", "unacked", "acked", "timed"}
+
+
+@pytest.mark.parametrize("tail", [b"", b'{"t":"SessionStarted","agent":"a2","par'])
+def test_an_agent_whose_creation_was_interrupted_is_set_aside_on_resume(zygote, tmp_path, tail):
+    """Killed inside a child's first append: its log holds no whole record. Nothing of it was
+    acknowledged; resume sets it aside (renamed, kept) and finishes the run."""
+    from .crashkit import _settings, _tools, _provider
+
+    from mnemon.orchestrator.supervisor import Supervisor
+    import trio
+
+    root, acks = tmp_path / "run", tmp_path / "acks"
+    assert zygote.run(root, acks, 3, 0, "none", None) == 0
+    a1 = root / "agents" / "a1" / "record.jsonl"
+    lines = a1.read_bytes().split(b"\n")
+    a1.write_bytes(b"\n".join(lines[:-2]) + b"\n")  # a1 had not ended
+    (root / "agents" / "a9").mkdir()
+    (root / "agents" / "a9" / "record.jsonl").write_bytes(tail)
+    sup = Supervisor(root, _provider(), _settings(), user_tools=_tools())
+    roots = sup.resume_run()
+    assert [n.id for n in roots] == ["a1"]
+    assert (root / "agents" / "a9" / "record.jsonl.interrupted").read_bytes() == tail
+    assert not (root / "agents" / "a9" / "record.jsonl").exists()
+    trio.run(sup.run, roots[0])
+    sup.close()
+    assert roots[0].reason == "done"
