@@ -175,3 +175,45 @@ async def test_a_disk_that_fills_mid_run_ends_the_agent_and_a_resume_finishes(tm
     assert torn is None
     turns = [t.id for t in ctx.turns]
     assert turns == sorted(set(turns)), "no turn recorded twice"
+
+
+def test_readers_see_only_whole_records_while_an_agent_appends(tmp_path):
+    """A writer appends in one thread while readers fold the log, count its lines and read a
+    child's pointers into it in another: every read sees whole records, never an error."""
+    import threading
+
+    from mnemon.lineage.runroot import create_run_root
+    from mnemon.session.log import iter_lines
+
+    root = create_run_root(tmp_path / "run", "tests")
+    path = root / agent_source("a1")
+    alog = AgentLog.create(path, agent_source("a1"), SessionStarted(agent="a1"))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def write():
+        try:
+            for i in range(3000):
+                alog.prompt(f"prompt {i} " + "x" * (i % 700))
+                alog.append(Steering(text="s" * (i % 1300)))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+        finally:
+            stop.set()
+
+    t = threading.Thread(target=write)
+    t.start()
+    folds = 0
+    last = 0
+    while not stop.is_set():
+        ctx, _torn = fold_file(path, agent_source("a1"))
+        assert len(ctx.turns) >= last
+        last = len(ctx.turns)
+        n = sum(1 for _ in iter_lines(path))
+        assert n >= 1 + len(ctx.turns)
+        folds += 1
+    t.join()
+    alog.close()
+    assert not errors and folds > 3
+    ctx, torn = fold_file(path, agent_source("a1"))
+    assert torn is None and len(ctx.turns) == 3000
