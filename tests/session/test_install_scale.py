@@ -24,7 +24,8 @@ def test_thousands_of_nested_residues_install_quickly():
     t0 = time.perf_counter()
     ctx.step(Inherited(turns=rows, residues=residues, id_floor=n + 1))
     took = time.perf_counter() - t0
-    assert took < 2.0, f"install took {took:.1f} s"
+    # quadratic installs take minutes here; the bound leaves room for a loaded 2-core machine
+    assert took < 8.0, f"install took {took:.1f} s"
     outer = [r for r in ctx.residues if r.outer]
     assert [r.span for r in outer] == [(1, 20_000)]
     assert ctx.residues[0].weight == 500
