@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgspec
 import structlog
 
 
@@ -21,9 +22,8 @@ class _Tee:
                         if echo is not None and echo.isatty() else None)
 
     def msg(self, message: str, event_dict: dict | None = None) -> None:
-        if self.file is not None:
+        if self.file is not None:  # buffered: flushed when full and at shutdown, not per line
             self.file.write(message + "\n")
-            self.file.flush()
         if self.echo is not None:
             if self.console is not None and event_dict is not None:
                 self.echo.write(self.console(None, "", dict(event_dict)) + "\n")
@@ -34,12 +34,13 @@ class _Tee:
 
 
 _open: list[TextIO] = []
-_json = structlog.processors.JSONRenderer()
+_encode = msgspec.json.Encoder(enc_hook=str).encode  # a value JSON cannot hold is written as str
 
 
 def _render(logger: Any, name: str, event_dict: dict) -> tuple[tuple, dict]:
-    """JSON for the file; the event itself rides along for a terminal's console rendering."""
-    return (_json(logger, name, dict(event_dict)),), {"event_dict": event_dict}
+    """JSON for the file (msgspec: several times cheaper than ``json.dumps`` per line); the
+    event itself rides along for a terminal's console rendering."""
+    return (_encode(event_dict).decode(),), {"event_dict": event_dict}
 
 
 def configure(run_root: Path | None, *, verbose: bool = False) -> None:
@@ -71,6 +72,12 @@ def _drop(_logger: Any, _name: str, _event: Any) -> Any:
 def quiet() -> None:
     """No output at all (tests and library use before configure)."""
     structlog.configure(processors=[_drop], logger_factory=lambda *a: _Tee(None, None))
+
+
+def flush() -> None:
+    """Write out what the log file holds in its buffer (a run's end, a service's stop)."""
+    for f in _open:
+        f.flush()
 
 
 def shutdown() -> None:

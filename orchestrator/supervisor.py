@@ -288,8 +288,11 @@ class Supervisor:
         self.agents[agent_id].scope.cancel()
 
     def close(self) -> None:
+        from .logs import flush
+
         for node in self.agents.values():
             node.log.close()
+        flush()  # the run's log lines are buffered, not flushed line by line
 
 
 def _set_aside_if_never_created(path: Path) -> bool:
