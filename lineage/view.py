@@ -10,7 +10,8 @@ from ..session.door import Door
 from ..session.log import TornTail
 from ..session.resume import fold_file
 
-from .runroot import RunRootError, agent_of, agent_source, find_run_root, list_agents, make_loader
+from .runroot import (RunRootError, Sources, agent_of, agent_source, find_run_root, list_agents,
+                      make_loader)
 
 
 def open_agent(path: Path) -> tuple[Path, str, Context, TornTail | None]:
@@ -23,9 +24,15 @@ def open_agent(path: Path) -> tuple[Path, str, Context, TornTail | None]:
 
 def open_door(path: Path) -> Door:
     """The transcript door of an agent directory, from outside: read-only, every recorded turn
-    readable. A torn tail (a crash mid-append) is left in place and kept at ``door.torn``."""
-    root, _agent, ctx, torn = open_agent(Path(path))
-    door = Door(root, ctx)
+    readable. A torn tail (a crash mid-append) is left in place and kept at ``door.torn``.
+
+    Pointers resolve lazily: the structural fold loads no inherited turn, so a turn reached
+    through an intact file reads even when another ancestor's file is gone; the turns that need
+    the missing file are refused naming it."""
+    root, agent = agent_of(Path(path))
+    src = agent_source(agent)
+    ctx, torn = fold_file(root / src, src, loader=make_loader(root), lazy=True)
+    door = Door(root, ctx, sources=Sources(root))
     door.torn = torn
     return door
 

@@ -20,8 +20,11 @@ from .records import DECODE_ERRORS, _decoder
 
 
 def fold_file(path: Path, source: str, *, loader: Loader | None = None,
-              display: str | None = None) -> tuple[Context, TornTail | None]:
+              display: str | None = None, lazy: bool = False) -> tuple[Context, TornTail | None]:
     """Fold every complete line of a log; a torn tail is reported, not read, never modified.
+
+    ``lazy`` folds the structure only (``Context(lazy=True)``: loci, not contents — no resident
+    inherited turn is loaded, no turn keeps its records), which is all the door needs.
 
     The cyclic garbage collector is paused while folding: a fold allocates many long-lived
     objects and no cycles, so generational collections are pure overhead (a third of the time
@@ -31,7 +34,7 @@ def fold_file(path: Path, source: str, *, loader: Loader | None = None,
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _fold(path, source, loader, display)
+        return _fold(path, source, loader, display, lazy)
     finally:
         # what the fold built is long-lived: move it straight to the oldest generation
         # (freeze then unfreeze), or the first young collection after the fold traverses all of
@@ -48,7 +51,7 @@ cache-friendly, bounded memory (a longer line grows the buffer to hold it)."""
 
 
 def _fold(path: Path, source: str, loader: Loader | None,
-          display: str | None) -> tuple[Context, TornTail | None]:
+          display: str | None, lazy: bool = False) -> tuple[Context, TornTail | None]:
     """Fold the file block by block over two buffers: while one block is decoded and stepped,
     the helper thread reads, splits and digests the next (``native.fill``, GIL released).
 
@@ -56,7 +59,7 @@ def _fold(path: Path, source: str, loader: Loader | None,
     the JSON-lines decoder cannot pair values with lines any other way; otherwise, and to name
     the line a refusal comes from, line by line.
     """
-    ctx = Context(source, loader=loader)
+    ctx = Context(source, loader=loader, lazy=lazy)
     shown = display or source or str(path)
     torn = find_torn_tail(path)
     step = ctx.step
