@@ -29,10 +29,13 @@ def open_door(path: Path) -> Door:
     Pointers resolve lazily: the structural fold loads no inherited turn, so a turn reached
     through an intact file reads even when another ancestor's file is gone; the turns that need
     the missing file are refused naming it."""
+    from ..session.checkpoint import open_table
+
     root, agent = agent_of(Path(path))
     src = agent_source(agent)
-    ctx, torn = fold_file(root / src, src, loader=make_loader(root), lazy=True)
-    door = Door(root, ctx, sources=Sources(root))
+    sources = Sources(root)
+    table, torn = open_table(root / src, src, loader=make_loader(root), sources=sources)
+    door = Door(root, table, sources=sources)
     door.torn = torn
     return door
 

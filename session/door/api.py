@@ -95,9 +95,13 @@ class Door:
         with _no_gc():  # a tuple per turn: without this, cyclic GC walks the whole table
             return [(t.id, t.source, t.loci if t.id != hand else tuple(t.loci)) for t in sel]
 
-    def _records(self, t) -> list:
-        """A resident turn's records when the table keeps loci only (for the index's blocks)."""
-        return load_records(self.sources, (t.id, t.source, t.loci))
+    def _records(self, t) -> list | None:
+        """A resident turn's records when the table keeps loci only (for the index's blocks);
+        None when its file cannot be read (the index is the table's: it does not refuse)."""
+        try:
+            return load_records(self.sources, (t.id, t.source, t.loci))
+        except Refusal:
+            return None
 
     # ------------------------------------------------------------------ sync calls
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..constants import BLOCK_LISTED_BYTES
 from ..context import turn_blocks
-
-BLOCK_LISTED_BYTES = 2048
-"""Blocks at least this large are listed in an index row (``blocks``), for mark-and-sweep."""
 
 
 def row(t: Any, records: Callable[[Any], list | None] | None = None) -> dict:
@@ -23,6 +21,11 @@ def row(t: Any, records: Callable[[Any], list | None] | None = None) -> dict:
         "origin": t.origin, "source": t.source,
     }
     if t.state == "resident" and t.bytes >= BLOCK_LISTED_BYTES:
+        big = getattr(t, "big", False)
+        if big is not False:  # a checkpointed table lists them already
+            if big:
+                out["blocks"] = [{"block": a, "bytes": n} for a, n in big]
+            return out
         recs = t.records
         if recs is None and records is not None:
             recs = records(t)

@@ -98,7 +98,11 @@ def test_truncated_ancestor_is_refused(child_copy):
 
 
 def test_pointer_outside_the_run_root_is_refused(child_copy, tmp_path):
-    door, _ = door_open(child_copy / "agents" / "c1")
+    from mnemon.session.resume import fold_file
+
+    src = "agents/c1/record.jsonl"
+    ctx, _ = fold_file(child_copy / src, src, lazy=True)  # a table whose pointers we bend
+    door = Door(child_copy, ctx)
     t = door.ctx.turn(1)
     outside = tmp_path / "elsewhere.jsonl"
     outside.write_bytes((child_copy / "agents" / "p" / "record.jsonl").read_bytes())

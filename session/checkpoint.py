@@ -1,0 +1,635 @@
+"""The fold checkpoint: a structural fold of one log, saved beside it, derived data only.
+
+``record.jsonl.fold`` (docs/format.md, "The fold checkpoint") holds what a lazy fold
+(``Context(lazy=True)``: loci, not contents) of the log's first ``end`` bytes built, in columns:
+per turn its id, weight, role/state/origin, source, residue, label and where its loci lie; per
+record its locus; the residues, marks, pending calls and the fold's scalars; the big blocks of
+resident turns (for the index's ``blocks``). It is never a source of truth:
+
+* it is keyed by the log's first record and the last record it covers (offset, length, digest)
+  and the byte where its coverage ends; on load both records are read back from the log and
+  digest-checked, the body is checked against its own blake3 digest, and anything that does not
+  match — another file, a rewritten or truncated log, a damaged checkpoint — is thrown away and
+  the log refolded;
+* a log appended behind its back is caught up by restoring the table and folding only the new
+  lines through the same ``Context.step``;
+* ``mnemon verify`` never reads it: it refolds every log.
+
+The door opens a ``Table`` — the checkpoint mapped into memory, columns read in place — so an
+outside ``read`` or ``index`` costs a map and a bisection, not a fold; memory stays flat in the
+log's size (the pages touched, not the table). ``restore`` rebuilds a ``Context`` from it for a
+fold that must go on (a tail appended, an agent reopened to append).
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import blake3
+import msgspec
+
+from .constants import BLOCK_LISTED_BYTES
+from .context import _NO_SWEEPS, Context, ResidueEntry, Turn, turn_blocks
+from .errors import SessionError
+from .log import TornTail, digest, find_torn_tail
+from .records import DECODE_ERRORS, SessionStarted, decode, encode
+
+MAGIC = b"mnemon fold checkpoint 1\n"
+SUFFIX = ".fold"
+VERSION = 1
+
+MIN_BYTES = 1 << 20
+"""Logs shorter than this get no checkpoint: their fold takes a few milliseconds, less than
+writing and verifying one (and small fixtures stay as they are)."""
+
+ROLES = ("user", "assistant")
+STATES = ("resident", "evicted", "withdrawn")
+ORIGINS = ("own", "inherited")
+
+
+def path_for(log: Path) -> Path:
+    """``agents/<id>/record.jsonl`` → ``agents/<id>/record.jsonl.fold``."""
+    return log.with_name(log.name + SUFFIX)
+
+
+class Key(msgspec.Struct, array_like=True):
+    """What a checkpoint covers: the log's first record, its last covered record, and the byte
+    after it (the end of that record's line)."""
+
+    first: tuple[int, int, str]
+    last: tuple[int, int, str]
+    end: int
+    lines: int  # complete lines folded (line numbers of later refusals continue from here)
+
+
+class Header(msgspec.Struct):
+    version: int
+    source: str
+    key: Key
+    arrays: dict[str, tuple[int, int]]  # name -> (offset in the body, byte length)
+    state: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _columns(ctx: Context, big: dict[int, list]) -> tuple[dict[str, bytes], list[str]]:
+    turns = ctx.turns
+    n = len(turns)
+    sources: list[str] = []
+    src_ix: dict[str, int] = {}
+    res_ix = {id(r): i for i, r in enumerate(ctx.residues)}
+    ids = array("q", bytes(8 * n))
+    weights = array("q", bytes(8 * n))
+    meta = bytearray(n)
+    srcs = array("i", bytes(4 * n))
+    under = array("i", bytes(4 * n))
+    lstart = array("q", bytes(8 * (n + 1)))
+    starts = array("q", bytes(8 * n))
+    ends = array("q", bytes(8 * n))
+    loff = array("q")
+    llen = array("q")
+    ldig = bytearray()
+    label_off = array("q", bytes(8 * (n + 1)))
+    labels = bytearray()
+    r = 0
+    for i, t in enumerate(turns):
+        ids[i] = t.id
+        weights[i] = t.bytes
+        meta[i] = ROLES.index(t.role) | STATES.index(t.state) << 1 | ORIGINS.index(t.origin) << 3
+        s = src_ix.get(t.source)
+        if s is None:
+            s = src_ix[t.source] = len(sources)
+            sources.append(t.source)
+        srcs[i] = s
+        under[i] = res_ix[id(t.under)] if t.under is not None else -1
+        loci = t.loci
+        for off, length, dig in loci:
+            loff.append(off)
+            llen.append(length)
+            ldig += bytes.fromhex(dig)
+        r += len(loci)
+        lstart[i + 1] = r
+        if loci:
+            starts[i] = loci[0][0]
+            ends[i] = loci[-1][0] + loci[-1][1]
+        labels += t.label.encode("utf-8", "surrogatepass")
+        label_off[i + 1] = len(labels)
+    cols = {"ids": ids.tobytes(), "weights": weights.tobytes(), "meta": bytes(meta),
+            "srcs": srcs.tobytes(), "under": under.tobytes(), "lstart": lstart.tobytes(),
+            "starts": starts.tobytes(), "ends": ends.tobytes(), "loff": loff.tobytes(),
+            "llen": llen.tobytes(), "ldig": bytes(ldig), "label_off": label_off.tobytes(),
+            "labels": bytes(labels),
+            "big": msgspec.msgpack.encode({str(k): v for k, v in big.items()})}
+    return cols, sources
+
+
+def _state(ctx: Context, sources: list[str]) -> dict[str, Any]:
+    res_ix = {id(r): i for i, r in enumerate(ctx.residues)}
+    return {
+        "sources": sources,
+        "residues": [[r.span[0], r.span[1], r.note, r.by, r.weight, r.withdrawn, list(r.labels),
+                      res_ix[id(r.parent)] if r.parent is not None else -1, r._msg_len]
+                     for r in ctx.residues],
+        "swept": [[i, sorted(t.swept.items())] for i, t in enumerate(ctx.turns) if t.swept],
+        "marks": [[k[0], k[1], v] for k, v in ctx.marks.items()],
+        "pending": list(ctx.pending.items()),
+        "reach": ctx.reach, "id_floor": ctx.id_floor, "in_hand": ctx.in_hand,
+        "started": encode(ctx.started).decode("utf-8") if ctx.started is not None else None,
+        "ended": ctx.ended, "protocol_seen": ctx.protocol_seen,
+        "last_input_tokens": ctx.last_input_tokens,
+        "history_at_response": ctx.history_at_response,
+        "records_folded": ctx.records_folded, "hist": ctx._hist,
+    }
+
+
+def big_blocks(ctx: Context, sources) -> dict[int, list]:
+    """``{turn position: [[block address, bytes], …]}`` for the resident turns of at least
+    BLOCK_LISTED_BYTES with a block that large — the index's optional ``blocks``. A table that
+    keeps loci only reads those turns' records through ``sources`` (one open file per source,
+    in turn order, each record digest-checked); a turn whose file cannot be read lists none."""
+    out: dict[int, list] = {}
+    files: dict[str, Any] = {}
+    try:
+        for i, t in enumerate(ctx.turns):
+            if t.state != "resident" or t.bytes < BLOCK_LISTED_BYTES:
+                continue
+            recs = t.records
+            if recs is None:
+                recs = _read_turn(t, files, sources)
+                if recs is None:
+                    continue
+            got = [[b.address, n] for b in turn_blocks(t.id, recs)
+                   if b.index not in t.swept and (n := b.length) >= BLOCK_LISTED_BYTES]
+            if got:
+                out[i] = got
+    finally:
+        for f in files.values():
+            if f is not None:
+                f.close()
+    return out
+
+
+def _read_turn(t: Turn, files: dict, sources) -> list | None:
+    f = files.get(t.source, False)
+    if f is False:
+        try:
+            f = files[t.source] = sources(t.source) if sources is not None else None
+        except (SessionError, OSError):
+            f = files[t.source] = None
+    if f is None:
+        return None
+    recs = []
+    for off, length, dig in t.loci:
+        f.seek(off)
+        raw = f.read(length)
+        if len(raw) != length or digest(raw) != dig:
+            return None
+        try:
+            recs.append(decode(raw))
+        except DECODE_ERRORS:
+            return None
+    return recs
+
+
+def write(ctx: Context, log: Path, key: Key, big: dict[int, list]) -> Path | None:
+    """Save the checkpoint beside ``log`` (a temporary file renamed over the old one). A
+    directory that cannot be written is no error: the checkpoint is an optimisation."""
+    cols, sources = _columns(ctx, big)
+    arrays: dict[str, tuple[int, int]] = {}
+    body = bytearray()
+    for name, data in cols.items():
+        body += bytes(-len(body) % 8)
+        arrays[name] = (len(body), len(data))
+        body += data
+    head = msgspec.json.encode(Header(VERSION, ctx.source, key, arrays, _state(ctx, sources)))
+    pad = bytes(-(len(MAGIC) + 16 + len(head)) % 8)
+    h = blake3.blake3(head)
+    h.update(pad)
+    h.update(body)
+    pre = MAGIC + struct.pack("<Q", len(head)) + h.digest(length=8) + head + pad
+    dest = path_for(log)
+    tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(pre)
+            f.write(body)
+        os.replace(tmp, dest)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        return None
+    return dest
+
+
+# --------------------------------------------------------------------------- loading
+
+
+class Stale(Exception):
+    """The checkpoint does not describe this log (or is damaged): refold."""
+
+
+class _Digests:
+    """The per-record digests as 16-hex strings, made on demand from the raw 8 bytes."""
+
+    def __init__(self, raw: memoryview):
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return len(self.raw) // 8
+
+    def __getitem__(self, i):
+        raw = self.raw
+        if isinstance(i, slice):
+            a, b, _ = i.indices(len(self))
+            return [raw[8 * x:8 * x + 8].hex() for x in range(a, b)]
+        return raw[8 * i:8 * i + 8].hex()
+
+
+class Loci(Sequence):
+    """One turn's loci, ``(offset, length, digest)`` each, read from the columns in place."""
+
+    __slots__ = ("t", "a", "b")
+
+    def __init__(self, t: "Table", a: int, b: int):
+        self.t, self.a, self.b = t, a, b
+
+    def __len__(self) -> int:
+        return self.b - self.a
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[x] for x in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        r = self.a + i
+        t = self.t
+        return (t.loff[r], t.llen[r], t.ldig[8 * r:8 * r + 8].hex())
+
+    def __iter__(self):
+        t = self.t
+        for r in range(self.a, self.b):
+            yield (t.loff[r], t.llen[r], t.ldig[8 * r:8 * r + 8].hex())
+
+
+class Row:
+    """One turn of a ``Table``, with the fields of a ``Turn`` the door uses."""
+
+    __slots__ = ("id", "role", "label", "bytes", "state", "source", "loci", "origin", "swept",
+                 "residue", "big")
+    records = None
+
+    @property
+    def held(self) -> str:
+        return "swept" if self.state == "resident" and self.swept else self.state
+
+
+class Table:
+    """A checkpoint mapped into memory: the door's table from outside a run."""
+
+    def __init__(self, path: Path, source: str, key: Key, mm: mmap.mmap, base: int,
+                 arrays: dict[str, tuple[int, int]], state: dict[str, Any]):
+        self.path = path
+        self.source = source
+        self.key = key
+        self._mm = mm
+        view = memoryview(mm)
+        self._view = view
+
+        def col(name: str, fmt: str):
+            off, n = arrays[name]
+            mv = view[base + off:base + off + n]
+            return mv.cast(fmt) if fmt != "B" else mv
+
+        self.ids_ = col("ids", "q")
+        self.weights = col("weights", "q")
+        self.meta = col("meta", "B")
+        self.srcs = col("srcs", "i")
+        self.under = col("under", "i")
+        self.lstart = col("lstart", "q")
+        self.starts = col("starts", "q")
+        self.ends = col("ends", "q")
+        self.loff = col("loff", "q")
+        self.llen = col("llen", "q")
+        self.ldig = col("ldig", "B")
+        self.label_off = col("label_off", "q")
+        self.labels = col("labels", "B")
+        self._big_raw = col("big", "B")
+        self._big: dict[int, list] | None = None
+        self.state = state
+        self.sources: list[str] = state["sources"]
+        self.n = len(self.ids_)
+        if not (len(self.weights) == len(self.meta) == len(self.srcs) == len(self.under) ==
+                len(self.starts) == len(self.ends) == self.n and len(self.lstart) ==
+                len(self.label_off) == self.n + 1 and len(self.loff) == len(self.llen) ==
+                len(self.ldig) // 8 == (self.lstart[self.n] if self.n else 0)):
+            raise Stale("the columns disagree")
+        res = state["residues"]
+        self._outer: list[tuple[int, int]] = []
+        for r in res:  # the outermost span over each residue (parents come first or later)
+            x = r
+            seen = 0
+            while x[7] >= 0 and seen <= len(res):
+                x = res[x[7]]
+                seen += 1
+            self._outer.append((x[0], x[1]))
+        self._swept = {i: dict(items) for i, items in state["swept"]}
+        self.in_hand = state["in_hand"]
+        self.latest = self.ids_[self.n - 1] if self.n else None
+        self.memo: dict[str, Any] = {}
+
+    def close(self) -> None:
+        for name in ("ids_", "weights", "meta", "srcs", "under", "lstart", "starts", "ends",
+                     "loff", "llen", "ldig", "label_off", "labels", "_big_raw"):
+            getattr(self, name).release()
+        self._view.release()
+        self._mm.close()
+
+    # ------------------------------------------------------------------ the door's view
+
+    def __len__(self) -> int:
+        return self.n
+
+    def ids(self):
+        return self.ids_
+
+    def label(self, i: int) -> str:
+        return bytes(self.labels[self.label_off[i]:self.label_off[i + 1]]).decode(
+            "utf-8", "surrogatepass")
+
+    def turn_at(self, i: int) -> Row:
+        if self._big is None:
+            self._big = {int(k): v for k, v in msgspec.msgpack.decode(self._big_raw).items()}
+        t = Row()
+        m = self.meta[i]
+        t.id = self.ids_[i]
+        t.role = ROLES[m & 1]
+        t.state = STATES[(m >> 1) & 3]
+        t.origin = ORIGINS[(m >> 3) & 1]
+        t.label = self.label(i)
+        t.bytes = self.weights[i]
+        t.source = self.sources[self.srcs[i]]
+        t.loci = Loci(self, self.lstart[i], self.lstart[i + 1])
+        t.swept = self._swept.get(i, {})
+        u = self.under[i]
+        t.residue = self._outer[u] if u >= 0 else None
+        t.big = self._big.get(i)
+        return t
+
+    @property
+    def turns(self) -> list[Row]:
+        return [self.turn_at(i) for i in range(self.n)]
+
+    def wants(self, positions: Sequence[int] | None):
+        """Owned ``(turn, source, loci)`` for the positions named (all: a view with the columns'
+        fast paths for grep)."""
+        if positions is None:
+            return Wants(self)
+        srcs, sources, lstart, ids = self.srcs, self.sources, self.lstart, self.ids_
+        return [(ids[i], sources[srcs[i]], Loci(self, lstart[i], lstart[i + 1]))
+                for i in positions]
+
+
+class Wants(Sequence):
+    """Every turn of a table as ``Want`` tuples made on demand, with the grep's fast paths:
+    ``groups`` (positions by source), ``spans`` (each turn's byte span) and ``flat`` (every
+    record's locus as flat arrays) read straight from the columns."""
+
+    def __init__(self, t: Table):
+        self.t = t
+
+    def __len__(self) -> int:
+        return self.t.n
+
+    def __getitem__(self, i):
+        t = self.t
+        if isinstance(i, slice):
+            return [self[x] for x in range(*i.indices(len(self)))]
+        return (t.ids_[i], t.sources[t.srcs[i]], Loci(t, t.lstart[i], t.lstart[i + 1]))
+
+    def groups(self) -> list[tuple[str, Sequence[int]]]:
+        t = self.t
+        srcs = t.srcs
+        runs: list[tuple[int, range]] = []
+        i = 0
+        n = t.n
+        while i < n:
+            s = srcs[i]
+            j = i + 1
+            while j < n and srcs[j] == s:  # runs are long: a lineage's files hold id ranges
+                j += 1
+            runs.append((s, range(i, j)))
+            i = j
+        if len({s for s, _ in runs}) == len(runs):
+            return [(t.sources[s], r) for s, r in runs]
+        merged: dict[int, list[int]] = {}
+        for s, r in runs:
+            merged.setdefault(s, []).extend(r)
+        return [(t.sources[s], v) for s, v in merged.items()]
+
+    def spans(self, idxs: Sequence[int]):
+        t = self.t
+        if not isinstance(idxs, range):
+            starts = array("q", (t.starts[i] for i in idxs))
+            ends = array("q", (t.ends[i] for i in idxs))
+        else:
+            starts, ends = t.starts[idxs.start:idxs.stop], t.ends[idxs.start:idxs.stop]
+        lst = t.lstart
+        if isinstance(idxs, range):
+            if any(lst[i] == lst[i + 1] for i in idxs):
+                return None
+        import operator
+
+        if not all(map(operator.lt, ends[:-1], starts[1:])) or \
+                not all(map(operator.lt, starts, ends)):
+            return None
+        return starts, ends
+
+    def flat(self, idxs: Sequence[int]) -> tuple:
+        t = self.t
+        if not isinstance(idxs, range) or not len(idxs):
+            return ()
+        a, b = t.lstart[idxs.start], t.lstart[idxs.stop]
+        offs, lens = t.loff, t.llen
+        import operator
+
+        if not all(map(operator.le, map(operator.add, offs[a:b - 1], lens[a:b - 1]),
+                       offs[a + 1:b])):
+            return ()
+        return offs, lens, _Digests(t.ldig), t.lstart[idxs.start:idxs.stop + 1]
+
+
+def load(log: Path, source: str) -> Table:
+    """The checkpoint beside ``log``, verified against the log (``Stale`` when it does not
+    describe it: missing, damaged, another file's, or the log rewritten or truncated). A log
+    that grew past ``key.end`` still loads: the caller folds the tail."""
+    path = path_for(log)
+    try:
+        f = open(path, "rb")
+    except OSError:
+        raise Stale("no checkpoint") from None
+    with f:
+        try:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            raise Stale("an empty or unreadable checkpoint") from None
+    try:
+        if mm[:len(MAGIC)] != MAGIC:
+            raise Stale("not a checkpoint")
+        (hlen,) = struct.unpack_from("<Q", mm, len(MAGIC))
+        want = mm[len(MAGIC) + 8:len(MAGIC) + 16]
+        h0 = len(MAGIC) + 16
+        if h0 + hlen > len(mm):
+            raise Stale("a damaged header")
+        base = h0 + hlen + (-(h0 + hlen) % 8)
+        with memoryview(mm) as mv:  # the header and every column, against the digest
+            rest = mv[h0:]
+            got = blake3.blake3(rest, max_threads=blake3.blake3.AUTO).digest(length=8)
+            rest.release()
+        if got != want:
+            raise Stale("a damaged checkpoint")
+        try:
+            head = msgspec.json.decode(mm[h0:h0 + hlen], type=Header)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise Stale("a damaged header") from None
+        if head.version != VERSION or head.source != source:
+            raise Stale("another version or another file")
+        for name, (off, n) in head.arrays.items():
+            if off < 0 or n < 0 or base + off + n > len(mm):
+                raise Stale("a column outside the file")
+        _check_key(log, head.key)
+        return Table(path, source, head.key, mm, base, head.arrays, head.state)
+    except Stale:
+        mm.close()
+        raise
+    except (KeyError, ValueError, TypeError, IndexError, struct.error):
+        mm.close()
+        raise Stale("a damaged checkpoint") from None
+
+
+def _check_key(log: Path, key: Key) -> None:
+    """The first and the last covered records read back from the log and digest-checked."""
+    try:
+        with open(log, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < key.end:
+                raise Stale("the log is shorter than the checkpoint")
+            for off, length, dig in (key.first, key.last):
+                f.seek(off)
+                raw = f.read(length + 1)
+                if len(raw) != length + 1 or raw[-1:] != b"\n" or digest(raw[:-1]) != dig:
+                    raise Stale("the log does not hold the records the checkpoint covers")
+            if key.last[0] + key.last[1] + 1 != key.end:
+                raise Stale("a damaged key")
+    except OSError:
+        raise Stale("the log is unreadable") from None
+
+
+# --------------------------------------------------------------------------- restoring
+
+
+def restore(table: Table, *, loader=None) -> Context:
+    """A lazy ``Context`` (loci, not contents) equal to the fold the checkpoint saved; the
+    fold goes on from it with ``Context.step``."""
+    st = table.state
+    ctx = Context(table.source, loader=loader, lazy=True)
+    entries = [ResidueEntry((r[0], r[1]), r[2], r[3], r[4], r[5], tuple(r[6])) for r in
+               st["residues"]]
+    for e, r in zip(entries, st["residues"]):
+        e.parent = entries[r[7]] if r[7] >= 0 else None
+        e._msg_len = r[8]
+    ctx.residues = entries
+    turns = ctx.turns
+    by_id = ctx._by_id
+    sources = table.sources
+    ids, weights, meta, srcs, under, lstart = (table.ids_, table.weights, table.meta,
+                                               table.srcs, table.under, table.lstart)
+    loff, llen, ldig = table.loff, table.llen, table.ldig
+    swept = table._swept
+    for i in range(table.n):
+        m = meta[i]
+        a, b = lstart[i], lstart[i + 1]
+        loci = [(loff[r], llen[r], ldig[8 * r:8 * r + 8].hex()) for r in range(a, b)]
+        u = under[i]
+        t = Turn(ids[i], ROLES[m & 1], table.label(i), weights[i], STATES[(m >> 1) & 3],
+                 sources[srcs[i]], loci, ORIGINS[(m >> 3) & 1], None,
+                 dict(swept[i]) if i in swept else _NO_SWEEPS,
+                 entries[u] if u >= 0 else None)
+        by_id[t.id] = i
+        turns.append(t)
+    ctx.marks = {(k[0], k[1]): k[2] for k in st["marks"]}
+    ctx.pending = dict(st["pending"])
+    ctx.reach = st["reach"]
+    ctx.id_floor = st["id_floor"]
+    ctx.in_hand = st["in_hand"]
+    started = st["started"]
+    ctx.started = decode(started.encode("utf-8")) if started is not None else None
+    ctx.ended = st["ended"]
+    ctx.protocol_seen = st["protocol_seen"]
+    ctx.last_input_tokens = st["last_input_tokens"]
+    ctx.history_at_response = st["history_at_response"]
+    ctx.records_folded = st["records_folded"]
+    ctx._hist = st["hist"]
+    return ctx
+
+
+# --------------------------------------------------------------------------- the outside path
+
+
+def open_table(log: Path, source: str, *, loader=None, sources=None,
+               display: str | None = None, save: bool = True) -> tuple[Table | Context, TornTail | None]:
+    """The table of a log from outside a run: its checkpoint when it describes the log; caught
+    up by folding the lines appended since; else a full lazy fold. A new or caught-up fold is
+    saved as the checkpoint (``save``) and answered from it.
+
+    Returns a ``Table``, or the lazy ``Context`` itself when the checkpoint cannot be written.
+    Refusals of the fold (``LogRefused``) propagate, as from ``fold_file``.
+    """
+    from .resume import fold_file, fold_more
+
+    torn = find_torn_tail(log)
+    size = torn.offset if torn is not None else log.stat().st_size
+    if size < MIN_BYTES:
+        save = False
+        table = None
+    else:
+        try:
+            table = load(log, source)
+        except Stale:
+            table = None
+    if table is not None:
+        if size == table.key.end:
+            return table, torn
+        ctx = restore(table, loader=loader)
+        key = table.key
+        table.close()
+        ctx, key = fold_more(log, ctx, key, display=display)
+    else:
+        ctx, _ = fold_file(log, source, loader=loader, display=display, lazy=True)
+        key = ctx.memo.pop("fold_key", None)
+        if key is None:
+            return ctx, torn
+    if not save:
+        return ctx, torn
+    big = big_blocks(ctx, sources)
+    if write(ctx, log, key, big) is None:
+        return ctx, torn
+    try:
+        return load(log, source), torn
+    except Stale:
+        return ctx, torn
+
+
+__all__ = ["Key", "Table", "Stale", "load", "write", "restore", "open_table", "path_for",
+           "big_blocks", "SUFFIX", "SessionStarted"]
