@@ -5,17 +5,22 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..session.context import Context
+from typing import TYPE_CHECKING
+
 from ..session.door import Door
 from ..session.log import TornTail
-from ..session.resume import fold_file
+
+if TYPE_CHECKING:
+    from ..session.context import Context
 
 from .runroot import (RunRootError, Sources, agent_of, agent_source, find_run_root, list_agents,
                       make_loader)
 
 
-def open_agent(path: Path) -> tuple[Path, str, Context, TornTail | None]:
+def open_agent(path: Path) -> tuple[Path, str, "Context", TornTail | None]:
     """(run root, agent id, folded table, torn tail) for an agent directory; never writes."""
+    from ..session.resume import fold_file
+
     root, agent = agent_of(path)
     src = agent_source(agent)
     ctx, torn = fold_file(root / src, src, loader=make_loader(root))

@@ -274,7 +274,7 @@ class Supervisor:
 
     def close(self) -> None:
         for node in self.agents.values():
-            node.log.close()
+            node.log.close(checkpoint=True)  # a clean stop: the next resume need not refold
 
 
 def _has_ended(path: Path) -> bool:

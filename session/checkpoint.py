@@ -35,15 +35,19 @@ from typing import Any
 import blake3
 import msgspec
 
+from typing import TYPE_CHECKING
+
 from .constants import BLOCK_LISTED_BYTES
-from .context import _NO_SWEEPS, Context, ResidueEntry, Turn, turn_blocks
 from .errors import SessionError
 from .log import TornTail, digest, find_torn_tail
-from .records import DECODE_ERRORS, SessionStarted, decode, encode
+from .records import DECODE_ERRORS, decode, encode
+
+if TYPE_CHECKING:  # the table module (and its import cost) is needed only to fold or restore
+    from .context import Context, Turn
 
 MAGIC = b"mnemon fold checkpoint 1\n"
 SUFFIX = ".fold"
-VERSION = 1
+VERSION = 2
 
 MIN_BYTES = 1 << 20
 """Logs shorter than this get no checkpoint: their fold takes a few milliseconds, less than
@@ -122,13 +126,34 @@ def _columns(ctx: Context, big: dict[int, list]) -> tuple[dict[str, bytes], list
             ends[i] = loci[-1][0] + loci[-1][1]
         labels += t.label.encode("utf-8", "surrogatepass")
         label_off[i + 1] = len(labels)
+    runs = _runs(srcs, starts, ends, lstart, loff, llen)
     cols = {"ids": ids.tobytes(), "weights": weights.tobytes(), "meta": bytes(meta),
             "srcs": srcs.tobytes(), "under": under.tobytes(), "lstart": lstart.tobytes(),
             "starts": starts.tobytes(), "ends": ends.tobytes(), "loff": loff.tobytes(),
             "llen": llen.tobytes(), "ldig": bytes(ldig), "label_off": label_off.tobytes(),
             "labels": bytes(labels),
-            "big": msgspec.msgpack.encode({str(k): v for k, v in big.items()})}
+            "big": msgspec.msgpack.encode({str(k): v for k, v in big.items()}),
+            "runs": msgspec.msgpack.encode(runs)}
     return cols, sources
+
+
+def _runs(srcs, starts, ends, lstart, loff, llen) -> list[list[int]]:
+    """``[source, first, stop, spans in order, records in order]`` for each run of turns from
+    one source — what the grep would otherwise work out per call."""
+    out: list[list[int]] = []
+    n = len(srcs)
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and srcs[j] == srcs[i]:
+            j += 1
+        spans_ok = all(lstart[x] < lstart[x + 1] and starts[x] < ends[x] for x in range(i, j)) \
+            and all(ends[x] < starts[x + 1] for x in range(i, j - 1))
+        a, b = lstart[i], lstart[j]
+        flat_ok = all(loff[r] + llen[r] <= loff[r + 1] for r in range(a, b - 1))
+        out.append([srcs[i], i, j, int(spans_ok), int(flat_ok)])
+        i = j
+    return out
 
 
 def _state(ctx: Context, sources: list[str]) -> dict[str, Any]:
@@ -150,11 +175,13 @@ def _state(ctx: Context, sources: list[str]) -> dict[str, Any]:
     }
 
 
-def big_blocks(ctx: Context, sources) -> dict[int, list]:
+def big_blocks(ctx: "Context", sources) -> dict[int, list]:
     """``{turn position: [[block address, bytes], …]}`` for the resident turns of at least
     BLOCK_LISTED_BYTES with a block that large — the index's optional ``blocks``. A table that
     keeps loci only reads those turns' records through ``sources`` (one open file per source,
     in turn order, each record digest-checked); a turn whose file cannot be read lists none."""
+    from .context import turn_blocks
+
     out: dict[int, list] = {}
     files: dict[str, Any] = {}
     try:
@@ -306,11 +333,24 @@ class Table:
         self._mm = mm
         view = memoryview(mm)
         self._view = view
+        self._views: list[memoryview] = [view]
+        try:
+            self._columns(view, base, arrays, state)
+        except BaseException:
+            self.close()
+            raise
 
+    def _columns(self, view, base: int, arrays: dict, state: dict) -> None:
         def col(name: str, fmt: str):
             off, n = arrays[name]
+            if fmt != "B" and (off % 8 or n % memoryview(b"").cast("B").cast(fmt).itemsize):
+                raise Stale("a misaligned column")
             mv = view[base + off:base + off + n]
-            return mv.cast(fmt) if fmt != "B" else mv
+            self._views.append(mv)
+            if fmt != "B":
+                mv = mv.cast(fmt)
+                self._views.append(mv)
+            return mv
 
         self.ids_ = col("ids", "q")
         self.weights = col("weights", "q")
@@ -326,6 +366,8 @@ class Table:
         self.label_off = col("label_off", "q")
         self.labels = col("labels", "B")
         self._big_raw = col("big", "B")
+        self._runs_raw = col("runs", "B")
+        self.runs = msgspec.msgpack.decode(self._runs_raw)
         self._big: dict[int, list] | None = None
         self.state = state
         self.sources: list[str] = state["sources"]
@@ -350,10 +392,9 @@ class Table:
         self.memo: dict[str, Any] = {}
 
     def close(self) -> None:
-        for name in ("ids_", "weights", "meta", "srcs", "under", "lstart", "starts", "ends",
-                     "loff", "llen", "ldig", "label_off", "labels", "_big_raw"):
-            getattr(self, name).release()
-        self._view.release()
+        for v in reversed(self._views):
+            v.release()
+        self._views = []
         self._mm.close()
 
     # ------------------------------------------------------------------ the door's view
@@ -386,6 +427,45 @@ class Table:
         t.residue = self._outer[u] if u >= 0 else None
         t.big = self._big.get(i)
         return t
+
+    def rows(self, positions: Sequence[int] | None = None, chunk: int = 8192):
+        """Index rows (DESIGN.md's ``transcript index``) straight from the columns, in lists of
+        at most ``chunk`` rows — the door's index from outside, in flat memory."""
+        if self._big is None:
+            self._big = {int(k): v for k, v in msgspec.msgpack.decode(self._big_raw).items()}
+        big = self._big
+        ids, weights, meta, srcs, under = self.ids_, self.weights, self.meta, self.srcs, self.under
+        sources, outer, swept = self.sources, self._outer, self._swept
+        loff = self.label_off
+        blob = self.labels.tobytes()
+        text = blob.decode("utf-8", "surrogatepass")
+        ascii_ = len(text) == len(blob)
+        del blob
+        held_of = [(*STATES, "?")[(m >> 1) & 3] for m in range(16)]
+        role_of = [ROLES[m & 1] for m in range(16)]
+        origin_of = [ORIGINS[(m >> 3) & 1] for m in range(16)]
+        spans = [list(x) for x in outer]
+        todo = range(self.n) if positions is None else positions
+        out: list[dict] = []
+        for i in todo:
+            m = meta[i]
+            held = held_of[m]
+            if held == "resident" and i in swept and swept[i]:
+                held = "swept"
+            u = under[i]
+            label = text[loff[i]:loff[i + 1]] if ascii_ else self.label(i)
+            row = {"id": ids[i], "role": role_of[m], "label": label, "bytes": weights[i],
+                   "held": held, "residue": spans[u] if u >= 0 else None,
+                   "origin": origin_of[m], "source": sources[srcs[i]]}
+            b = big.get(i) if big else None
+            if b and held in ("resident", "swept"):
+                row["blocks"] = [{"block": a, "bytes": n} for a, n in b]
+            out.append(row)
+            if len(out) >= chunk:
+                yield out
+                out = []
+        if out:
+            yield out
 
     @property
     def turns(self) -> list[Row]:
@@ -420,17 +500,7 @@ class Wants(Sequence):
 
     def groups(self) -> list[tuple[str, Sequence[int]]]:
         t = self.t
-        srcs = t.srcs
-        runs: list[tuple[int, range]] = []
-        i = 0
-        n = t.n
-        while i < n:
-            s = srcs[i]
-            j = i + 1
-            while j < n and srcs[j] == s:  # runs are long: a lineage's files hold id ranges
-                j += 1
-            runs.append((s, range(i, j)))
-            i = j
+        runs = [(r[0], range(r[1], r[2])) for r in t.runs]
         if len({s for s, _ in runs}) == len(runs):
             return [(t.sources[s], r) for s, r in runs]
         merged: dict[int, list[int]] = {}
@@ -438,8 +508,19 @@ class Wants(Sequence):
             merged.setdefault(s, []).extend(r)
         return [(t.sources[s], v) for s, v in merged.items()]
 
+    def _run(self, idxs) -> list | None:
+        if isinstance(idxs, range):
+            for r in self.t.runs:
+                if r[1] == idxs.start and r[2] == idxs.stop:
+                    return r
+        return None
+
     def spans(self, idxs: Sequence[int]):
         t = self.t
+        run = self._run(idxs)
+        if run is not None:
+            return (t.starts[idxs.start:idxs.stop], t.ends[idxs.start:idxs.stop]) if run[3] \
+                else None
         if not isinstance(idxs, range):
             starts = array("q", (t.starts[i] for i in idxs))
             ends = array("q", (t.ends[i] for i in idxs))
@@ -464,6 +545,10 @@ class Wants(Sequence):
         offs, lens = t.loff, t.llen
         import operator
 
+        run = self._run(idxs)
+        if run is not None:
+            return (offs, lens, _Digests(t.ldig), t.lstart[idxs.start:idxs.stop + 1]) \
+                if run[4] else ()
         if not all(map(operator.le, map(operator.add, offs[a:b - 1], lens[a:b - 1]),
                        offs[a + 1:b])):
             return ()
@@ -509,13 +594,20 @@ def load(log: Path, source: str) -> Table:
             if off < 0 or n < 0 or base + off + n > len(mm):
                 raise Stale("a column outside the file")
         _check_key(log, head.key)
-        return Table(path, source, head.key, mm, base, head.arrays, head.state)
-    except Stale:
-        mm.close()
+        try:
+            return Table(path, source, head.key, mm, base, head.arrays, head.state)
+        except (KeyError, ValueError, TypeError, IndexError, AttributeError,
+                msgspec.DecodeError) as e:  # a checkpoint of another layout
+            raise Stale(f"a damaged checkpoint ({e})") from None
+    except BaseException as e:
+        if not mm.closed:
+            try:
+                mm.close()
+            except BufferError:  # a view still held somewhere: the map goes with it
+                pass
+        if isinstance(e, (KeyError, ValueError, TypeError, IndexError, struct.error)):
+            raise Stale("a damaged checkpoint") from None
         raise
-    except (KeyError, ValueError, TypeError, IndexError, struct.error):
-        mm.close()
-        raise Stale("a damaged checkpoint") from None
 
 
 def _check_key(log: Path, key: Key) -> None:
@@ -542,6 +634,8 @@ def _check_key(log: Path, key: Key) -> None:
 def restore(table: Table, *, loader=None) -> Context:
     """A lazy ``Context`` (loci, not contents) equal to the fold the checkpoint saved; the
     fold goes on from it with ``Context.step``."""
+    from .context import _NO_SWEEPS, Context, ResidueEntry, Turn
+
     st = table.state
     ctx = Context(table.source, loader=loader, lazy=True)
     entries = [ResidueEntry((r[0], r[1]), r[2], r[3], r[4], r[5], tuple(r[6])) for r in
@@ -584,6 +678,50 @@ def restore(table: Table, *, loader=None) -> Context:
     return ctx
 
 
+def caught_up(table: Table, log: Path, *, loader=None) -> tuple["Context", Key]:
+    """For an agent reopened to append: the table restored, the lines appended since folded,
+    and every resident turn's records loaded through its loci (own turns from the log itself,
+    inherited ones through ``loader``) — the table a full fold would give."""
+    from .log import read_at
+
+    ctx = restore(table, loader=with_own(log, table.source, loader))
+    key = table.key
+    table.close()
+    from .resume import fold_more
+
+    ctx, key = fold_more(log, ctx, key)
+    for t in ctx.turns:
+        if t.state == "resident" and t.records is None:
+            if t.source == ctx.source:
+                t.records = read_at(log, t.pointer)
+            else:
+                if loader is None:
+                    from .errors import Refusal
+
+                    raise Refusal(f"inherited row {t.id} is resident but no loader can read "
+                                  f"{t.source}")
+                t.records = loader(t.pointer)
+    ctx.lazy = False
+    ctx.loader = loader
+    return ctx, key
+
+
+def with_own(log: Path, source: str, loader):
+    """A loader for a lazy fold: the log's own turns read from ``log`` itself, an ancestor's
+    through ``loader`` (a fold loads a turn only for a mark or a sweep on it)."""
+    from .errors import Refusal
+    from .log import read_at
+
+    def load(ptr):
+        if ptr.source == source:
+            return read_at(log, ptr)
+        if loader is None:
+            raise Refusal(f"no loader can read {ptr.source}")
+        return loader(ptr)
+
+    return load
+
+
 # --------------------------------------------------------------------------- the outside path
 
 
@@ -611,12 +749,13 @@ def open_table(log: Path, source: str, *, loader=None, sources=None,
     if table is not None:
         if size == table.key.end:
             return table, torn
-        ctx = restore(table, loader=loader)
+        ctx = restore(table, loader=with_own(log, source, loader))
         key = table.key
         table.close()
         ctx, key = fold_more(log, ctx, key, display=display)
     else:
-        ctx, _ = fold_file(log, source, loader=loader, display=display, lazy=True)
+        ctx, _ = fold_file(log, source, loader=with_own(log, source, loader), display=display,
+                           lazy=True)
         key = ctx.memo.pop("fold_key", None)
         if key is None:
             return ctx, torn
@@ -632,4 +771,4 @@ def open_table(log: Path, source: str, *, loader=None, sources=None,
 
 
 __all__ = ["Key", "Table", "Stale", "load", "write", "restore", "open_table", "path_for",
-           "big_blocks", "SUFFIX", "SessionStarted"]
+           "big_blocks", "SUFFIX"]

@@ -65,7 +65,7 @@ def run(args) -> int:
     door = _open(args.path)
     try:
         if args.door == "index":
-            _print_index(door.index(args.turns), args.json)
+            _print_index(door.index_chunks(args.turns), args.json)
         elif args.door == "read":
             _print_read(door.read(args.turns), args.json)
         else:
@@ -77,11 +77,22 @@ def run(args) -> int:
     return 0
 
 
-def _print_index(rows: list[dict], as_json: bool) -> None:
+def _print_index(chunks, as_json: bool) -> None:
+    """Rows as they come, chunk by chunk (a long index is never held whole)."""
+    out = sys.stdout
     if as_json:
-        print(json.dumps(rows))
+        import msgspec
+
+        out.write("[")
+        sep = ""
+        for chunk in chunks:
+            body = msgspec.json.encode(chunk)[1:-1].decode("utf-8")
+            if body:
+                out.write(sep + body)
+                sep = ","
+        out.write("]\n")
         return
-    for r in rows:
+    for r in (r for chunk in chunks for r in chunk):
         where = "" if r["origin"] == "own" else f"  from {r['source']}"
         held = r["held"] if r["residue"] is None else f"{r['held']} [{r['residue'][0]}, " \
                                                       f"{r['residue'][1]}]"

@@ -19,11 +19,30 @@ from typing import Any
 from ..constants import GREP_TIMEOUT_S
 from ..errors import Refusal
 from ..paths import Sources
-from .grep import _cache, grep_wants
 from .index import rows as _rows
-from .pattern import _Matcher
 from .read import Opener, load_records, read_wants
 from .turns import Want, _no_gc, select as _select
+
+# the grep's modules (the regex engine, the raw scan) load on the first grep: ``read`` and
+# ``index`` from outside do not pay for them
+
+
+def _cache(ctx):
+    from .grep import _cache
+
+    return _cache(ctx)
+
+
+def grep_wants(*args, **kwargs):
+    from .grep import grep_wants
+
+    return grep_wants(*args, **kwargs)
+
+
+def _Matcher(*args):
+    from .pattern import _Matcher
+
+    return _Matcher(*args)
 
 
 class Door:
@@ -107,8 +126,18 @@ class Door:
 
     def index(self, turns: Any = None) -> list[dict]:
         """Every turn (or the turns named), oldest first, as DESIGN.md's index rows."""
-        sel = self.ctx.turns if turns is None and self._live else self.select(turns)
-        return _rows(sel, self._records)
+        return [r for chunk in self.index_chunks(turns) for r in chunk]
+
+    def index_chunks(self, turns: Any = None, chunk: int = 8192):
+        """The index rows in lists of at most ``chunk``: printing a long index stays in flat
+        memory (a checkpointed table makes them straight from its columns)."""
+        if not self._live:
+            pos = None if turns is None else self.positions(turns)
+            yield from self.ctx.rows(pos, chunk)
+            return
+        sel = self.ctx.turns if turns is None else self.select(turns)
+        for a in range(0, len(sel), chunk):
+            yield _rows(sel[a:a + chunk], self._records)
 
     def read(self, turns: Any) -> list[dict]:
         """Each named turn's own protocol records, objects exactly as in the file."""

@@ -11,8 +11,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-import regex
-
 from ..constants import GREP_LINE_BYTES
 from ..errors import Refusal
 from ..records import (
@@ -262,22 +260,35 @@ class _Matcher:
     def __init__(self, pattern: str, timeout_s: float, shortcut: bool):
         if not isinstance(pattern, str):
             raise Refusal("the pattern must be a string")
-        try:
-            self.rx = regex.compile(pattern)
-        except regex.error as e:
-            raise Refusal(f"the pattern is not a valid regex: {e}") from None
-        except (ValueError, TypeError, OverflowError, RecursionError) as e:
-            raise Refusal(f"the pattern is not a valid regex: {e}") from None
+        self.pattern = pattern
+        self._rx = None
+        lit, pure = required_literal(pattern) if shortcut else ("", False)
+        if not pure:  # a pure literal is a valid pattern matching itself: no engine needed
+            self._compile()
         self.timeout_s = timeout_s
         self.left = timeout_s
         self.shortcut = shortcut
-        lit, pure = required_literal(pattern) if shortcut else ("", False)
         self.lit = lit or None
         self.pure = pure
         self.blind = shortcut and _boundary_blind(pattern)
         self.raw = lit.encode("ascii") if shortcut and _raw_safe(lit) else None
         if self.raw is not None and len(_forms(self.raw)) > MAX_FORMS:
             self.raw = None  # too many ways to write it: decode every record instead
+
+    def _compile(self):
+        import regex  # ~50 ms to import: a grep for a plain literal never pays it
+
+        try:
+            self._rx = regex.compile(self.pattern)
+        except regex.error as e:
+            raise Refusal(f"the pattern is not a valid regex: {e}") from None
+        except (ValueError, TypeError, OverflowError, RecursionError) as e:
+            raise Refusal(f"the pattern is not a valid regex: {e}") from None
+        return self._rx
+
+    @property
+    def rx(self):
+        return self._rx if self._rx is not None else self._compile()
 
     def _search(self, s: str) -> bool:
         if self.left <= 0:

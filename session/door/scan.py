@@ -202,10 +202,56 @@ _HELPER: list = []
 def _helper():
     """One worker thread for the door's native calls that run beside the caller's."""
     if not _HELPER:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _HELPER.append(ThreadPoolExecutor(1, thread_name_prefix="mnemon-door"))
+        _HELPER.append(_Worker())
     return _HELPER[0]
+
+
+class _Job:
+    """The outcome of one call handed to the worker."""
+
+    __slots__ = ("done", "value", "error")
+
+    def __init__(self) -> None:
+        import threading
+
+        self.done = threading.Event()
+        self.value = self.error = None
+
+    def result(self):
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def exception(self):
+        self.done.wait()
+        return self.error
+
+
+class _Worker:
+    """One daemon thread running submitted calls in order (``concurrent.futures`` costs a CLI
+    call ~40 ms to import, for one thread)."""
+
+    def __init__(self) -> None:
+        import queue
+        import threading
+
+        self.q: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="mnemon-door", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            job, fn, args = self.q.get()
+            try:
+                job.value = fn(*args)
+            except BaseException as e:  # handed to whoever waits for the job
+                job.error = e
+            job.done.set()
+
+    def submit(self, fn, *args) -> _Job:
+        job = _Job()
+        self.q.put((job, fn, args))
+        return job
 
 
 DENSE = 8

@@ -168,3 +168,43 @@ def test_a_checkpoint_is_no_source_of_truth(run_root, capsys):
     fold.unlink()
     assert main(["verify", str(run_root), "--json"]) == 0
     assert not fold.exists()
+
+
+@SETTINGS
+@given(ops=OPS, more=OPS, damage=st.sampled_from(["none", "missing", "corrupt", "appended"]),
+       at=st.integers(0, 10 ** 9), forked=st.booleans())
+def test_a_resume_from_the_checkpoint_is_the_full_fold(tmp_path_factory, ops, more, damage, at,
+                                                       forked):
+    from mnemon.lineage.fork import resume_child
+    from mnemon.session.agentlog import AgentLog
+
+    root = create_run_root(tmp_path_factory.mktemp("rs") / "run", "tests")
+    agent = "a1"
+    log = new_agent(root, "a1")
+    play(log, ops)
+    if forked:
+        prompt(log, "delegate")
+        log = fork(root, log, "c1", task="child task")
+        agent = "c1"
+        play(log, ops[::2])
+    src = f"agents/{agent}/record.jsonl"
+    path = root / src
+    log.close(checkpoint=True)
+    fold = checkpoint.path_for(path)
+    assert fold.is_file()
+    if damage == "missing":
+        fold.unlink()
+    elif damage == "corrupt":
+        data = bytearray(fold.read_bytes())
+        data[at % len(data)] ^= 1 + at % 255
+        fold.write_bytes(bytes(data))
+    elif damage == "appended":  # resumed without a checkpoint written at its stop
+        again = resume_child(root, agent) if forked else AgentLog.resume(path, src)[0]
+        play(again, more)
+        again.close()
+    want, _ = fold_file(path, src, loader=make_loader(root))
+    resumed = resume_child(root, agent) if forked else AgentLog.resume(path, src)[0]
+    assert resumed.ctx.records_folded == want.records_folded + 1  # + SessionResumed
+    got, _ = fold_file(path, src, loader=make_loader(root))
+    assert resumed.ctx == got
+    resumed.close()
