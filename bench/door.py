@@ -29,14 +29,21 @@ from pathlib import Path
 RARE = "QUOKKA-7f3a-ZEBRA"
 
 
+TIME = "/usr/bin/time"  # GNU time: the child's peak RSS, from a small parent (a child forked
+# from this process would count this process's pages until it execs)
+
+
 def run_once(argv: list[str], env: dict | None = None) -> tuple[float, int, int]:
     """(wall seconds, peak RSS in bytes, exit code) of one whole process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return wall, ru.ru_maxrss * 1024, p.returncode
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("r") as out:
+        t0 = time.perf_counter()
+        p = subprocess.run([TIME, "-o", out.name, "-f", "%M %x", *argv], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - t0
+        kb, code = out.read().split()[-2:]
+    return wall, int(kb) * 1024, int(code)
 
 
 def paired(a: list[str], b: list[str] | None, runs: int, env=None) -> dict:
@@ -113,17 +120,19 @@ def main() -> None:
     rg = shutil.which("rg")
     subprocess.run([*mnemon, "transcript", "read", str(agent), "--turns", "1", "--json"],
                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rows = json.loads(subprocess.run([*mnemon, "transcript", "index", str(agent), "--json"],
-                                     env=env, capture_output=True, check=True).stdout)
-    turn = a.turn
-    if turn is None:
-        gone = [r["id"] for r in rows if r["held"] != "resident"]
-        pick = gone or [r["id"] for r in rows]
-        turn = pick[len(pick) // 2]
+    survey = ("import json, sys\n"
+              "rows = json.load(sys.stdin)\n"
+              "gone = [r['id'] for r in rows if r['held'] != 'resident']\n"
+              "pick = gone or [r['id'] for r in rows]\n"
+              "print(json.dumps([len(rows), len(gone), pick[len(pick) // 2]]))\n")
+    index = subprocess.run([*mnemon, "transcript", "index", str(agent), "--json"], env=env,
+                           capture_output=True, check=True).stdout
+    n, gone, middle = json.loads(subprocess.run([sys.executable, "-c", survey], input=index,
+                                                capture_output=True, check=True).stdout)
+    del index
+    turn = a.turn if a.turn is not None else middle
     info = {"agent": str(agent), "files": {str(f): f.stat().st_size for f in files},
-            "turns": len(rows), "evicted": sum(r["held"] == "evicted" for r in rows),
-            "read_turn": turn, "runs": a.runs}
-    del rows
+            "turns": n, "evicted": gone, "read_turn": turn, "runs": a.runs}
     cmds = {
         "grep rare literal": ([*mnemon, "transcript", "grep", str(agent), RARE, "--json"],
                               [rg, "-c", RARE, *map(str, files)] if rg else None),

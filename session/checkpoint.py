@@ -77,7 +77,7 @@ class Header(msgspec.Struct):
     version: int
     source: str
     key: Key
-    arrays: dict[str, tuple[int, int]]  # name -> (offset in the body, byte length)
+    arrays: dict[str, tuple[int, int, str]]  # name -> (offset in the body, bytes, blake3)
     state: dict[str, Any]
 
 
@@ -103,8 +103,22 @@ def _columns(ctx: Context, big: dict[int, list]) -> tuple[dict[str, bytes], list
     ldig = bytearray()
     label_off = array("q", bytes(8 * (n + 1)))
     labels = bytearray()
+    # the index rows as the CLI prints them (compact JSON, each followed by a comma), so an
+    # outside ``transcript index`` copies bytes instead of building 300 000 objects
+    enc = msgspec.json.Encoder()
+    index = bytearray()
+    index_off = array("q", bytes(8 * (n + 1)))
     r = 0
     for i, t in enumerate(turns):
+        row: dict[str, Any] = {
+            "id": t.id, "role": t.role, "label": t.label, "bytes": t.bytes, "held": t.held,
+            "residue": list(t.residue) if t.residue is not None else None,
+            "origin": t.origin, "source": t.source}
+        if i in big and t.state == "resident":
+            row["blocks"] = [{"block": a, "bytes": b} for a, b in big[i]]
+        enc.encode_into(row, index, -1)
+        index += b","
+        index_off[i + 1] = len(index)
         ids[i] = t.id
         weights[i] = t.bytes
         meta[i] = ROLES.index(t.role) | STATES.index(t.state) << 1 | ORIGINS.index(t.origin) << 3
@@ -133,7 +147,8 @@ def _columns(ctx: Context, big: dict[int, list]) -> tuple[dict[str, bytes], list
             "llen": llen.tobytes(), "ldig": bytes(ldig), "label_off": label_off.tobytes(),
             "labels": bytes(labels),
             "big": msgspec.msgpack.encode({str(k): v for k, v in big.items()}),
-            "runs": msgspec.msgpack.encode(runs)}
+            "runs": msgspec.msgpack.encode(runs),
+            "index": bytes(index), "index_off": index_off.tobytes()}
     return cols, sources
 
 
@@ -230,18 +245,15 @@ def write(ctx: Context, log: Path, key: Key, big: dict[int, list]) -> Path | Non
     """Save the checkpoint beside ``log`` (a temporary file renamed over the old one). A
     directory that cannot be written is no error: the checkpoint is an optimisation."""
     cols, sources = _columns(ctx, big)
-    arrays: dict[str, tuple[int, int]] = {}
+    arrays: dict[str, tuple[int, int, str]] = {}
     body = bytearray()
     for name, data in cols.items():
         body += bytes(-len(body) % 8)
-        arrays[name] = (len(body), len(data))
+        arrays[name] = (len(body), len(data), blake3.blake3(data).digest(length=8).hex())
         body += data
     head = msgspec.json.encode(Header(VERSION, ctx.source, key, arrays, _state(ctx, sources)))
     pad = bytes(-(len(MAGIC) + 16 + len(head)) % 8)
-    h = blake3.blake3(head)
-    h.update(pad)
-    h.update(body)
-    pre = MAGIC + struct.pack("<Q", len(head)) + h.digest(length=8) + head + pad
+    pre = MAGIC + struct.pack("<Q", len(head)) + blake3.blake3(head).digest(length=8) + head + pad
     dest = path_for(log)
     tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
     try:
@@ -326,7 +338,7 @@ class Table:
     """A checkpoint mapped into memory: the door's table from outside a run."""
 
     def __init__(self, path: Path, source: str, key: Key, mm: mmap.mmap, base: int,
-                 arrays: dict[str, tuple[int, int]], state: dict[str, Any]):
+                 arrays: dict[str, tuple[int, int, str]], state: dict[str, Any]):
         self.path = path
         self.source = source
         self.key = key
@@ -341,12 +353,16 @@ class Table:
             raise
 
     def _columns(self, view, base: int, arrays: dict, state: dict) -> None:
+        self._arrays, self._base = arrays, base
+
         def col(name: str, fmt: str):
-            off, n = arrays[name]
+            off, n, dig = arrays[name]
             if fmt != "B" and (off % 8 or n % memoryview(b"").cast("B").cast(fmt).itemsize):
                 raise Stale("a misaligned column")
             mv = view[base + off:base + off + n]
             self._views.append(mv)
+            if blake3.blake3(mv).digest(length=8).hex() != dig:
+                raise Stale(f"a damaged column ({name})")
             if fmt != "B":
                 mv = mv.cast(fmt)
                 self._views.append(mv)
@@ -367,6 +383,7 @@ class Table:
         self.labels = col("labels", "B")
         self._big_raw = col("big", "B")
         self._runs_raw = col("runs", "B")
+        self._col = col  # for the columns checked only when used (the printed index)
         self.runs = msgspec.msgpack.decode(self._runs_raw)
         self._big: dict[int, list] | None = None
         self.state = state
@@ -427,6 +444,36 @@ class Table:
         t.residue = self._outer[u] if u >= 0 else None
         t.big = self._big.get(i)
         return t
+
+    def index_json(self, positions: Sequence[int] | None = None):
+        """The index rows as the CLI's ``--json`` prints them, as byte slices of the
+        checkpoint (its ``index`` column, digest-checked on first use); None when that column
+        does not check out (the caller then builds the rows from the other columns)."""
+        try:
+            blob = self._col("index", "B")
+            off = self._col("index_off", "q")
+        except (Stale, KeyError):
+            return None
+        if len(off) != self.n + 1 or (self.n and off[self.n] != len(blob)):
+            return None
+        return self._index_slices(blob, off, positions)
+
+    def _index_slices(self, blob, off, positions):
+        yield b"["
+        runs: list[tuple[int, int]] = []
+        if positions is None:
+            if self.n:
+                runs.append((0, self.n))
+        else:
+            for i in positions:
+                if runs and runs[-1][1] == i:
+                    runs[-1] = (runs[-1][0], i + 1)
+                else:
+                    runs.append((i, i + 1))
+        for k, (a, b) in enumerate(runs):
+            end = off[b] - (1 if k == len(runs) - 1 else 0)  # no comma after the last row
+            yield blob[off[a]:end]
+        yield b"]\n"
 
     def rows(self, positions: Sequence[int] | None = None, chunk: int = 8192):
         """Index rows (DESIGN.md's ``transcript index``) straight from the columns, in lists of
@@ -578,19 +625,15 @@ def load(log: Path, source: str) -> Table:
         if h0 + hlen > len(mm):
             raise Stale("a damaged header")
         base = h0 + hlen + (-(h0 + hlen) % 8)
-        with memoryview(mm) as mv:  # the header and every column, against the digest
-            rest = mv[h0:]
-            got = blake3.blake3(rest, max_threads=blake3.blake3.AUTO).digest(length=8)
-            rest.release()
-        if got != want:
-            raise Stale("a damaged checkpoint")
+        if blake3.blake3(mm[h0:h0 + hlen]).digest(length=8) != want:
+            raise Stale("a damaged header")  # each column has its own digest, checked on use
         try:
             head = msgspec.json.decode(mm[h0:h0 + hlen], type=Header)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise Stale("a damaged header") from None
         if head.version != VERSION or head.source != source:
             raise Stale("another version or another file")
-        for name, (off, n) in head.arrays.items():
+        for name, (off, n, _) in head.arrays.items():
             if off < 0 or n < 0 or base + off + n > len(mm):
                 raise Stale("a column outside the file")
         _check_key(log, head.key)

@@ -128,6 +128,13 @@ class Door:
         """Every turn (or the turns named), oldest first, as DESIGN.md's index rows."""
         return [r for chunk in self.index_chunks(turns) for r in chunk]
 
+    def index_json(self, turns: Any = None):
+        """The index as compact JSON, in byte slices — straight from a checkpointed table's
+        printed rows; None when the table has none (then print ``index_chunks``)."""
+        if self._live:
+            return None
+        return self.ctx.index_json(None if turns is None else self.positions(turns))
+
     def index_chunks(self, turns: Any = None, chunk: int = 8192):
         """The index rows in lists of at most ``chunk``: printing a long index stays in flat
         memory (a checkpointed table makes them straight from its columns)."""

@@ -10,6 +10,7 @@ bulk on the raw JSON instead (``_Counting``: digests checked and lines counted i
 from __future__ import annotations
 
 import bisect
+import os
 import itertools
 import operator
 from array import array
@@ -36,6 +37,57 @@ def _read_window(f, buf: bytearray, start: int, need: int, pos: int):
     return buf, mv, f.readinto(mv[:need])
 
 
+class _MapBuf:
+    """A window of a mapped file, seen as a buffer that starts at the window's first byte
+    (what ``_find_window`` searches for line ends)."""
+
+    __slots__ = ("mm", "base")
+
+    def __init__(self, mm, base: int):
+        self.mm, self.base = mm, base
+
+    def find(self, sub: bytes, p: int, limit: int) -> int:
+        r = self.mm.find(sub, self.base + p, self.base + limit)
+        return r - self.base if r >= 0 else -1
+
+
+class _Mapped:
+    """The file mapped read-only, windows as views of the map: no copy of the file is made
+    (as ripgrep does), and each window's pages are dropped from the process once it is settled,
+    so memory stays bounded by about two windows whatever the file's size."""
+
+    def __init__(self, f):
+        import mmap
+
+        self.mmap = mmap
+        fd = f.fileno()
+        self.size = os.fstat(fd).st_size
+        self.mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if self.size else None
+        self.base = memoryview(self.mm) if self.mm is not None else memoryview(b"")
+
+    def window(self, start: int, need: int):
+        got = max(0, min(need, self.size - start))
+        return _MapBuf(self.mm, start), self.base[start:start + got], got
+
+    def drop(self, start: int, got: int) -> None:
+        if self.mm is None or got <= 0:
+            return
+        page = self.mmap.PAGESIZE
+        a = start - start % page
+        try:
+            self.mm.madvise(self.mmap.MADV_DONTNEED, a, start + got - a)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def close(self) -> None:
+        self.base.release()
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:  # a view still held (a refusal mid-window): freed with it
+                pass
+
+
 def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want], m: _Matcher,
                hits: _Hits, flat: "_Flat | None" = None) -> None:
     """The raw-literal pass: find the literal in a fixed buffer; decode only records holding it.
@@ -52,7 +104,8 @@ def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want]
     L = len(lit)
     forms = _forms(lit)
     anchors = [_anchor(x) for x in forms]
-    bufs = [bytearray(CHUNK), bytearray(CHUNK)]  # one is read while the other is searched
+    mapped = _mapped(f) if native.find_all is not None else None
+    bufs = [bytearray(CHUNK), bytearray(CHUNK)] if mapped is None else [None, None]
     slot = 0
     seq = 0
     pos = -1
@@ -65,11 +118,14 @@ def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want]
             slot ^= 1  # this buffer's last window was settled an iteration ago
             buf = bufs[slot]
             start = starts[i]
-            k = bisect.bisect_right(ends, start + len(buf), i + 1, n) if i + 1 < n else n
+            k = bisect.bisect_right(ends, start + CHUNK, i + 1, n) if i + 1 < n else n
             k = max(k, i + 1)
             need = ends[k - 1] - start
-            buf, mv, got = _read_window(f, buf, start, need, pos)
-            bufs[slot] = buf
+            if mapped is not None:
+                buf, mv, got = mapped.window(start, need)
+            else:
+                buf, mv, got = _read_window(f, buf, start, need, pos)
+                bufs[slot] = buf
             pos = start + got
             cur: _Counting | _Finding
             if bulk and dense and got == need and hits.worst is not None and \
@@ -83,6 +139,8 @@ def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want]
                 done, prev = prev, None
                 seq, dense = _settle(done, dense, lit, L, starts, ends, source, idxs, wants, m,
                                      hits, seq, flat)
+                if mapped is not None:
+                    mapped.drop(done.start, done.need)
             prev = cur
         if prev is not None:
             done, prev = prev, None
@@ -90,6 +148,15 @@ def _scan_file(f, source: str, idxs: Sequence[int], spans, wants: Sequence[Want]
     finally:
         if prev is not None:  # refused: wait for the helper, it must not outlive the buffer
             prev.abandon()
+        if mapped is not None:
+            mapped.close()
+
+
+def _mapped(f) -> "_Mapped | None":
+    try:
+        return _Mapped(f)
+    except (OSError, ValueError, AttributeError):  # not a mappable file: read it instead
+        return None
 
 
 def _settle(w: "_Counting | _Finding", dense: bool, lit: bytes, L: int, starts, ends,
@@ -117,14 +184,26 @@ class _Finding:
                  forms: list[bytes], anchors: list[int]):
         self.buf, self.mv, self.start, self.got, self.need, self.pos = buf, mv, start, got, need, pos
         self.i, self.k = i, k
-        self.job = _helper().submit(_positions, mv, got, forms, anchors) \
-            if native.find_all is not None else None
+        self.job = None
+        if native.find_all is not None:
+            # both cores: the helper searches the second half while the caller searches the
+            # first (each call releases the GIL; the first half's matches start before ``mid``)
+            mid = got // 2
+            longest = max(map(len, forms))
+            self.job = _helper().submit(_positions, mv, got, forms, anchors, mid)
+            try:
+                head = _positions(mv, min(got, mid + longest - 1), forms, anchors, 0)
+            except BaseException:
+                self.job.exception()
+                raise
+            cut = bisect.bisect_left(head, mid)
+            self.head = head[:cut] if cut < len(head) else head
 
     def process(self, lit: bytes, L: int, starts, ends, source: str, idxs: Sequence[int],
                 wants: Sequence[Want], m: _Matcher, hits: _Hits, seq: int) -> tuple[int, int]:
         try:
             if self.job is not None:
-                at = self.job.result()
+                at = self.head + self.job.result()
                 count = len(at)
 
                 def find(buf, q: int, limit: int) -> int:
@@ -144,10 +223,9 @@ class _Finding:
         self.mv.release()
 
 
-def _positions(mv, limit: int, forms: list[bytes], anchors: list[int]) -> array:
-    """Every start of any form in ``mv[:limit]``, sorted (the helper thread's part)."""
+def _positions(mv, limit: int, forms: list[bytes], anchors: list[int], at: int = 0) -> array:
+    """Every start of any form in ``mv[at:limit]``, sorted."""
     out = array("q")
-    at = 0
     while True:
         got, resume = native.find_all(mv, at, limit, forms, anchors, 1 << 16)
         out += got
@@ -315,6 +393,7 @@ class _Counting:
 
     def __init__(self, mv, start: int, i: int, k: int, flat: _Flat, source: str,
                  wants: Sequence[Want], idxs: Sequence[int], m: _Matcher, hits: _Hits):
+        self.start, self.need = start, len(mv)
         a = flat.arrays()
         assert a is not None
         offs, lens, digs, first = a
