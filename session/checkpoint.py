@@ -294,16 +294,43 @@ class _Digests:
         return raw[8 * i:8 * i + 8].hex()
 
 
-class Loci(Sequence):
-    """One turn's loci, ``(offset, length, digest)`` each, read from the columns in place."""
+class Loci(tuple):
+    """One turn's loci, ``(offset, length, digest)`` each, read from the columns in place.
 
-    __slots__ = ("t", "a", "b")
+    Made as ``Loci((table, first, stop))`` — a tuple underneath, so that restoring a table of
+    300 000 turns builds them in C — but it reads as the sequence of the turn's loci."""
 
-    def __init__(self, t: "Table", a: int, b: int):
-        self.t, self.a, self.b = t, a, b
+    __slots__ = ()
+
+    @property
+    def t(self) -> "Table":
+        return tuple.__getitem__(self, 0)
+
+    @property
+    def a(self) -> int:
+        return tuple.__getitem__(self, 1)
+
+    @property
+    def b(self) -> int:
+        return tuple.__getitem__(self, 2)
 
     def __len__(self) -> int:
         return self.b - self.a
+
+    def __bool__(self) -> bool:
+        return self.b > self.a
+
+    def count(self, value) -> int:
+        return sum(1 for x in self if x == value)
+
+    def index(self, value, *args) -> int:
+        return list(self).index(value, *args)
+
+    def __contains__(self, value) -> bool:
+        return any(x == value for x in self)
+
+    def __reversed__(self):
+        return reversed(list(self))
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -320,6 +347,24 @@ class Loci(Sequence):
         t = self.t
         for r in range(self.a, self.b):
             yield (t.loff[r], t.llen[r], t.ldig[8 * r:8 * r + 8].hex())
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __add__(self, other):
+        return list(self) + list(other)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Loci, list, tuple)):
+            return len(self) == len(other) and all(
+                tuple(x) == tuple(y) for x, y in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 class Row:
@@ -438,7 +483,7 @@ class Table:
         t.label = self.label(i)
         t.bytes = self.weights[i]
         t.source = self.sources[self.srcs[i]]
-        t.loci = Loci(self, self.lstart[i], self.lstart[i + 1])
+        t.loci = Loci((self, self.lstart[i], self.lstart[i + 1]))
         t.swept = self._swept.get(i, {})
         u = self.under[i]
         t.residue = self._outer[u] if u >= 0 else None
@@ -524,7 +569,7 @@ class Table:
         if positions is None:
             return Wants(self)
         srcs, sources, lstart, ids = self.srcs, self.sources, self.lstart, self.ids_
-        return [(ids[i], sources[srcs[i]], Loci(self, lstart[i], lstart[i + 1]))
+        return [(ids[i], sources[srcs[i]], Loci((self, lstart[i], lstart[i + 1])))
                 for i in positions]
 
 
@@ -543,7 +588,7 @@ class Wants(Sequence):
         t = self.t
         if isinstance(i, slice):
             return [self[x] for x in range(*i.indices(len(self)))]
-        return (t.ids_[i], t.sources[t.srcs[i]], Loci(t, t.lstart[i], t.lstart[i + 1]))
+        return (t.ids_[i], t.sources[t.srcs[i]], Loci((t, t.lstart[i], t.lstart[i + 1])))
 
     def groups(self) -> list[tuple[str, Sequence[int]]]:
         t = self.t
@@ -674,42 +719,78 @@ def _check_key(log: Path, key: Key) -> None:
 # --------------------------------------------------------------------------- restoring
 
 
-def restore(table: Table, *, loader=None) -> Context:
+def restore(table: Table, *, loader=None) -> "Context":
+    """See ``_restore``; the cyclic GC is paused meanwhile (as for a fold: many long-lived
+    objects, no cycles) and what was built goes straight to the oldest generation."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _restore(table, loader)
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+
+
+def _restore(table: Table, loader) -> "Context":
     """A lazy ``Context`` (loci, not contents) equal to the fold the checkpoint saved; the
-    fold goes on from it with ``Context.step``."""
+    fold goes on from it with ``Context.step``. A closed turn's loci stay in the mapped
+    checkpoint (``Loci`` views, read on use; the table is kept in ``ctx.memo``), so restoring
+    costs one small object per turn, not one per record."""
     from .context import _NO_SWEEPS, Context, ResidueEntry, Turn
 
     st = table.state
     ctx = Context(table.source, loader=loader, lazy=True)
+    ctx.memo["checkpoint"] = table
     entries = [ResidueEntry((r[0], r[1]), r[2], r[3], r[4], r[5], tuple(r[6])) for r in
                st["residues"]]
     for e, r in zip(entries, st["residues"]):
         e.parent = entries[r[7]] if r[7] >= 0 else None
         e._msg_len = r[8]
     ctx.residues = entries
-    turns = ctx.turns
-    by_id = ctx._by_id
     sources = table.sources
-    ids, weights, meta, srcs, under, lstart = (table.ids_, table.weights, table.meta,
-                                               table.srcs, table.under, table.lstart)
-    loff, llen, ldig = table.loff, table.llen, table.ldig
+    # plain lists (one C call each): indexing them is several times faster than the views
+    ids, weights, meta, srcs, under, lstart = (
+        table.ids_.tolist(), table.weights.tolist(), table.meta.tolist(), table.srcs.tolist(),
+        table.under.tolist(), table.lstart.tolist())
     swept = table._swept
-    for i in range(table.n):
-        m = meta[i]
-        a, b = lstart[i], lstart[i + 1]
-        loci = [(loff[r], llen[r], ldig[8 * r:8 * r + 8].hex()) for r in range(a, b)]
-        u = under[i]
-        t = Turn(ids[i], ROLES[m & 1], table.label(i), weights[i], STATES[(m >> 1) & 3],
-                 sources[srcs[i]], loci, ORIGINS[(m >> 3) & 1], None,
-                 dict(swept[i]) if i in swept else _NO_SWEEPS,
-                 entries[u] if u >= 0 else None)
-        by_id[t.id] = i
-        turns.append(t)
+    in_hand = st["in_hand"]
+    loff = table.label_off.tolist()
+    blob = table.labels.tobytes()
+    text = blob.decode("utf-8", "surrogatepass")
+    ascii_ = len(text) == len(blob)
+    del blob
+    roles = [ROLES[m & 1] for m in range(16)]
+    states = [(*STATES, "?")[(m >> 1) & 3] for m in range(16)]
+    origins = [ORIGINS[(m >> 3) & 1] for m in range(16)]
+    label = table.label
+    src_of = [sources[x] for x in srcs] if len(sources) > 1 else None
+    one = sources[0] if sources else ""
+    entries_or_none = [*entries, None]  # under == -1 picks None
+    if ascii_:
+        labels = [text[a:b] for a, b in zip(loff, loff[1:])]
+    else:
+        labels = [label(i) for i in range(table.n)]
+    turns = [
+        Turn(tid, roles[m], lab, w, states[m], src_of[i] if src_of is not None else one,
+             Loci((table, a, b)), origins[m], None, _NO_SWEEPS, entries_or_none[u])
+        for i, tid, m, lab, w, a, b, u in zip(range(table.n), ids, meta, labels, weights,
+                                            lstart, lstart[1:], under)]
+    for i, items in swept.items():
+        turns[i].swept = dict(items)
+    if in_hand is not None and turns:  # the turn in hand grows: its loci are a list
+        t = turns[-1] if turns[-1].id == in_hand else next(x for x in turns if x.id == in_hand)
+        t.loci = list(t.loci)
+    ctx.turns = turns
+    ctx._by_id = dict(zip(ids, range(table.n)))
     ctx.marks = {(k[0], k[1]): k[2] for k in st["marks"]}
     ctx.pending = dict(st["pending"])
     ctx.reach = st["reach"]
     ctx.id_floor = st["id_floor"]
-    ctx.in_hand = st["in_hand"]
+    ctx.in_hand = in_hand
     started = st["started"]
     ctx.started = decode(started.encode("utf-8")) if started is not None else None
     ctx.ended = st["ended"]
@@ -729,7 +810,6 @@ def caught_up(table: Table, log: Path, *, loader=None) -> tuple["Context", Key]:
 
     ctx = restore(table, loader=with_own(log, table.source, loader))
     key = table.key
-    table.close()
     from .resume import fold_more
 
     ctx, key = fold_more(log, ctx, key)
@@ -794,7 +874,6 @@ def open_table(log: Path, source: str, *, loader=None, sources=None,
             return table, torn
         ctx = restore(table, loader=with_own(log, source, loader))
         key = table.key
-        table.close()
         ctx, key = fold_more(log, ctx, key, display=display)
     else:
         ctx, _ = fold_file(log, source, loader=with_own(log, source, loader), display=display,
