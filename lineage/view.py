@@ -18,12 +18,16 @@ from .runroot import (RunRootError, Sources, agent_of, agent_source, find_run_ro
 
 
 def open_agent(path: Path) -> tuple[Path, str, "Context", TornTail | None]:
-    """(run root, agent id, folded table, torn tail) for an agent directory; never writes."""
-    from ..session.resume import fold_file
+    """(run root, agent id, folded table, torn tail) for an agent directory; never writes.
+
+    Every resident turn is loaded (inherited ones through their pointers), as a full fold
+    would; a fold checkpoint that describes the log spares the replay (``session.checkpoint``).
+    """
+    from ..session.checkpoint import open_context
 
     root, agent = agent_of(path)
     src = agent_source(agent)
-    ctx, torn = fold_file(root / src, src, loader=make_loader(root))
+    ctx, torn = open_context(root / src, src, loader=make_loader(root))
     return root, agent, ctx, torn
 
 
@@ -39,8 +43,10 @@ def open_door(path: Path) -> Door:
     root, agent = agent_of(Path(path))
     src = agent_source(agent)
     sources = Sources(root)
-    table, torn = open_table(root / src, src, loader=make_loader(root), sources=sources)
-    door = Door(root, table, sources=sources)
+    loader = make_loader(root)
+    table, torn = open_table(root / src, src, loader=loader, sources=sources)
+    door = Door(root, table, sources=sources, reopen=lambda: open_table(
+        root / src, src, loader=loader, sources=sources, rebuild=True)[0])
     door.torn = torn
     return door
 

@@ -64,7 +64,10 @@ class AgentLog:
             except checkpoint.Stale:
                 table = None
             if table is not None:
-                ctx, key = checkpoint.caught_up(table, path, loader=loader)
+                try:
+                    ctx, key = checkpoint.caught_up(table, path, loader=loader)
+                except checkpoint.Stale:  # a column found damaged: refold below
+                    ctx, key = None, None
         if ctx is None:
             ctx, _ = fold_file(path, source, loader=loader)
             key = ctx.memo.pop("fold_key", None)

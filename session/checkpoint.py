@@ -49,6 +49,10 @@ MAGIC = b"mnemon fold checkpoint 1\n"
 SUFFIX = ".fold"
 VERSION = 2
 
+CHECK_BLOCK = 1 << 20
+"""Each column is digest-checked by blocks of this many bytes, each block when first used: a
+``read`` of one turn checks a few blocks, not the table."""
+
 MIN_BYTES = 1 << 20
 """Logs shorter than this get no checkpoint: their fold takes a few milliseconds, less than
 writing and verifying one (and small fixtures stay as they are)."""
@@ -77,7 +81,7 @@ class Header(msgspec.Struct):
     version: int
     source: str
     key: Key
-    arrays: dict[str, tuple[int, int, str]]  # name -> (offset in the body, bytes, blake3)
+    arrays: dict[str, tuple[int, int, list[str]]]  # name -> (offset, bytes, blake3 per block)
     state: dict[str, Any]
 
 
@@ -249,7 +253,9 @@ def write(ctx: Context, log: Path, key: Key, big: dict[int, list]) -> Path | Non
     body = bytearray()
     for name, data in cols.items():
         body += bytes(-len(body) % 8)
-        arrays[name] = (len(body), len(data), blake3.blake3(data).digest(length=8).hex())
+        arrays[name] = (len(body), len(data), [
+            blake3.blake3(data[x:x + CHECK_BLOCK]).digest(length=8).hex()
+            for x in range(0, max(len(data), 1), CHECK_BLOCK)])
         body += data
     head = msgspec.json.encode(Header(VERSION, ctx.source, key, arrays, _state(ctx, sources)))
     pad = bytes(-(len(MAGIC) + 16 + len(head)) % 8)
@@ -317,6 +323,12 @@ class Loci(tuple):
     def __len__(self) -> int:
         return self.b - self.a
 
+    def _checked(self) -> "Table":
+        t = self.t
+        if t._todo["loff"] or t._todo["llen"] or t._todo["ldig"]:
+            t.need_records(self.a, self.b)
+        return t
+
     def __bool__(self) -> bool:
         return self.b > self.a
 
@@ -340,11 +352,11 @@ class Loci(tuple):
         if not 0 <= i < len(self):
             raise IndexError(i)
         r = self.a + i
-        t = self.t
+        t = self._checked()
         return (t.loff[r], t.llen[r], t.ldig[8 * r:8 * r + 8].hex())
 
     def __iter__(self):
-        t = self.t
+        t = self._checked()
         for r in range(self.a, self.b):
             yield (t.loff[r], t.llen[r], t.ldig[8 * r:8 * r + 8].hex())
 
@@ -383,7 +395,7 @@ class Table:
     """A checkpoint mapped into memory: the door's table from outside a run."""
 
     def __init__(self, path: Path, source: str, key: Key, mm: mmap.mmap, base: int,
-                 arrays: dict[str, tuple[int, int, str]], state: dict[str, Any]):
+                 arrays: dict[str, tuple[int, int, list[str]]], state: dict[str, Any]):
         self.path = path
         self.source = source
         self.key = key
@@ -400,25 +412,34 @@ class Table:
     def _columns(self, view, base: int, arrays: dict, state: dict) -> None:
         self._arrays, self._base = arrays, base
 
-        def col(name: str, fmt: str):
-            off, n, dig = arrays[name]
+        self._raw: dict[str, memoryview] = {}
+        self._todo: dict[str, set[int]] = {}  # blocks of each column not yet checked
+
+        def col(name: str, fmt: str, check: bool = False):
+            off, n, digs = arrays[name]
             if fmt != "B" and (off % 8 or n % memoryview(b"").cast("B").cast(fmt).itemsize):
                 raise Stale("a misaligned column")
+            if len(digs) != max(1, -(-n // CHECK_BLOCK)):
+                raise Stale(f"a damaged column ({name})")
             mv = view[base + off:base + off + n]
             self._views.append(mv)
-            if blake3.blake3(mv).digest(length=8).hex() != dig:
-                raise Stale(f"a damaged column ({name})")
+            self._raw[name] = mv
+            self._todo[name] = set(range(len(digs)))
+            if check:
+                self.need(name)
             if fmt != "B":
                 mv = mv.cast(fmt)
                 self._views.append(mv)
             return mv
 
-        self.ids_ = col("ids", "q")
+        # checked now: what every use needs (ids, kinds, sources, where loci begin); the rest
+        # block by block when first used (``need``, ``need_records``)
+        self.ids_ = col("ids", "q", True)
         self.weights = col("weights", "q")
-        self.meta = col("meta", "B")
-        self.srcs = col("srcs", "i")
+        self.meta = col("meta", "B", True)
+        self.srcs = col("srcs", "i", True)
         self.under = col("under", "i")
-        self.lstart = col("lstart", "q")
+        self.lstart = col("lstart", "q", True)
         self.starts = col("starts", "q")
         self.ends = col("ends", "q")
         self.loff = col("loff", "q")
@@ -427,7 +448,7 @@ class Table:
         self.label_off = col("label_off", "q")
         self.labels = col("labels", "B")
         self._big_raw = col("big", "B")
-        self._runs_raw = col("runs", "B")
+        self._runs_raw = col("runs", "B", True)
         self._col = col  # for the columns checked only when used (the printed index)
         self.runs = msgspec.msgpack.decode(self._runs_raw)
         self._big: dict[int, list] | None = None
@@ -453,6 +474,33 @@ class Table:
         self.latest = self.ids_[self.n - 1] if self.n else None
         self.memo: dict[str, Any] = {}
 
+    def need(self, *names: str) -> None:
+        """Check whole columns against their digests (``Stale`` when one does not match)."""
+        for name in names:
+            todo = self._todo.get(name)
+            if todo:
+                self._check_blocks(name, sorted(todo))
+
+    def need_records(self, a: int, b: int) -> None:
+        """Check the blocks of the per-record columns that hold records ``[a, b)``."""
+        if a >= b:
+            return
+        for name, size in (("loff", 8), ("llen", 8), ("ldig", 8)):
+            todo = self._todo[name]
+            if todo:
+                lo, hi = (a * size) // CHECK_BLOCK, ((b * size) - 1) // CHECK_BLOCK
+                blocks = [x for x in range(lo, hi + 1) if x in todo]
+                if blocks:
+                    self._check_blocks(name, blocks)
+
+    def _check_blocks(self, name: str, blocks) -> None:
+        raw, digs, todo = self._raw[name], self._arrays[name][2], self._todo[name]
+        for x in blocks:
+            got = blake3.blake3(raw[x * CHECK_BLOCK:(x + 1) * CHECK_BLOCK]).digest(length=8)
+            if got.hex() != digs[x]:
+                raise Stale(f"a damaged column ({name})")
+            todo.discard(x)
+
     def close(self) -> None:
         for v in reversed(self._views):
             v.release()
@@ -472,6 +520,7 @@ class Table:
             "utf-8", "surrogatepass")
 
     def turn_at(self, i: int) -> Row:
+        self.need("weights", "under", "label_off", "labels", "big")
         if self._big is None:
             self._big = {int(k): v for k, v in msgspec.msgpack.decode(self._big_raw).items()}
         t = Row()
@@ -495,8 +544,8 @@ class Table:
         checkpoint (its ``index`` column, digest-checked on first use); None when that column
         does not check out (the caller then builds the rows from the other columns)."""
         try:
-            blob = self._col("index", "B")
-            off = self._col("index_off", "q")
+            blob = self._col("index", "B", True)
+            off = self._col("index_off", "q", True)
         except (Stale, KeyError):
             return None
         if len(off) != self.n + 1 or (self.n and off[self.n] != len(blob)):
@@ -523,6 +572,10 @@ class Table:
     def rows(self, positions: Sequence[int] | None = None, chunk: int = 8192):
         """Index rows (DESIGN.md's ``transcript index``) straight from the columns, in lists of
         at most ``chunk`` rows — the door's index from outside, in flat memory."""
+        self.need("weights", "under", "label_off", "labels", "big")
+        return self._rows(positions, chunk)
+
+    def _rows(self, positions, chunk: int):
         if self._big is None:
             self._big = {int(k): v for k, v in msgspec.msgpack.decode(self._big_raw).items()}
         big = self._big
@@ -609,6 +662,7 @@ class Wants(Sequence):
 
     def spans(self, idxs: Sequence[int]):
         t = self.t
+        t.need("starts", "ends")
         run = self._run(idxs)
         if run is not None:
             return (t.starts[idxs.start:idxs.stop], t.ends[idxs.start:idxs.stop]) if run[3] \
@@ -631,6 +685,7 @@ class Wants(Sequence):
 
     def flat(self, idxs: Sequence[int]) -> tuple:
         t = self.t
+        t.need("loff", "llen", "ldig")
         if not isinstance(idxs, range) or not len(idxs):
             return ()
         a, b = t.lstart[idxs.start], t.lstart[idxs.stop]
@@ -736,6 +791,7 @@ def restore(table: Table, *, loader=None) -> "Context":
 
 
 def _restore(table: Table, loader) -> "Context":
+    table.need(*table._todo)
     """A lazy ``Context`` (loci, not contents) equal to the fold the checkpoint saved; the
     fold goes on from it with ``Context.step``. A closed turn's loci stay in the mapped
     checkpoint (``Loci`` views, read on use; the table is kept in ``ctx.memo``), so restoring
@@ -845,11 +901,34 @@ def with_own(log: Path, source: str, loader):
     return load
 
 
+def open_context(log: Path, source: str, *, loader=None) -> tuple["Context", TornTail | None]:
+    """The whole table of a log from outside a run, every resident turn's records loaded (what
+    ``mnemon context`` renders): from the checkpoint when it describes the log (caught up with
+    the lines appended since), else the full fold. Any trouble on the checkpoint's path — a
+    missing ancestor, a refused line — is left to the full fold to report, line and all."""
+    from .resume import fold_file
+
+    torn = find_torn_tail(log)
+    size = torn.offset if torn is not None else log.stat().st_size
+    if size >= MIN_BYTES:
+        try:
+            table = load(log, source)
+        except Stale:
+            table = None
+        if table is not None:
+            try:
+                ctx, _ = caught_up(table, log, loader=loader)
+                return ctx, torn
+            except (SessionError, Stale):
+                pass
+    return fold_file(log, source, loader=loader)
+
+
 # --------------------------------------------------------------------------- the outside path
 
 
 def open_table(log: Path, source: str, *, loader=None, sources=None,
-               display: str | None = None, save: bool = True) -> tuple[Table | Context, TornTail | None]:
+               display: str | None = None, save: bool = True, rebuild: bool = False) -> tuple[Table | Context, TornTail | None]:
     """The table of a log from outside a run: its checkpoint when it describes the log; caught
     up by folding the lines appended since; else a full lazy fold. A new or caught-up fold is
     saved as the checkpoint (``save``) and answered from it.
@@ -864,6 +943,8 @@ def open_table(log: Path, source: str, *, loader=None, sources=None,
     if size < MIN_BYTES:
         save = False
         table = None
+    elif rebuild:  # a column was found damaged while in use: fold afresh
+        table = None
     else:
         try:
             table = load(log, source)
@@ -872,8 +953,12 @@ def open_table(log: Path, source: str, *, loader=None, sources=None,
     if table is not None:
         if size == table.key.end:
             return table, torn
-        ctx = restore(table, loader=with_own(log, source, loader))
-        key = table.key
+        try:
+            ctx = restore(table, loader=with_own(log, source, loader))
+            key = table.key
+        except Stale:
+            table = None
+    if table is not None:
         ctx, key = fold_more(log, ctx, key, display=display)
     else:
         ctx, _ = fold_file(log, source, loader=with_own(log, source, loader), display=display,

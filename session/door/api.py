@@ -56,8 +56,10 @@ class Door:
     """
 
     def __init__(self, root: Path, ctx, *, own: bool = False, seam=None,
-                 sources: Opener | None = None):
+                 sources: Opener | None = None, reopen: Callable[[], Any] | None = None):
         self.root = Path(root)
+        # from outside: makes the table afresh when a checkpointed one proves damaged in use
+        self.reopen = reopen
         self.ctx = ctx
         self.own = own
         self.seam = seam
@@ -124,23 +126,37 @@ class Door:
 
     # ------------------------------------------------------------------ sync calls
 
+    def _once_more(self, call: Callable[[], Any]):
+        """Run ``call``; a checkpointed table whose column proves damaged in use (the columns
+        are digest-checked block by block when first read) is made afresh and ``call`` runs
+        again, so a damaged checkpoint never changes an answer."""
+        try:
+            return call()
+        except Exception as e:
+            if self._live or self.reopen is None or type(e).__name__ != "Stale":
+                raise
+        self.ctx = self.reopen()
+        return call()
+
     def index(self, turns: Any = None) -> list[dict]:
         """Every turn (or the turns named), oldest first, as DESIGN.md's index rows."""
-        return [r for chunk in self.index_chunks(turns) for r in chunk]
+        return self._once_more(
+            lambda: [r for chunk in self.index_chunks(turns) for r in chunk])
 
     def index_json(self, turns: Any = None):
         """The index as compact JSON, in byte slices — straight from a checkpointed table's
         printed rows; None when the table has none (then print ``index_chunks``)."""
         if self._live:
             return None
-        return self.ctx.index_json(None if turns is None else self.positions(turns))
+        return self._once_more(
+            lambda: self.ctx.index_json(None if turns is None else self.positions(turns)))
 
     def index_chunks(self, turns: Any = None, chunk: int = 8192):
         """The index rows in lists of at most ``chunk``: printing a long index stays in flat
         memory (a checkpointed table makes them straight from its columns)."""
         if not self._live:
             pos = None if turns is None else self.positions(turns)
-            yield from self.ctx.rows(pos, chunk)
+            yield from self._once_more(lambda: self.ctx.rows(pos, chunk))
             return
         sel = self.ctx.turns if turns is None else self.select(turns)
         for a in range(0, len(sel), chunk):
@@ -150,14 +166,16 @@ class Door:
         """Each named turn's own protocol records, objects exactly as in the file."""
         if turns is None:
             raise Refusal("name the turns to read, such as \"3,5-9\"")
-        return read_wants(self.sources, self.resolve(turns))
+        return self._once_more(lambda: read_wants(self.sources, self.resolve(turns)))
 
     def grep(self, pattern: str, turns: Any = None, *, timeout_s: float = GREP_TIMEOUT_S,
              shortcut: bool = True) -> dict:
         """``{"hits": [{"turn", "line"}], "total"}`` — at most GREP_HITS hits, oldest first."""
-        matcher = _Matcher(pattern, timeout_s, shortcut)  # a bad pattern is refused first
-        return grep_wants(self.sources, self.resolve(turns), pattern, _matcher=matcher,
-                          _memo=_cache(self.ctx) if self._live else None)
+        _Matcher(pattern, timeout_s, shortcut)  # a bad pattern is refused first
+        return self._once_more(lambda: grep_wants(
+            self.sources, self.resolve(turns), pattern, _matcher=_Matcher(pattern, timeout_s,
+                                                                         shortcut),
+            _memo=_cache(self.ctx) if self._live else None))
 
     # ------------------------------------------------------------------ model-facing (async)
 

@@ -215,3 +215,29 @@ def test_a_resume_from_the_checkpoint_is_the_full_fold(tmp_path_factory, ops, mo
     got, _ = fold_file(path, src, loader=make_loader(root))
     assert resumed.ctx == got
     resumed.close()
+
+
+@SETTINGS
+@given(ops=OPS, more=OPS, appended=st.booleans(), forked=st.booleans())
+def test_context_from_the_checkpoint_is_the_full_fold(tmp_path_factory, ops, more, appended,
+                                                      forked):
+    from mnemon.lineage.view import open_agent
+    from mnemon.orchestrator.commands.context import survey
+    from mnemon.session.render import render
+
+    root = create_run_root(tmp_path_factory.mktemp("cx") / "run", "tests")
+    agent = "a1"
+    log = new_agent(root, "a1")
+    play(log, ops)
+    if forked:
+        prompt(log, "delegate")
+        log = fork(root, log, "c1", task="child task")
+        agent = "c1"
+    door_open(root / "agents" / agent)  # writes the checkpoint
+    if appended:
+        play(log, more)
+    src = f"agents/{agent}/record.jsonl"
+    want, _ = fold_file(root / src, src, loader=make_loader(root))
+    _, _, got, _ = open_agent(root / "agents" / agent)
+    assert got == want
+    assert survey(got) == survey(want) and render(got) == render(want)
