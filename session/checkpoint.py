@@ -133,6 +133,21 @@ def _columns(ctx: Context, big: dict[int, list]) -> tuple[dict[str, bytes], list
         srcs[i] = s
         under[i] = res_ix[id(t.under)] if t.under is not None else -1
         loci = t.loci
+        if type(loci) is Loci:  # still in a mapped checkpoint: copy its columns' bytes
+            tab, a, b = tuple.__getitem__(loci, 0), tuple.__getitem__(loci, 1), \
+                tuple.__getitem__(loci, 2)
+            raw = tab._raw
+            loff.frombytes(raw["loff"][8 * a:8 * b])
+            llen.frombytes(raw["llen"][8 * a:8 * b])
+            ldig += raw["ldig"][8 * a:8 * b]
+            if b > a:
+                starts[i] = tab.loff[a]
+                ends[i] = tab.loff[b - 1] + tab.llen[b - 1]
+            r += b - a
+            lstart[i + 1] = r
+            labels += t.label.encode("utf-8", "surrogatepass")
+            label_off[i + 1] = len(labels)
+            continue
         for off, length, dig in loci:
             loff.append(off)
             llen.append(length)
