@@ -475,15 +475,7 @@ class Table:
                 len(self.label_off) == self.n + 1 and len(self.loff) == len(self.llen) ==
                 len(self.ldig) // 8 == (self.lstart[self.n] if self.n else 0)):
             raise Stale("the columns disagree")
-        res = state["residues"]
-        self._outer: list[tuple[int, int]] = []
-        for r in res:  # the outermost span over each residue (parents come first or later)
-            x = r
-            seen = 0
-            while x[7] >= 0 and seen <= len(res):
-                x = res[x[7]]
-                seen += 1
-            self._outer.append((x[0], x[1]))
+        self._outer = _outermost(state["residues"])
         self._swept = {i: dict(items) for i, items in state["swept"]}
         self.in_hand = state["in_hand"]
         self.latest = self.ids_[self.n - 1] if self.n else None
@@ -639,6 +631,29 @@ class Table:
         srcs, sources, lstart, ids = self.srcs, self.sources, self.lstart, self.ids_
         return [(ids[i], sources[srcs[i]], Loci((self, lstart[i], lstart[i + 1])))
                 for i in positions]
+
+
+def _outermost(res: list) -> list[tuple[int, int]]:
+    """The outermost span over each residue, following parents (``r[7]``) once per residue:
+    nested prefix cuts make chains thousands deep, so each chain is walked once and every
+    residue on it takes the answer."""
+    n = len(res)
+    out: list[tuple[int, int] | None] = [None] * n
+    for i in range(n):
+        if out[i] is not None:
+            continue
+        chain = []
+        x = i
+        while out[x] is None and res[x][7] >= 0 and len(chain) <= n:
+            chain.append(x)
+            x = res[x][7]
+            if not 0 <= x < n:
+                raise Stale("a damaged residue")
+        top = out[x] if out[x] is not None else (res[x][0], res[x][1])
+        out[x] = top
+        for y in chain:
+            out[y] = top
+    return out  # type: ignore[return-value]
 
 
 class Wants(Sequence):
