@@ -966,8 +966,6 @@ def open_table(log: Path, source: str, *, loader=None, sources=None,
     Returns a ``Table``, or the lazy ``Context`` itself when the checkpoint cannot be written.
     Refusals of the fold (``LogRefused``) propagate, as from ``fold_file``.
     """
-    from .resume import fold_file, fold_more
-
     torn = find_torn_tail(log)
     size = torn.offset if torn is not None else log.stat().st_size
     if size < MIN_BYTES:
@@ -983,6 +981,10 @@ def open_table(log: Path, source: str, *, loader=None, sources=None,
     if table is not None:
         if size == table.key.end:
             return table, torn
+    # the table must be folded or caught up: only now the fold's modules are loaded
+    from .resume import fold_file, fold_more
+
+    if table is not None:
         try:
             ctx = restore(table, loader=with_own(log, source, loader))
             key = table.key
