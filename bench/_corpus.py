@@ -76,8 +76,10 @@ def _vary(text: str, n: int) -> str:
 class _Writer:
     """Appends trajectory turns to one agent log, evicting as a harness would."""
 
-    def __init__(self, log: AgentLog, trajs: list[list[dict]], start: int = 0):
+    def __init__(self, log: AgentLog, trajs: list[list[dict]], start: int = 0,
+                 evict: bool = True):
         self.log = log
+        self.evict = evict
         self.trajs = trajs
         self.cursor = start
         self.passes = 0
@@ -89,7 +91,7 @@ class _Writer:
 
     def _evict_if_due(self) -> None:
         ctx = self.log.ctx
-        if ctx.in_hand is None or ctx.pending:
+        if not self.evict or ctx.in_hand is None or ctx.pending:
             return
         if eviction_due(0, None, ctx.history_bytes()):
             plan = plan_eviction(ctx)
@@ -170,7 +172,7 @@ def _link(parent: AgentLog) -> Inherited:
 
 
 def build_corpus(out_dir: Path, target_bytes: int, *, children: int = 2,
-                 trajectories: Path = TRAJ, verbose: bool = False) -> dict:
+                 trajectories: Path = TRAJ, verbose: bool = False, evict: bool = True) -> dict:
     """Write a run root of about ``target_bytes`` under ``out_dir``; return what it holds."""
     t0 = time.perf_counter()
     root = create_run_root(Path(out_dir), "bench/_corpus.py")
@@ -182,7 +184,7 @@ def build_corpus(out_dir: Path, target_bytes: int, *, children: int = 2,
         loader=loader)
     child_bytes = int(target_bytes * CHILD_SHARE / children) if children else 0
     parent_bytes = target_bytes - child_bytes * children
-    w = _Writer(parent, trajs)
+    w = _Writer(parent, trajs, evict=evict)
     w.rare_left = RARE_COUNT
     w.rare_every = max(1, int(parent_bytes / 3000 / RARE_COUNT)) | 1  # ~3 KB a turn; odd
     w.run_until(parent_bytes)
@@ -229,9 +231,11 @@ def main() -> None:
     ap.add_argument("out_dir")
     ap.add_argument("--mb", type=float, default=50)
     ap.add_argument("--children", type=int, default=2)
+    ap.add_argument("--no-evict", action="store_true",
+                    help="the parent never evicts (every turn stays resident)")
     a = ap.parse_args()
     print(json.dumps(build_corpus(Path(a.out_dir), int(a.mb * 1e6), children=a.children,
-                                  verbose=True), indent=1))
+                                  verbose=True, evict=not a.no_evict), indent=1))
 
 
 if __name__ == "__main__":

@@ -49,13 +49,13 @@ MEMORY_PROBE = r"""
 import gc, json, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from mnemon.session.door import Door
+from mnemon.lineage.view import open_door
 
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
-door, _ = Door.open(Path({agent!r}))
+door = open_door(Path({agent!r}))
 gc.collect()
 before = status("VmRSS")
 try:
@@ -137,10 +137,10 @@ def main() -> None:
             while fh.read(1 << 24):
                 pass
 
-    from mnemon.session.door import Door
+    from mnemon.lineage.view import open_door
 
     t = time.perf_counter()
-    door, _ = Door.open(agent)
+    door = open_door(agent)
     fold_s = time.perf_counter() - t
     results: dict = {"machine": machine(), "lineage_bytes": lineage_bytes,
                      "turns": len(door.ctx.turns), "fold_s": round(fold_s, 2), "grep": {}}

@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 
-from ..session.errors import AncestorUnreadable, SessionError
+from ..session.errors import SessionError
 from ..session.log import read_at, read_span
+from ..session.paths import Sources, check_loci, confine  # re-exported: forks and verify use them
 from ..session.records import Pointer, Record
 
 FORMAT = 1
@@ -98,37 +99,6 @@ def agent_of(path: Path) -> tuple[Path, str]:
     if len(rel.parts) != 2 or rel.parts[0] != "agents":
         raise RunRootError(f"{path} is not at agents/<agent-id> under its run root {root}")
     return root, rel.parts[1]
-
-
-def confine(root: Path, source: str) -> Path:
-    """Resolve a pointer's source inside the run root, refusing anything that leads out."""
-    if not source or source.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", source):
-        raise AncestorUnreadable(source, "a pointer must name a path relative to the run root")
-    if "\x00" in source:
-        raise AncestorUnreadable(repr(source), "a path may not contain a NUL byte")
-    parts = Path(source).parts
-    if ".." in parts:
-        raise AncestorUnreadable(source, "a pointer may not leave the run root ('..')")
-    root = root.resolve()
-    full = (root / source)
-    try:
-        real = full.resolve(strict=True)
-    except (FileNotFoundError, OSError):
-        raise AncestorUnreadable(source, "the ancestor file is missing") from None
-    if root != real and root not in real.parents:
-        raise AncestorUnreadable(source, "the pointer leads outside the run root (symlink)")
-    if not real.is_file():
-        raise AncestorUnreadable(source, "the pointer names a directory or a special file, "
-                                         "not a log")
-    return real
-
-
-def check_loci(source: str, loci) -> None:
-    """Refuse loci that cannot name a record (negative offsets, empty lengths)."""
-    for locus in loci:
-        off, length = locus[0], locus[1]
-        if off < 0 or length <= 0:
-            raise AncestorUnreadable(source, f"offset {off}, length {length} cannot name a record")
 
 
 def read_pointer(root: Path, ptr: Pointer) -> list[bytes]:

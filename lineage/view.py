@@ -5,27 +5,48 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..session.context import Context
+from typing import TYPE_CHECKING
+
 from ..session.door import Door
 from ..session.log import TornTail
-from ..session.resume import fold_file
 
-from .runroot import RunRootError, agent_of, agent_source, find_run_root, list_agents, make_loader
+if TYPE_CHECKING:
+    from ..session.context import Context
+
+from .runroot import (RunRootError, Sources, agent_of, agent_source, find_run_root, list_agents,
+                      make_loader)
 
 
-def open_agent(path: Path) -> tuple[Path, str, Context, TornTail | None]:
-    """(run root, agent id, folded table, torn tail) for an agent directory; never writes."""
+def open_agent(path: Path) -> tuple[Path, str, "Context", TornTail | None]:
+    """(run root, agent id, folded table, torn tail) for an agent directory; never writes.
+
+    Every resident turn is loaded (inherited ones through their pointers), as a full fold
+    would; a fold checkpoint that describes the log spares the replay (``session.checkpoint``).
+    """
+    from ..session.checkpoint import open_context
+
     root, agent = agent_of(path)
     src = agent_source(agent)
-    ctx, torn = fold_file(root / src, src, loader=make_loader(root))
+    ctx, torn = open_context(root / src, src, loader=make_loader(root))
     return root, agent, ctx, torn
 
 
 def open_door(path: Path) -> Door:
     """The transcript door of an agent directory, from outside: read-only, every recorded turn
-    readable. A torn tail (a crash mid-append) is left in place and kept at ``door.torn``."""
-    root, _agent, ctx, torn = open_agent(Path(path))
-    door = Door(root, ctx)
+    readable. A torn tail (a crash mid-append) is left in place and kept at ``door.torn``.
+
+    Pointers resolve lazily: the structural fold loads no inherited turn, so a turn reached
+    through an intact file reads even when another ancestor's file is gone; the turns that need
+    the missing file are refused naming it."""
+    from ..session.checkpoint import open_table
+
+    root, agent = agent_of(Path(path))
+    src = agent_source(agent)
+    sources = Sources(root)
+    loader = make_loader(root)
+    table, torn = open_table(root / src, src, loader=loader, sources=sources)
+    door = Door(root, table, sources=sources, reopen=lambda: open_table(
+        root / src, src, loader=loader, sources=sources, rebuild=True)[0])
     door.torn = torn
     return door
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..lineage.runroot import Sources
 from ..session.door import Door
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def _door(sup: "Supervisor", node: "AgentNode") -> Door:
-    return Door.of_agent(sup.root, node.log, own=True)
+    return Door.of_agent(sup.root, node.log, own=True, sources=Sources(sup.root))
 
 
 async def index(sup: "Supervisor", node: "AgentNode") -> list[dict]:

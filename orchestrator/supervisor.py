@@ -291,7 +291,7 @@ class Supervisor:
         from .logs import flush
 
         for node in self.agents.values():
-            node.log.close()
+            node.log.close(checkpoint=True)  # a clean stop: the next resume need not refold
         flush()  # the run's log lines are buffered, not flushed line by line
 
 

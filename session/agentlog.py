@@ -23,12 +23,17 @@ def _now() -> str:
 
 
 class AgentLog:
-    def __init__(self, path: Path, source: str, ctx: Context, log: RecordLog):
+    def __init__(self, path: Path, source: str, ctx: Context, log: RecordLog, key=None):
         self.path = path
         self.source = source
         self.ctx = ctx
         self.log = log
         self.seam = trio.Lock()  # the agent's lock: the door resolves pointers under it
+        # what a checkpoint written at a clean stop is keyed by: the first and the last record
+        # and the lines so far (session.checkpoint.Key), kept up to date by ``append``
+        self._first = key.first if key is not None else None
+        self._last = key.last if key is not None else None
+        self._lines = key.lines if key is not None else 0
 
     @classmethod
     def create(cls, path: Path, source: str, started: SessionStarted, *,
@@ -43,10 +48,30 @@ class AgentLog:
     @classmethod
     def resume(cls, path: Path, source: str, *, loader: Loader | None = None,
                fsync: Fsync = "none") -> tuple["AgentLog", TornTail | None]:
-        """Move a torn tail aside, replay the file through ``step``, record the resume."""
+        """Move a torn tail aside, replay the file through ``step``, record the resume.
+
+        A fold checkpoint beside the log (written at the last clean stop) that still describes
+        it spares the replay: the table is restored from it, the lines appended since are folded
+        through ``step``, and the resident turns' records are loaded through their loci
+        (``session.checkpoint``; a stale or damaged one is ignored and the file refolded)."""
+        from . import checkpoint
+
         log = RecordLog(path, fsync=fsync)  # moves a torn tail aside
-        ctx, _ = fold_file(path, source, loader=loader)
-        agent = cls(path, source, ctx, log)
+        ctx, key = None, None
+        if log.size >= checkpoint.MIN_BYTES:
+            try:
+                table = checkpoint.load(path, source)
+            except checkpoint.Stale:
+                table = None
+            if table is not None:
+                try:
+                    ctx, key = checkpoint.caught_up(table, path, loader=loader)
+                except checkpoint.Stale:  # a column found damaged: refold below
+                    ctx, key = None, None
+        if ctx is None:
+            ctx, _ = fold_file(path, source, loader=loader)
+            key = ctx.memo.pop("fold_key", None)
+        agent = cls(path, source, ctx, log, key)
         torn = log.torn
         agent.append(SessionResumed(at=_now(), records=ctx.records_folded,
                                     torn_bytes=torn.length if torn else None))
@@ -57,7 +82,25 @@ class AgentLog:
         self.ctx.check(record)
         locus = self.log.append(record)
         self.ctx.apply(record, locus)
+        if self._first is None:
+            self._first = locus
+        self._last = locus
+        self._lines += 1
         return locus
+
+    def checkpoint(self) -> Path | None:
+        """Save the fold checkpoint beside the log (derived data: ``session.checkpoint``), so
+        that the next resume and the door from outside need not refold it. Logs under
+        ``checkpoint.MIN_BYTES`` get none."""
+        from . import checkpoint
+
+        if self._last is None or self.log.size < checkpoint.MIN_BYTES:
+            return None
+        key = checkpoint.Key(tuple(self._first), tuple(self._last),  # type: ignore[arg-type]
+                             self._last[0] + self._last[1] + 1, self._lines)
+        if key.end != self.log.size:
+            return None  # something else wrote to the file: let the next reader refold
+        return checkpoint.write(self.ctx, self.path, key, checkpoint.big_blocks(self.ctx, None))
 
     def next_id(self) -> int:
         return self.ctx.next_id()
@@ -74,5 +117,11 @@ class AgentLog:
                                      usage=usage, recorded_usage=recorded_usage))
         return tid
 
-    def close(self) -> None:
+    def close(self, *, checkpoint: bool = False) -> None:
+        """Close the log; ``checkpoint`` (a clean stop) saves the fold checkpoint first."""
+        if checkpoint:
+            try:
+                self.checkpoint()
+            except OSError:
+                pass  # an optimisation only
         self.log.close()

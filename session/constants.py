@@ -13,3 +13,6 @@ MAX_TURNS = 250
 DIGEST_BYTES = 8
 RESIDUE_MAX_BYTES = 800
 BYTES_PER_TOKEN_DEFAULT = 4
+
+BLOCK_LISTED_BYTES = 2048
+"""Blocks at least this large are listed in an index row (``blocks``), for mark-and-sweep."""

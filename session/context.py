@@ -246,9 +246,13 @@ _FORENSIC = frozenset(FORENSIC)
 class Context:
     """The context table of one agent. ``step`` is the only way it changes."""
 
-    def __init__(self, source: str = "", *, loader: Loader | None = None):
+    def __init__(self, source: str = "", *, loader: Loader | None = None, lazy: bool = False):
         self.source = source
         self.loader = loader
+        # lazy: a structural table — loci, not contents. No turn holds its records (inherited
+        # resident rows are not loaded); the fold loads a turn through ``loader`` only when it
+        # needs its blocks (a mark, a sweep). What the door reads from outside a run.
+        self.lazy = lazy
         self.turns: list[Turn] = []
         self._by_id: dict[int, int] = {}
         self.residues: list[ResidueEntry] = []
@@ -327,9 +331,14 @@ class Context:
 
     def blocks(self, tid: int) -> list[BlockRef]:
         t = self.turn(tid)
-        if t is None or t.records is None:
+        if t is None:
             return []
-        return turn_blocks(tid, t.records)
+        records = t.records
+        if records is None:
+            if not (self.lazy and t.state == "resident" and self.loader is not None):
+                return []
+            records = self.loader(t.pointer)
+        return turn_blocks(tid, records)
 
     # ------------------------------------------------------------------ the fold
 
@@ -362,7 +371,7 @@ class Context:
             label = label.replace("\r", " ").replace("\n", " ")
         self._by_id[tid] = len(self.turns)
         self.turns.append(Turn(tid, "user", label, n, "resident", self.source, [locus], "own",
-                               [rec]))
+                               None if self.lazy else [rec]))
         self.reach = self.in_hand = tid
         self._hist += n
         self.pending = {}
@@ -392,7 +401,7 @@ class Context:
                 label = label.replace("\r", " ").replace("\n", " ")
         self._by_id[tid] = len(self.turns)
         self.turns.append(Turn(tid, "assistant", label, n, "resident", self.source, [locus],
-                               "own", [rec]))
+                               "own", None if self.lazy else [rec]))
         self.reach = self.in_hand = tid
         self._hist += n
         self.pending = pending
@@ -692,7 +701,8 @@ class Context:
             self._extend(record)
 
     def _open(self, tid: int, role: str, label: str, record: Record, locus: Locus) -> None:
-        turn = Turn(tid, role, label, locus[1], "resident", self.source, [locus], "own", [record])
+        turn = Turn(tid, role, label, locus[1], "resident", self.source, [locus], "own",
+                    None if self.lazy else [record])
         self._by_id[tid] = len(self.turns)
         self.turns.append(turn)
         self.reach = tid
@@ -800,7 +810,7 @@ class Context:
             row = link.row
             state = "resident" if row.held in ("resident", "swept") else row.held
             records = None
-            if state == "resident":
+            if state == "resident" and not self.lazy:
                 if self.loader is None:
                     raise Refusal(f"inherited row {row.id} is resident but no loader can read "
                                   f"{link.at.source}")

@@ -20,8 +20,11 @@ from .records import DECODE_ERRORS, _decoder
 
 
 def fold_file(path: Path, source: str, *, loader: Loader | None = None,
-              display: str | None = None) -> tuple[Context, TornTail | None]:
+              display: str | None = None, lazy: bool = False) -> tuple[Context, TornTail | None]:
     """Fold every complete line of a log; a torn tail is reported, not read, never modified.
+
+    ``lazy`` folds the structure only (``Context(lazy=True)``: loci, not contents — no resident
+    inherited turn is loaded, no turn keeps its records), which is all the door needs.
 
     The cyclic garbage collector is paused while folding: a fold allocates many long-lived
     objects and no cycles, so generational collections are pure overhead (a third of the time
@@ -31,7 +34,7 @@ def fold_file(path: Path, source: str, *, loader: Loader | None = None,
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _fold(path, source, loader, display)
+        return _fold(path, source, loader, display, lazy)
     finally:
         # what the fold built is long-lived: move it straight to the oldest generation
         # (freeze then unfreeze), or the first young collection after the fold traverses all of
@@ -47,8 +50,26 @@ BLOCK = 4 << 20
 cache-friendly, bounded memory (a longer line grows the buffer to hold it)."""
 
 
+def fold_more(path: Path, ctx: Context, key, *, display: str | None = None):
+    """Go on folding ``ctx`` (restored from a checkpoint whose ``key`` it matches) with the
+    lines appended to the log after ``key.end``, through the same ``step`` → ``(ctx, new key)``."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _fold(path, ctx.source, ctx.loader, display, ctx.lazy, ctx=ctx, start=key.end,
+              lineno0=key.lines, first=key.first)
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+    got = ctx.memo.pop("fold_key", None)
+    return ctx, (got if got is not None else key)
+
+
 def _fold(path: Path, source: str, loader: Loader | None,
-          display: str | None) -> tuple[Context, TornTail | None]:
+          display: str | None, lazy: bool = False, *, ctx: Context | None = None,
+          start: int = 0, lineno0: int = 0, first=None) -> tuple[Context, TornTail | None]:
     """Fold the file block by block over two buffers: while one block is decoded and stepped,
     the helper thread reads, splits and digests the next (``native.fill``, GIL released).
 
@@ -56,20 +77,24 @@ def _fold(path: Path, source: str, loader: Loader | None,
     the JSON-lines decoder cannot pair values with lines any other way; otherwise, and to name
     the line a refusal comes from, line by line.
     """
-    ctx = Context(source, loader=loader)
+    if ctx is None:
+        ctx = Context(source, loader=loader, lazy=lazy)
     shown = display or source or str(path)
     torn = find_torn_tail(path)
     stop = torn.offset if torn is not None else None  # never read into a torn tail: it may be huge
     step = ctx.step
     dec = _decoder.decode
     dec_lines = _decoder.decode_lines
-    lineno = 0  # lines folded before the current block
+    lineno = lineno0  # lines folded before the current block
     bufs = [bytearray(BLOCK), bytearray(BLOCK)]
     cur = 0
-    base = 0  # file offset of the current block
+    base = start  # file offset of the current block
     job = None
+    last = None
     with open(path, "rb", buffering=0) as f:
         fd = f.fileno()
+        if start:
+            f.seek(start)
         try:
             filled, end, loci, whole = fill(fd, bufs[cur], None, 0, 0, base)
             while True:
@@ -116,6 +141,9 @@ def _fold(path: Path, source: str, loader: Loader | None,
                         at = lineno + bisect.bisect_left(loci, locus) + 1
                         raise LogRefused(shown, at, str(e), locus[0]) from None
                 lineno += len(loci)
+                if first is None:
+                    first = loci[0]
+                last = loci[-1]
                 if job is None:
                     break
                 filled, end, loci, whole = job.result()
@@ -127,6 +155,10 @@ def _fold(path: Path, source: str, loader: Loader | None,
                 job.exception()
     if lineno == 0:
         raise LogRefused(shown, 1, "the log is empty — it must open with SessionStarted", 0)
+    if last is not None:  # what a checkpoint of this fold is keyed by
+        from .checkpoint import Key
+
+        ctx.memo["fold_key"] = Key(tuple(first), tuple(last), last[0] + last[1] + 1, lineno)
     return ctx, torn
 
 

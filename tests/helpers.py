@@ -45,3 +45,11 @@ def answer(log: AgentLog, text: str) -> int:
     log.append(AssistantMessage(turn=tid, blocks=[Text(text)], stop_reason="end_turn", model="m",
                                 usage=None))
     return tid
+
+
+def door_open(path):
+    """From outside, as the CLI: ``(door, torn tail or None)`` for an agent directory."""
+    from mnemon.lineage.view import open_door
+
+    door = open_door(path)
+    return door, door.torn

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ...lineage.runroot import RunRootError
-from ...lineage.view import report_torn
+from ...lineage.view import open_door, report_torn
 from ...session.constants import GREP_HITS, GREP_TIMEOUT_S
 from ...session.door import Door
 from ...session.errors import LogRefused, Refusal
@@ -49,7 +49,7 @@ def add_parser(sub) -> None:
 
 def _open(path: str) -> Door:
     try:
-        door, torn = Door.open(Path(path))
+        door = open_door(Path(path))
     except RunRootError as e:
         raise UserError(str(e)) from None
     except LogRefused as e:  # a log that does not verify: a failure, not the user's doing
@@ -57,7 +57,7 @@ def _open(path: str) -> Door:
             from None
     except Refusal as e:
         raise UserError(str(e)) from None
-    report_torn(door.ctx.source, torn)
+    report_torn(door.ctx.source, door.torn)
     return door
 
 
@@ -65,11 +65,15 @@ def run(args) -> int:
     door = _open(args.path)
     try:
         if args.door == "index":
-            rows = door.index()
-            if args.turns is not None:
-                keep = {t.id for t in door.select(args.turns)}
-                rows = [r for r in rows if r["id"] in keep]
-            _print_index(rows, args.json)
+            raw = door.index_json(args.turns) if args.json else None
+            if raw is not None:  # the checkpoint's printed rows, copied
+                sys.stdout.flush()
+                out = sys.stdout.buffer
+                for piece in raw:
+                    out.write(piece)
+                out.flush()
+            else:
+                _print_index(door.index_chunks(args.turns), args.json)
         elif args.door == "read":
             _print_read(door.read(args.turns), args.json)
         else:
@@ -81,11 +85,22 @@ def run(args) -> int:
     return 0
 
 
-def _print_index(rows: list[dict], as_json: bool) -> None:
+def _print_index(chunks, as_json: bool) -> None:
+    """Rows as they come, chunk by chunk (a long index is never held whole)."""
+    out = sys.stdout
     if as_json:
-        print(json.dumps(rows))
+        import msgspec
+
+        out.write("[")
+        sep = ""
+        for chunk in chunks:
+            body = msgspec.json.encode(chunk)[1:-1].decode("utf-8")
+            if body:
+                out.write(sep + body)
+                sep = ","
+        out.write("]\n")
         return
-    for r in rows:
+    for r in (r for chunk in chunks for r in chunk):
         where = "" if r["origin"] == "own" else f"  from {r['source']}"
         held = r["held"] if r["residue"] is None else f"{r['held']} [{r['residue'][0]}, " \
                                                       f"{r['residue'][1]}]"

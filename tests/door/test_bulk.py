@@ -13,11 +13,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import mnemon.session.door as door_mod
+import mnemon.session.door.scan as door_mod
+from tests.helpers import door_open
 from mnemon.session import native
 from mnemon.session.door import Door
 from mnemon.session.errors import Refusal
-from mnemon.session.records import SessionStarted, encode
+from mnemon.session.records import SessionStarted, UserPrompt, encode
 
 pytestmark = pytest.mark.skipif(native.count_literal is None or not native.AVAILABLE,
                                 reason="the native extensions are not built")
@@ -66,20 +67,28 @@ def _answers(door: Door, pattern: str, monkeypatch) -> tuple:
 
 
 def test_bulk_count_equals_decoding_over_a_lineage(lineage, small_windows, monkeypatch):
-    door, _ = Door.open(lineage / "agents" / "c1")
+    door, _ = door_open(lineage / "agents" / "c1")
     for pattern in COMMON:
         fast, slow, plain = _answers(door, pattern, monkeypatch)
         assert fast == slow == plain, pattern
     assert small_windows, "the bulk count never ran"
-    # a second grep reuses the inherited source's flat arrays from the memo
-    assert door.ctx.memo["door"]["flat"]
-    assert door.grep("return", timeout_s=60) == door.grep("return", shortcut=False, timeout_s=60)
+    # from outside the flat arrays are the checkpoint's columns; a door on the full fold keeps
+    # the inherited source's arrays in the table's memo and answers the same
+    from mnemon.lineage.runroot import make_loader
+    from mnemon.session.resume import fold_file
+
+    src = "agents/c1/record.jsonl"
+    ctx, _ = fold_file(lineage / src, src, loader=make_loader(lineage))
+    live = Door(lineage, ctx)
+    assert live.grep("return", timeout_s=60) == door.grep("return", timeout_s=60)
+    assert live.ctx.memo["door"]["flat"]
+    assert live.grep("return", timeout_s=60) == live.grep("return", shortcut=False, timeout_s=60)
 
 
 def test_an_altered_record_in_a_bulk_window_is_refused(lineage, small_windows, tmp_path):
     root = tmp_path / "run"
     shutil.copytree(lineage, root)
-    door, _ = Door.open(root / "agents" / "c1")
+    door, _ = door_open(root / "agents" / "c1")
     parent = root / "agents" / "p" / "record.jsonl"
     data = bytearray(parent.read_bytes())
     at = data.index(b"return", len(data) * 3 // 4)  # far past the kept hits
@@ -106,7 +115,7 @@ def test_foreign_escapes_fall_back_to_decoding(run_root, small_windows, monkeypa
     for k, row in enumerate(r for t in trajs for r in t if r["role"] in ("user", "assistant")):
         tid += 1
         rec = {"t": "UserPrompt", "turn": tid, "text": row["text"]}
-        raw = encode(msgspec.convert(rec, type=door_mod.UserPrompt))
+        raw = encode(msgspec.convert(rec, type=UserPrompt))
         if k % 3 == 0:
             raw = json.dumps(rec, ensure_ascii=True).encode()  # spaces, \\u escapes
         elif k % 3 == 1:
@@ -115,7 +124,7 @@ def test_foreign_escapes_fall_back_to_decoding(run_root, small_windows, monkeypa
         if len(lines) > 3000:
             break
     path.write_bytes(b"".join(x + b"\n" for x in lines))
-    door, _ = Door.open(path.parent)
+    door, _ = door_open(path.parent)
     unsure = []
     real = native.count_literal
 

@@ -8,7 +8,7 @@ import time
 import pytest
 import trio
 
-import mnemon.session.door as door_mod
+from mnemon.session.paths import Sources
 from mnemon.session.door import Door
 from mnemon.session.errors import Refusal
 from tests.helpers import answer, new_agent, prompt, tool_turn
@@ -25,15 +25,14 @@ def _agent(run_root, n=20):
 async def test_append_completes_while_a_grep_is_reading(run_root, monkeypatch):
     log = _agent(run_root)
     started, release = threading.Event(), threading.Event()
-    real = door_mod._open_source
+    real = Sources(run_root)
 
-    def slow_open(root, source):
+    def slow_open(source):
         started.set()
         assert release.wait(10)
-        return real(root, source)
+        return real(source)
 
-    monkeypatch.setattr(door_mod, "_open_source", slow_open)
-    door = Door.of_agent(run_root, log)
+    door = Door.of_agent(run_root, log, sources=slow_open)
     result = {}
 
     async def run_grep():

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.helpers import door_open
 from mnemon.session.door import Door
 from tests.conftest import EXAMPLES
 
@@ -18,7 +19,7 @@ for ex in sorted(p for p in EXAMPLES.iterdir() if (p / "run.json").is_file()):
 
 @pytest.mark.parametrize("ex,agent,want", CASES)
 def test_example(ex, agent, want):
-    door, torn = Door.open(ex / "agents" / agent)
+    door, torn = door_open(ex / "agents" / agent)
     assert torn is None
     rows = door.index()
     assert [r["id"] for r in rows] == sorted({r["id"] for r in rows})
@@ -39,7 +40,7 @@ def test_example(ex, agent, want):
 
 
 def test_example_rows_shape():
-    door, _ = Door.open(EXAMPLES / "child" / "agents" / "c1")
+    door, _ = door_open(EXAMPLES / "child" / "agents" / "c1")
     rows = door.index()
     assert rows[0] == {"id": 1, "role": "user", "label": "survey the repo", "bytes": 52,
                        "held": "evicted", "residue": [1, 2], "origin": "inherited",
@@ -48,7 +49,7 @@ def test_example_rows_shape():
 
 
 def test_example_read_departed_and_inherited():
-    door, _ = Door.open(EXAMPLES / "child" / "agents" / "c1")
+    door, _ = door_open(EXAMPLES / "child" / "agents" / "c1")
     got = door.read("1-2,7")
     assert [t["turn"] for t in got] == [1, 2, 7]
     assert got[0] == {"turn": 1, "source": "agents/p/record.jsonl",

@@ -28,7 +28,7 @@ from mnemon.session.records import (
     UserPrompt,
     encode,
 )
-from tests.helpers import answer, new_agent, prompt, tool_turn
+from tests.helpers import answer, door_open, new_agent, prompt, tool_turn
 
 from ._build import evict_prefix
 
@@ -81,7 +81,7 @@ def test_index_lists_every_turn_once_with_its_held(tmp_path_factory, ops):
     assert [r["id"] for r in rows] == sorted(held)
     assert {r["id"]: r["held"] for r in rows} == held
     assert {r["id"]: (tuple(r["residue"]) if r["residue"] else None) for r in rows} == residue
-    cold, _ = Door.open(root / "agents" / "a1")
+    cold, _ = door_open(root / "agents" / "a1")
     assert cold.index() == rows
     # every turn reads back, resident or departed
     if rows:
@@ -182,7 +182,7 @@ def test_shortcut_gives_the_same_answer(tmp_path_factory, recs, data):
     root = create_run_root(tmp_path_factory.mktemp("sc") / "run", "tests")
     escape = data.draw(st.lists(st.integers(0, 3), min_size=len(recs), max_size=len(recs)))
     write_log(root / "agents" / "a1" / "record.jsonl", recs, escape)
-    door, _ = Door.open(root / "agents" / "a1")
+    door, _ = door_open(root / "agents" / "a1")
     for _ in range(8):
         pattern = data.draw(patterns())
         fast, slow = _grep(door, pattern, True), _grep(door, pattern, False)
@@ -216,7 +216,7 @@ def test_escape_prone_characters_are_found_in_every_writers_form(tmp_path, esc):
             Steering(text="path a/b/c"),
             UserPrompt(turn=2, text="q='it' & <b>x</b>")]
     write_log(root / "agents" / "a1" / "record.jsonl", recs, [esc] * len(recs))
-    door, _ = Door.open(root / "agents" / "a1")
+    door, _ = door_open(root / "agents" / "a1")
     for pattern in ["/", "src/a", "a/b/c", "<", "x<y", "&&", "z=1", "<b>", "'it'", "& <", "</b>"]:
         fast, slow = _grep(door, pattern, True), _grep(door, pattern, False)
         assert fast == slow, (pattern, esc)

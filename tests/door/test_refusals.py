@@ -10,7 +10,7 @@ import pytest
 from mnemon.session.door import Door, parse_turns
 from mnemon.session.errors import Refusal
 from tests.conftest import EXAMPLES
-from tests.helpers import answer, new_agent, prompt, tool_turn
+from tests.helpers import answer, door_open, new_agent, prompt, tool_turn
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_own_door_refuses_the_turn_in_hand_and_grep_skips_it(run_root):
 
 
 def test_missing_ancestor_is_refused_naming_the_path(child_copy):
-    door, _ = Door.open(child_copy / "agents" / "c1")
+    door, _ = door_open(child_copy / "agents" / "c1")
     os.remove(child_copy / "agents" / "p" / "record.jsonl")
     with pytest.raises(Refusal, match="agents/p/record.jsonl.*missing"):
         door.read([1])
@@ -76,7 +76,7 @@ def test_missing_ancestor_is_refused_naming_the_path(child_copy):
 
 
 def test_altered_ancestor_is_refused_naming_the_path(child_copy):
-    door, _ = Door.open(child_copy / "agents" / "c1")
+    door, _ = door_open(child_copy / "agents" / "c1")
     p = child_copy / "agents" / "p" / "record.jsonl"
     p.write_bytes(p.read_bytes().replace(b"ONLY-IN-PARENT", b"ONLY-IN-PARENX"))
     with pytest.raises(Refusal, match=r"agents/p/record.jsonl at offset 324: digest mismatch"):
@@ -88,7 +88,7 @@ def test_altered_ancestor_is_refused_naming_the_path(child_copy):
 
 
 def test_truncated_ancestor_is_refused(child_copy):
-    door, _ = Door.open(child_copy / "agents" / "c1")
+    door, _ = door_open(child_copy / "agents" / "c1")
     p = child_copy / "agents" / "p" / "record.jsonl"
     p.write_bytes(p.read_bytes()[:400])
     with pytest.raises(Refusal, match=r"agents/p/record.jsonl at offset \d+: the file ends"):
@@ -98,7 +98,11 @@ def test_truncated_ancestor_is_refused(child_copy):
 
 
 def test_pointer_outside_the_run_root_is_refused(child_copy, tmp_path):
-    door, _ = Door.open(child_copy / "agents" / "c1")
+    from mnemon.session.resume import fold_file
+
+    src = "agents/c1/record.jsonl"
+    ctx, _ = fold_file(child_copy / src, src, lazy=True)  # a table whose pointers we bend
+    door = Door(child_copy, ctx)
     t = door.ctx.turn(1)
     outside = tmp_path / "elsewhere.jsonl"
     outside.write_bytes((child_copy / "agents" / "p" / "record.jsonl").read_bytes())

@@ -8,6 +8,7 @@ import re
 import msgspec
 import pytest
 
+from tests.helpers import door_open
 from mnemon.lineage.runroot import confine
 from mnemon.session.door import Door
 from tests.conftest import TRAJECTORIES
@@ -87,7 +88,7 @@ def test_read_equals_resident_records(replayed):
 def test_refold_from_disk_gives_same_index_and_grep(replayed):
     root, rp = replayed[1]
     live = Door(root, rp.log.ctx)
-    cold, torn = Door.open(root / "agents" / "a2")
+    cold, torn = door_open(root / "agents" / "a2")
     assert torn is None
     assert [{k: v for k, v in r.items() if k != "blocks"} for r in live.index()] == \
         [{k: v for k, v in r.items() if k != "blocks"} for r in cold.index()]

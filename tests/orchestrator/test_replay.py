@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import door_open
 from mnemon.lineage.view import open_agent
 from mnemon.orchestrator import strategies as S
 from mnemon.orchestrator.cli import main
@@ -34,7 +35,7 @@ def _traj_texts(traj: Trajectory) -> list[str]:
 
 
 def _log_texts(run_root, agent="a1") -> list[str]:
-    door, _ = Door.open(run_root / "agents" / agent)
+    door, _ = door_open(run_root / "agents" / agent)
     out = []
     for turn in door.read("1-1000000"):
         for rec in turn["records"]:

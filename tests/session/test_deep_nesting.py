@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import door_open
 from mnemon.session.errors import LogCorrupt, LogRefused, Refusal
 from mnemon.session.log import read_at
 from mnemon.session.records import Pointer, SessionStarted, UserPrompt, encode
@@ -59,7 +60,7 @@ def test_the_door_refuses_it(tmp_path):
     child.write_bytes(b"".join(encode(r) + b"\n" for r in [
         SessionStarted(agent="c1", parent="p", kind="mnemon"), link,
         UserPrompt(turn=3, text="go")]))
-    door, _ = Door.open(child.parent)
+    door, _ = door_open(child.parent)
     for call in (lambda: door.read("2"), lambda: door.grep("x"),
                  lambda: door.grep("x", shortcut=False)):
         with pytest.raises(Refusal) as e:

@@ -1,0 +1,389 @@
+"""What a grep pattern needs: its compiled matcher, a literal every match must hold, the forms
+that literal takes in raw JSON, and the searchable text of a record.
+
+Every searched line is matched with the real pattern; the literal and its raw forms only decide
+what need not be looked at (docs/door.md, "The shortcut, and why it is exact").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from ..constants import GREP_LINE_BYTES
+from ..errors import Refusal
+from ..records import (
+    AssistantMessage,
+    Evicted,
+    Marked,
+    Steering,
+    Text,
+    Thinking,
+    ToolResults,
+    ToolUse,
+    UserPrompt,
+    compact,
+)
+
+_META = set(".^$*+?{}[]\\|()")
+_BOUNDARY_ESCAPES = set("AZzGK")
+
+
+def required_literal(pattern: str) -> tuple[str, bool]:
+    """A literal every match of ``pattern`` contains, and whether the pattern is just it.
+
+    Conservative by construction: any alternation or inline group ``(?…`` gives no literal; the
+    scan stops at the first group, class or letter escape; a quantified character leaves the run.
+    An empty string means "no literal".
+    """
+    if "|" in pattern or "(?" in pattern:
+        return "", False
+    runs: list[str] = []
+    cur: list[str] = []
+    pure = True
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n:
+                return "", False
+            d = pattern[i + 1]
+            if d.isalnum() or d in "_\n" or not d.isascii():
+                pure = False
+                break  # \d, \b, \N{…}, \p{…}, \g<…>, \L<…>, backreferences: stop here
+            cur.append(d)
+            i += 2
+            continue
+        if c in "*?{":
+            pure = False
+            if cur:
+                cur.pop()  # the quantified character is optional
+            runs.append("".join(cur))
+            cur = []
+            if c == "{":
+                j = pattern.find("}", i)
+                if j < 0:
+                    break
+                i = j + 1
+            else:
+                i += 1
+            continue
+        if c == "+":
+            pure = False
+            runs.append("".join(cur))  # the character is required once; the run ends with it
+            cur = []
+            i += 1
+            continue
+        if c in "([":
+            pure = False
+            break
+        if c == "\n":  # no line holds a newline: treat it as an opaque element
+            pure = False
+            runs.append("".join(cur))
+            cur = []
+            i += 1
+            continue
+        if c in ".^$)]}":
+            pure = False
+            runs.append("".join(cur))
+            cur = []
+            i += 1
+            continue
+        cur.append(c)
+        i += 1
+    runs.append("".join(cur))
+    best = max(runs, key=len)
+    return best, pure and bool(best)
+
+
+def _boundary_blind(pattern: str) -> bool:
+    """True when a line match is always also a match somewhere in the whole text.
+
+    That holds unless the pattern observes where a string ends: anchors (``^ $ \\A \\Z \\z \\G``),
+    lookarounds, ``\\K``, verbs and conditionals. Then searching a whole text first is an exact
+    negative filter: no match in the text means no line of it matches.
+    """
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 < n and pattern[i + 1] in _BOUNDARY_ESCAPES:
+                return False
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            continue
+        if c in "^$":
+            return False
+        if c == "(" and pattern.startswith(("(?=", "(?!", "(?<=", "(?<!", "(*", "(?("), i):
+            return False
+        if c == "(" and pattern.startswith("(?", i):
+            # inline flags: (?m), (?w) … change how boundaries are seen — be conservative
+            j = i + 2
+            while j < n and pattern[j].isalpha():
+                j += 1
+            if j > i + 2 and pattern[i + 2:j] != "P":
+                return False
+        i += 1
+    return True
+
+
+# Printable ASCII from the most to the least frequent in agent transcripts (measured on the dev
+# trajectories): the raw scan looks for the needle's rarest byte with memchr, as ripgrep does.
+_BYTE_RANK = {b: i for i, b in enumerate(
+    b' entsoair\\ld_cp".umfhy`=:,g()b/10x2-*\'3w4k5v+T>EIN<6j78{}S9[]ODFUqRA#GBCMPHLzW%?&QYV|!@^KJZX;~$')}
+
+
+RARE_BYTE_RANK = 40  # from here on (capitals, rarer punctuation) a byte is worth a memchr
+
+
+def _finder(lit: bytes):
+    """``find(buf, start, limit)`` → the next occurrence of ``lit`` or -1, anchored on its rarest
+    byte (a one-byte ``find`` is a memchr, many times faster than a substring search). A finder
+    serves one window, searched forwards.
+
+    A literal holding a character some writers escape (``/`` as ``\\/``; ``<>&='`` as
+    ``\\u00xx``) is also looked for in its escaped forms, so such a record is decoded too.
+    """
+    forms = _forms(lit)
+    if len(forms) == 1:
+        return _one_finder(lit)
+    finders = [_one_finder(f) for f in forms]
+    nxt = [-2] * len(forms)  # each form's next position: valid for one window (one finder each)
+
+    def find(buf, p: int, limit: int) -> int:
+        best = -1
+        for x, fx in enumerate(finders):
+            q = nxt[x]
+            if q == -2 or (q != -1 and q < p):  # not looked for yet, or already passed
+                q = nxt[x] = fx(buf, p, limit)
+            if q >= 0 and (best < 0 or q < best):
+                best = q
+        return best
+
+    return find
+
+
+ESCAPED_BY_SOME = {"/": (b"\\/",), **{c: (b"\\u%04x" % ord(c), b"\\u%04X" % ord(c))
+                                       for c in "<>&='"}}
+"""Printable characters some JSON writers escape (``/`` in PHP; ``<>&='`` in HTML-safe Go and
+Gson output). msgspec escapes none of them; a writer escapes such a character everywhere or
+nowhere (decision 0206)."""
+
+
+MAX_FORMS = 27
+"""Beyond this many encoded forms (three escape-prone characters) the raw shortcut is dropped."""
+
+
+def _forms(lit: bytes) -> list[bytes]:
+    """The literal as writers may have encoded it: each escape-prone character raw or escaped
+    in each way writers do, independently (a writer escapes one character everywhere or
+    nowhere, but writers differ in which characters they escape)."""
+    forms = [lit]
+    for c in dict.fromkeys(lit.decode("ascii")):
+        if c in ESCAPED_BY_SOME:
+            raw = c.encode()
+            forms = [f.replace(raw, alt) for f in forms for alt in (raw, *ESCAPED_BY_SOME[c])]
+    return sorted(set(forms))
+
+
+def _one_finder(lit: bytes):
+    r = max(range(len(lit)), key=lambda i: _BYTE_RANK.get(lit[i], 0))
+    if len(lit) == 1 or _BYTE_RANK.get(lit[r], 0) < RARE_BYTE_RANK:
+        # every byte is common: memchr would stop too often; a substring search is faster
+        return lambda buf, p, limit: buf.find(lit, p, limit)
+    rare = lit[r:r + 1]
+
+    def find(buf, p: int, limit: int) -> int:
+        bfind, starts = buf.find, buf.startswith
+        q = bfind(rare, p + r, limit)
+        while q >= 0:
+            s = q - r
+            if starts(lit, s, limit):
+                return s
+            q = bfind(rare, q + 1, limit)
+        return -1
+
+    return find
+
+
+def _raw_safe(lit: str) -> bool:
+    """The literal's JSON encoding is its raw bytes (writers escape only ``"``, ``\\``, controls)."""
+    return bool(lit) and all(0x20 <= ord(c) < 0x7F and c not in '"\\' for c in lit)
+
+
+def _clip(line: str) -> str:
+    head = line[:GREP_LINE_BYTES]
+    raw = head.encode("utf-8")
+    if len(raw) <= GREP_LINE_BYTES:
+        return head
+    return raw[:GREP_LINE_BYTES].decode("utf-8", "ignore")
+
+
+def _texts(rec: Any) -> list[str]:
+    """The searchable text of one record, in record order."""
+    if isinstance(rec, AssistantMessage):
+        out = []
+        for b in rec.blocks:
+            if isinstance(b, (Text, Thinking)):
+                out.append(b.text)
+            elif isinstance(b, ToolUse):
+                out.append(compact(b.input).decode("utf-8"))
+        return out
+    if isinstance(rec, ToolResults):
+        return [r.content for r in rec.results]
+    if isinstance(rec, (UserPrompt, Steering)):
+        return [rec.text]
+    if isinstance(rec, Evicted):
+        return [rec.residue.note] if rec.residue.note is not None else []
+    if isinstance(rec, Marked):
+        return [rec.replacement]
+    return []
+
+
+class _Matcher:
+    """A compiled pattern with a budget of regex time; finds matching lines in a text."""
+
+    def __init__(self, pattern: str, timeout_s: float, shortcut: bool):
+        if not isinstance(pattern, str):
+            raise Refusal("the pattern must be a string")
+        self.pattern = pattern
+        self._rx = None
+        lit, pure = required_literal(pattern) if shortcut else ("", False)
+        if not pure:  # a pure literal is a valid pattern matching itself: no engine needed
+            self._compile()
+        self.timeout_s = timeout_s
+        self.left = timeout_s
+        self.shortcut = shortcut
+        self.lit = lit or None
+        self.pure = pure
+        self.blind = shortcut and _boundary_blind(pattern)
+        self.raw = lit.encode("ascii") if shortcut and _raw_safe(lit) else None
+        if self.raw is not None and len(_forms(self.raw)) > MAX_FORMS:
+            self.raw = None  # too many ways to write it: decode every record instead
+
+    def _compile(self):
+        import regex  # ~50 ms to import: a grep for a plain literal never pays it
+
+        try:
+            self._rx = regex.compile(self.pattern)
+        except regex.error as e:
+            raise Refusal(f"the pattern is not a valid regex: {e}") from None
+        except (ValueError, TypeError, OverflowError, RecursionError) as e:
+            raise Refusal(f"the pattern is not a valid regex: {e}") from None
+        return self._rx
+
+    @property
+    def rx(self):
+        return self._rx if self._rx is not None else self._compile()
+
+    def _search(self, s: str) -> bool:
+        if self.left <= 0:
+            self._timeout()
+        t0 = time.perf_counter()
+        try:
+            m = self.rx.search(s, concurrent=True, timeout=self.left)
+        except TimeoutError:
+            self._timeout()
+        self.left -= time.perf_counter() - t0
+        return m is not None
+
+    def _timeout(self):
+        raise Refusal(f"the pattern ran longer than {self.timeout_s:g} s — narrow it")
+
+    def lines(self, text: str) -> Iterable[str]:
+        """The lines of ``text`` (split on ``\\n`` only) that the pattern matches, in order."""
+        lit = self.lit
+        if lit is not None:
+            if lit not in text:
+                return ()
+            if self.pure:
+                return self._literal_lines(text, lit, check=False)
+        if self.blind:
+            return self._blind_lines(text)
+        if lit is not None and len(text) > 256:
+            return self._literal_lines(text, lit, check=True)
+        return [ln for ln in text.split("\n") if self._search(ln)]
+
+    def _blind_lines(self, text: str) -> list[str]:
+        """Lines matching a boundary-blind pattern, jumping from one whole-text match to the next.
+
+        A line that matches on its own matches at the same place in the whole text, so no line
+        before the leftmost whole-text match can match: only the line holding it is checked, then
+        the search resumes after that line (with ``pos``, which a pattern without anchors or
+        lookarounds sees exactly as a fresh string: the ``\n`` before it is a non-word character,
+        like a string's start).
+        """
+        out = []
+        n = len(text)
+        pos = 0
+        rx = self.rx
+        while pos <= n:
+            if self.left <= 0:
+                self._timeout()
+            t0 = time.perf_counter()
+            try:
+                m = rx.search(text, pos, concurrent=True, timeout=self.left)
+            except TimeoutError:
+                self._timeout()
+            self.left -= time.perf_counter() - t0
+            if m is None:
+                break
+            s = m.start()
+            ls = text.rfind("\n", 0, s) + 1 if s > pos else pos
+            le = text.find("\n", s)
+            if le < 0:
+                le = n
+            line = text[ls:le]
+            if self._search(line):
+                out.append(line)
+            pos = le + 1
+        return out
+
+    def count(self, text: str) -> int:
+        """How many lines of ``text`` match (no line is cut out when the pattern is a literal)."""
+        lit = self.lit
+        if lit is not None and self.pure:
+            if lit not in text:
+                return 0
+            find = text.find
+            n = 0
+            p = find(lit)
+            while p >= 0:
+                n += 1
+                e = find("\n", p)
+                if e < 0:
+                    break
+                p = find(lit, e + 1)
+            return n
+        return len(self.lines(text))
+
+    def _literal_lines(self, text: str, lit: str, check: bool) -> list[str]:
+        out = []
+        find, rfind = text.find, text.rfind
+        p = find(lit)
+        while p >= 0:
+            ls = rfind("\n", 0, p) + 1
+            le = find("\n", p)
+            if le < 0:
+                le = len(text)
+            line = text[ls:le]
+            if not check or self._search(line):
+                out.append(line)
+            p = find(lit, le + 1)
+        return out
+
+

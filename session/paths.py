@@ -1,0 +1,72 @@
+"""Paths inside a run root: what a Pointer's ``source`` may name, and opening it.
+
+A Pointer names its log file relative to the run root (the on-disk format makes every path in a
+record relative, so a run can be moved). Reading through one is confined to the run root: no
+absolute path, no ``..``, no symlink out. ``lineage`` re-exports these for forks and ``verify``;
+the door receives an opener built on them from its caller (``Sources``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import AncestorUnreadable
+
+
+def confine(root: Path, source: str) -> Path:
+    """Resolve a pointer's source inside the run root, refusing anything that leads out."""
+    if not source or source.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", source):
+        raise AncestorUnreadable(source, "a pointer must name a path relative to the run root")
+    if "\x00" in source:
+        raise AncestorUnreadable(repr(source), "a path may not contain a NUL byte")
+    parts = Path(source).parts
+    if ".." in parts:
+        raise AncestorUnreadable(source, "a pointer may not leave the run root ('..')")
+    root = root.resolve()
+    full = (root / source)
+    try:
+        real = full.resolve(strict=True)
+    except (FileNotFoundError, OSError):
+        raise AncestorUnreadable(source, "the ancestor file is missing") from None
+    if root != real and root not in real.parents:
+        raise AncestorUnreadable(source, "the pointer leads outside the run root (symlink)")
+    if not real.is_file():
+        raise AncestorUnreadable(source, "the pointer names a directory or a special file, "
+                                         "not a log")
+    return real
+
+
+def check_loci(source: str, loci) -> None:
+    """Refuse loci that cannot name a record (negative offsets, empty lengths)."""
+    for locus in loci:
+        off, length = locus[0], locus[1]
+        if off < 0 or length <= 0:
+            raise AncestorUnreadable(source, f"offset {off}, length {length} cannot name a record")
+
+
+class Sources:
+    """Opens the files pointers name, confined to one run root: ``sources(source)`` → a binary
+    file. Each source is confined once (one ``realpath``), then opened afresh on each call.
+
+    The door takes one of these (or any callable of the same shape) from its caller; it never
+    finds ancestor files on its own.
+    """
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._paths: dict[str, Path] = {}
+
+    def path(self, source: str) -> Path:
+        p = self._paths.get(source)
+        if p is None:
+            p = self._paths[source] = confine(self.root, source)
+        return p
+
+    def __call__(self, source: str):
+        path = self.path(source)
+        try:
+            return open(path, "rb")
+        except FileNotFoundError:
+            self._paths.pop(source, None)
+            raise AncestorUnreadable(source, "the ancestor file is missing") from None
