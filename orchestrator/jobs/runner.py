@@ -40,6 +40,7 @@ from .tasks import Task
 log = structlog.get_logger("mnemon.jobs")
 
 MANIFEST = "job.json"
+THREADED_CREATE = True
 
 
 class Counts(Struct, kw_only=True):
@@ -123,6 +124,11 @@ def _session_state(path: Path) -> tuple[str | None, int]:
     return ended, failures
 
 
+def _prepare(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
 def _complete(path: Path) -> bool:
     """Whether an agent's log was opened whole — its task prompt is recorded. A log cut before
     that (a crash while it was being created) holds no turn and nothing points into it; it is
@@ -167,6 +173,7 @@ class JobRunner:
         self.on_change = on_change or (lambda runner: None)
         self.interrupted = False
         self._file: ResultsFile | None = None
+        self._existing = set(list_agents(root))  # one listing, not a stat per task
 
     # ------------------------------------------------------------------ the run
 
@@ -231,7 +238,7 @@ class JobRunner:
             for t in pending:
                 await limiter.acquire_on_behalf_of(t.id)
                 if (why := self.sup.over_budget()) is not None and \
-                        not (self.root / agent_source(t.agent)).exists():
+                        t.agent not in self._existing:
                     self._finish(t, Result(task=t.id, status="budget", answer=None, agent=None,
                                            reason=f"not started: {why}", usage=_usage(Usage()),
                                            cost_usd=0.0, input=t.row, attempts=0))
@@ -267,9 +274,7 @@ class JobRunner:
         self._file.append(line)
         self._count(line["status"])
         self.counts.finished_this_run += 1
-        self.counts.cost_usd = self.sup.cost_usd
-        log.info("task", task=t.id, status=line["status"], agent=line["agent"],
-                 cost_usd=line["cost_usd"])
+        self.counts.cost_usd = self.sup.cost_usd  # (results.jsonl is the task's log line)
         self.on_change(self)
 
     def _count(self, status: str) -> None:
@@ -277,19 +282,25 @@ class JobRunner:
 
     # ------------------------------------------------------------------ one task
 
-    def _open(self, agent: str, prompt: str) -> AgentNode:
-        """The agent's node: created with its prompt, or reopened from its log."""
-        if _complete(self.root / agent_source(agent)):
+    async def _open(self, agent: str, prompt: str) -> AgentNode:
+        """The agent's node: created with its prompt, or reopened from its log. The directory
+        and the empty file are made in a worker thread first: on a slow file system those two
+        system calls are most of what starting a task costs, and there they overlap the other
+        tasks' work instead of stalling the event loop."""
+        path = self.root / agent_source(agent)
+        if agent in self._existing and _complete(path):
             return self.sup.resume_agent(agent)
+        if THREADED_CREATE:
+            await trio.to_thread.run_sync(_prepare, path)
         return self.sup.new_root(prompt, agent_id=agent)
 
     async def _run_task(self, t: Task, nodes: list[AgentNode]) -> Result:
         path = self.root / agent_source(t.agent)
-        ended, failures = _session_state(path) if path.exists() else (None, 0)
+        ended, failures = _session_state(path) if t.agent in self._existing else (None, 0)
         retries = self.spec.retries
         if ended is not None and ended.startswith("failed") and failures > retries:
             return self._from_log(t, ended, failures)  # failed for good in an earlier run
-        top = self._open(t.agent, t.prompt)
+        top = await self._open(t.agent, t.prompt)
         nodes.append(top)
         while True:
             await self.sup.run(top)  # a reopened agent whose last turn ended it: no request

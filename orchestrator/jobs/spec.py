@@ -238,7 +238,7 @@ def _line(text: str, where: tuple[str | int, ...]) -> int | None:
         if isinstance(p, int):
             index = p
             continue
-        if parts and (isinstance(parts[0], int) or _is_table(text, [*table, p])):
+        if (parts and isinstance(parts[0], int)) or _is_table(text, [*table, p]):
             table.append(p)
         else:
             key = p
