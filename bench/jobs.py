@@ -13,6 +13,8 @@ structlog writes ``mnemon.log`` — the whole runner (``orchestrator.jobs.runner
   tasks in perfect waves;
 * **wall** = the runner's ``run()`` from start to the rewritten results file (in process), and
   with ``--cli`` also ``python -m mnemon run JOB.toml`` end to end (interpreter start included);
+* **CPU per task** = the process's CPU time during ``run()`` ÷ tasks: what the harness (and the
+  scripted provider's cache model) costs per task, whatever else runs on the machine;
 * **overhead** = wall ÷ ideal − 1. Goal (issue 15): ≤ 10 % at 1 000 tasks, concurrency 64,
   0.1 s latency.
 
@@ -41,6 +43,8 @@ from mnemon.orchestrator.jobs import (load_job, load_tasks, provider_for,  # noq
                                       settings_for, user_tools_for)
 from mnemon.orchestrator.jobs.runner import JobRunner, check_manifest  # noqa: E402
 from mnemon.lineage.runroot import create_run_root  # noqa: E402
+
+CPU: list[float] = []  # process CPU seconds of each run (all threads)
 
 KIT = '''
 def probe(i: int) -> str:
@@ -90,9 +94,10 @@ async def run_once(job_path: Path, root: Path) -> tuple[float, dict]:
     runner = JobRunner(job, tasks, root=root, output=root / "results.jsonl", provider=provider,
                        settings=settings_for(job), user_tools=user_tools_for(job),
                        provider_name="scripted")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     summary = await runner.run()
     wall = time.perf_counter() - t0
+    CPU.append(time.process_time() - c0)
     logs.shutdown()
     assert summary.done == len(tasks), summary
     return wall, {"done": summary.done, "cost_usd": summary.cost_usd}
@@ -130,7 +135,9 @@ def main() -> None:
            "turns": args.turns, "runs": args.runs, "ideal_s": round(ideal, 4),
            "wall_s": round(statistics.median(walls), 4),
            "overhead": round(statistics.median(walls) / ideal - 1, 4),
-           "walls": [round(w, 4) for w in walls]}
+           "walls": [round(w, 4) for w in walls],
+           "cpu_ms_per_task": round(statistics.median(CPU) / args.tasks * 1e3, 3),
+           "load_avg_1m": round(__import__("os").getloadavg()[0], 2)}
     if clis:
         out["cli_s"] = round(statistics.median(clis), 4)
         out["cli_overhead"] = round(statistics.median(clis) / ideal - 1, 4)
@@ -141,6 +148,8 @@ def main() -> None:
           f"{args.latency} s; median of {args.runs}")
     print(f"ideal {ideal:.3f} s · in-process wall {out['wall_s']:.3f} s · overhead "
           f"{out['overhead'] * 100:.1f} % (goal <= 10 %)   runs: {out['walls']}")
+    print(f"CPU {out['cpu_ms_per_task']:.3f} ms per task (process time, all threads); load "
+          f"average {out['load_avg_1m']} on {__import__('os').cpu_count()} CPUs")
     if clis:
         print(f"CLI end to end {out['cli_s']:.3f} s · overhead {out['cli_overhead'] * 100:.1f} %")
 

@@ -40,7 +40,6 @@ from .tasks import Task
 log = structlog.get_logger("mnemon.jobs")
 
 MANIFEST = "job.json"
-THREADED_CREATE = True
 
 
 class Counts(Struct, kw_only=True):
@@ -290,8 +289,7 @@ class JobRunner:
         path = self.root / agent_source(agent)
         if agent in self._existing and _complete(path):
             return self.sup.resume_agent(agent)
-        if THREADED_CREATE:
-            await trio.to_thread.run_sync(_prepare, path)
+        await trio.to_thread.run_sync(_prepare, path)
         return self.sup.new_root(prompt, agent_id=agent)
 
     async def _run_task(self, t: Task, nodes: list[AgentNode]) -> Result:

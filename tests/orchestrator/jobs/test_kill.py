@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .kit import records, results, run_cli, write_job
 
-TASKS = 24
+TASKS = 30
 JOB = """\
 concurrency = 3
 [provider]
@@ -29,11 +29,22 @@ question = "Vote on {id}."
 """
 
 
+def _written(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.glob("agents/*/record.jsonl"))
+
+
 def _killed_at_a_random_moment(job: Path, root: Path, rng: random.Random) -> None:
+    """Kill within 0.15 s of the run's first write (interpreter start varies with the load)."""
+    before = _written(root) if root.exists() else 0
     proc = subprocess.Popen([sys.executable, "-m", "mnemon", "run", str(job), "--run-root",
                              str(root)], cwd=job.parent, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    time.sleep(rng.uniform(0.3, 0.6))
+    deadline = time.monotonic() + 20
+    while proc.poll() is None and time.monotonic() < deadline:
+        if root.exists() and _written(root) > before:
+            break
+        time.sleep(0.005)
+    time.sleep(rng.uniform(0.0, 0.15))
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
 
@@ -91,7 +102,7 @@ def test_resume_after_sigkill_at_twenty_points(tmp_path):
     assert run_cli("verify", str(root), cwd=tmp_path).returncode == 0
     assert kills == 20
     unfinished = sum(1 for done in progress if done < TASKS)
-    assert unfinished >= 16, f"most kills land while the job has work left: {progress}"
+    assert unfinished >= 14, f"most kills land while the job has work left: {progress}"
     resumed = sum(1 for p in root.glob("agents/*/record.jsonl") for r in records(p)
                   if r["t"] == "SessionResumed")
     assert resumed >= 10, "the kills interrupted agents, which resumed from their logs"
