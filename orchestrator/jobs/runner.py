@@ -123,9 +123,20 @@ def _session_state(path: Path) -> tuple[str | None, int]:
     return ended, failures
 
 
-def _prepare(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
+def _prepare(paths: list[Path]) -> None:
+    """Make each new agent's directory (in a worker thread, many at a time). A directory with
+    no ``record.jsonl`` is no agent, so one left by a task that never starts is harmless."""
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _tidy(paths: set[Path]) -> None:
+    """Remove the directories made for tasks that did not start."""
+    for path in paths:
+        try:
+            path.parent.rmdir()  # only if empty
+        except OSError:
+            pass
 
 
 def _complete(path: Path) -> bool:
@@ -173,6 +184,8 @@ class JobRunner:
         self.interrupted = False
         self._file: ResultsFile | None = None
         self._existing = set(list_agents(root))  # one listing, not a stat per task
+        self._prepared: set[Path] = set()  # directories made ahead of their tasks
+        self._created: set[Path] = set()  # logs this run created
 
     # ------------------------------------------------------------------ the run
 
@@ -213,6 +226,7 @@ class JobRunner:
         finally:
             with trio.CancelScope(shield=True):
                 self._file.close()
+                _tidy(self._prepared - self._created)
                 rewrite(self.output, [self.lines[t.id] for t in self.tasks
                                       if t.id in self.lines])
                 self.sup.close()
@@ -233,8 +247,16 @@ class JobRunner:
 
     async def _feed(self, pending: list[Task]) -> None:
         limiter = trio.CapacityLimiter(self.spec.concurrency)
+        batch = max(8, self.spec.concurrency)
         async with trio.open_nursery() as nursery:
-            for t in pending:
+            for i, t in enumerate(pending):
+                if i % batch == 0:  # the next tasks' directories, in one hand-off to a thread:
+                    # on a slow file system mkdir is much of what starting a task costs
+                    fresh = [self.root / agent_source(x.agent) for x in pending[i:i + batch]
+                             if x.agent not in self._existing]
+                    if fresh:
+                        await trio.to_thread.run_sync(_prepare, fresh)
+                        self._prepared.update(fresh)
                 await limiter.acquire_on_behalf_of(t.id)
                 if (why := self.sup.over_budget()) is not None and \
                         t.agent not in self._existing:
@@ -282,14 +304,11 @@ class JobRunner:
     # ------------------------------------------------------------------ one task
 
     async def _open(self, agent: str, prompt: str) -> AgentNode:
-        """The agent's node: created with its prompt, or reopened from its log. The directory
-        and the empty file are made in a worker thread first: on a slow file system those two
-        system calls are most of what starting a task costs, and there they overlap the other
-        tasks' work instead of stalling the event loop."""
+        """The agent's node: created with its prompt, or reopened from its log."""
         path = self.root / agent_source(agent)
         if agent in self._existing and _complete(path):
             return self.sup.resume_agent(agent)
-        await trio.to_thread.run_sync(_prepare, path)
+        self._created.add(path)
         return self.sup.new_root(prompt, agent_id=agent)
 
     async def _run_task(self, t: Task, nodes: list[AgentNode]) -> Result:
