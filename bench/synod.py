@@ -1,6 +1,6 @@
 """Synod benchmark: do N children forked from one large context share the parent's cached prefix?
 
-    python bench/synod.py [--tokens 100000] [--n 8] [--runs 5] [--json]
+    python bench/synod.py [--tokens 100000] [--n 8] [--runs 5] [--stances] [--json]
 
 A root agent reads pages through a user tool until its context holds ``--tokens`` tokens (at the
 scripted provider's 1 token per 4 bytes), then calls ``agents_synod(question, n, "vote")``. The
@@ -67,7 +67,7 @@ class Recording:
         pass
 
 
-def policy_for(pages: int, n: int):
+def policy_for(pages: int, n: int, stances: bool = False):
     def policy(request, state):
         if request.meta["depth"] >= 1:
             return [Text("The motion carries.")], "end_turn"
@@ -76,8 +76,10 @@ def policy_for(pages: int, n: int):
         if k <= pages:
             return [ToolUse(f"r{k}", "read_page", {"i": k})], "tool_use"
         if k == pages + 1:
-            return [ToolUse("syn", "agents_synod", {"question": "Does the motion carry?",
-                                                    "n": n, "reduce": "vote"})], "tool_use"
+            inp = {"question": "Does the motion carry?", "n": n, "reduce": "vote"}
+            if stances:
+                inp["stances"] = [f"Argue as delegate {k + 1}." for k in range(n)]
+            return [ToolUse("syn", "agents_synod", inp)], "tool_use"
         return [Text("Decided.")], "end_turn"
     return policy
 
@@ -87,9 +89,10 @@ def input_cost(u: Usage) -> float:
                           cache_write_tokens=u.cache_write_tokens), MODEL)
 
 
-async def one(tokens: int, n: int, folder: Path) -> dict:
+async def one(tokens: int, n: int, folder: Path, stances: bool = False) -> dict:
     pages = max(1, round(tokens * 4 / PAGE_BYTES))
-    rec = Recording(ScriptedProvider(policy=policy_for(pages, n), cache_model=CacheModel()))
+    rec = Recording(ScriptedProvider(policy=policy_for(pages, n, stances),
+                                     cache_model=CacheModel()))
     settings = Settings(system="You read dossiers.", model=MODEL, context_window=400_000,
                         max_agents=n + 1, concurrency=n + 1)
     logs.configure(folder)
@@ -124,12 +127,13 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=100_000)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--stances", action="store_true", help="a distinct stance per child")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     runs = []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory() as d:
-            runs.append(trio.run(one, args.tokens, args.n, Path(d)))
+            runs.append(trio.run(one, args.tokens, args.n, Path(d), args.stances))
     med = {k: statistics.median(r[k] for r in runs) for k in
            ("parent_context_tokens", "shared_usd", "alone_usd", "ratio", "cache_share",
             "alone_uncached_usd", "ratio_uncached",
