@@ -123,6 +123,18 @@ def _session_state(path: Path) -> tuple[str | None, int]:
     return ended, failures
 
 
+def _children_of(root: Path, agents: set[str]) -> dict[str, list[str]]:
+    """Each agent's children, from the ``parent`` of their ``SessionStarted`` (creation order)."""
+    from ...lineage.tree import _first_started
+
+    out: dict[str, list[str]] = {}
+    for aid in sorted(agents, key=lambda a: (len(a), a)):
+        st = _first_started(root / agent_source(aid))
+        if st is not None and st.parent:
+            out.setdefault(st.parent, []).append(aid)
+    return out
+
+
 def _prepare(paths: list[Path]) -> None:
     """Make each new agent's directory (in a worker thread, many at a time). A directory with
     no ``record.jsonl`` is no agent, so one left by a task that never starts is harmless."""
@@ -186,6 +198,7 @@ class JobRunner:
         self._existing = set(list_agents(root))  # one listing, not a stat per task
         self._prepared: set[Path] = set()  # directories made ahead of their tasks
         self._created: set[Path] = set()  # logs this run created
+        self._kids: dict[str, list[str]] | None = None  # read on the first reopen
 
     # ------------------------------------------------------------------ the run
 
@@ -283,7 +296,7 @@ class JobRunner:
                                           top.reason or "cancelled", attempts=0)
                 if result is not None:
                     self._finish(t, result)
-                for n in nodes:
+                for n in _with_descendants(nodes):
                     n.log.close()
                     self.sup.agents.pop(n.id, None)
                 limiter.release_on_behalf_of(t.id)
@@ -307,7 +320,9 @@ class JobRunner:
         """The agent's node: created with its prompt, or reopened from its log."""
         path = self.root / agent_source(agent)
         if agent in self._existing and _complete(path):
-            return self.sup.resume_agent(agent)
+            node = self.sup.resume_agent(agent)
+            self._resume_descendants(node)
+            return node
         self._created.add(path)
         return self.sup.new_root(prompt, agent_id=agent)
 
@@ -345,6 +360,22 @@ class JobRunner:
         return Result(task=t.id, status="failed", answer=None, agent=t.agent, reason=reason,
                       usage=usage, cost_usd=spent.cost_usd, input=t.row,
                       attempts=min(failures, self.spec.retries + 1))
+
+    def _resume_descendants(self, node: AgentNode) -> None:
+        """Reopen the open children an agent started itself (``agents_start``, ``agents_synod``)
+        and theirs, attached to it: they go on inside its nursery when its loop begins, as in
+        ``Supervisor.resume_run``. A job's own synod children (``t<i>.s<k>``) are left to
+        ``_synod``; ended children stay ended."""
+        from ..supervisor import _has_ended
+
+        if self._kids is None:
+            self._kids = _children_of(self.root, self._existing)
+        for aid in self._kids.get(node.id, []):
+            if aid.startswith(f"{node.tree_root().id}.s") or \
+                    _has_ended(self.root / agent_source(aid)):
+                continue
+            child = self.sup.resume_agent(aid, parent=node)
+            self._resume_descendants(child)
 
     def _reopen(self, node: AgentNode, nodes: list[AgentNode]) -> AgentNode:
         """A fresh node for an agent whose loop ended, reopened from its log (its children
@@ -406,10 +437,11 @@ class JobRunner:
     def _result(self, t: Task, top: AgentNode, nodes: list[AgentNode], status: str,
                 reason: str | None, *, attempts: int, answer: Any = ...,
                 synod: dict | None = None) -> Result:
-        usage = sum((n.usage for n in nodes), Usage())
+        every = _with_descendants(nodes)
+        usage = sum((n.usage for n in every), Usage())
         return Result(task=t.id, status=status, answer=top.answer if answer is ... else answer,
                       agent=top.id, reason=reason, usage=_usage(usage),
-                      cost_usd=sum(n.cost_usd for n in nodes), input=t.row, attempts=attempts,
+                      cost_usd=sum(n.cost_usd for n in every), input=t.row, attempts=attempts,
                       synod=synod)
 
     # ------------------------------------------------------------------ summary
@@ -425,6 +457,16 @@ class JobRunner:
             usage=_usage(u), cost_usd=round(self.sup.cost_usd, 6),
             elapsed_s=round(time.monotonic() - self.counts.started_at, 3),
             interrupted=self.interrupted)
+
+
+def _with_descendants(nodes: list[AgentNode]) -> list[AgentNode]:
+    """The nodes and every agent below them, each once (a task's whole tree)."""
+    seen: dict[str, AgentNode] = {}
+    for n in nodes:
+        seen.setdefault(n.id, n)
+        for d in n.descendants().values():
+            seen.setdefault(d.id, d)
+    return list(seen.values())
 
 
 def _label(text: str) -> str:

@@ -83,3 +83,28 @@ def stances(request, state):
     if "Your synod's children" in str(request.messages[-1]["content"]):
         return [{"type": "text", "text": "merged"}], "end_turn"
     return [{"type": "text", "text": f"answer for {_task(request)}"}], "end_turn"
+
+
+def delegate(request, state):
+    """The task agent starts one child, waits for it (again, if the wait was interrupted), then
+    answers with the child's answer; the child writes a note, then answers."""
+    import json
+
+    _maybe_kill("provider", "KILL_AT_CALL")
+    task = _task(request)
+    if request.meta.get("depth", 0) >= 1:
+        if _assistant_turns(request) == 0:
+            return [{"type": "tool_use", "id": "c1", "name": "note",
+                     "input": {"text": task}}], "tool_use"
+        return [{"type": "text", "text": f"child done {task}"}], "end_turn"
+    said = [b for m in request.messages if m["role"] == "assistant" for b in m["content"]]
+    last = [b for b in request.messages[-1]["content"] if b.get("type") == "tool_result"]
+    if not any(b.get("name") == "agents_start" for b in said):
+        return [{"type": "tool_use", "id": "s1", "name": "agents_start",
+                 "input": {"task": f"task {task}: help"}}], "tool_use"
+    if said[-1].get("name") == "agents_start" or (last and last[0]["is_error"]):
+        k = _assistant_turns(request)
+        return [{"type": "tool_use", "id": f"w{k}", "name": "agents_wait",
+                 "input": {}}], "tool_use"
+    out = json.loads(last[0]["content"])
+    return [{"type": "text", "text": "root got: " + out[0]["answer"]}], "end_turn"

@@ -135,3 +135,32 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path):
     lines = results(root / "results.jsonl")
     assert [r["status"] for r in lines] == ["done"] * 6
     check_logs(root, final=True)
+
+
+def test_a_task_agents_own_children_resume_with_it(tmp_path):
+    """A task's agent starts a child (agents_start) and waits; the job is killed inside the
+    child's tool call. The re-run reopens the agent and its open child under it: the child
+    finishes, the interrupted wait is made again, nothing is started twice."""
+    job = write_job(tmp_path / "j", JOB.replace("job_policy:steps", "job_policy:delegate")
+                    .split("[synod]")[0], tasks=1)
+    root = tmp_path / "run"
+    proc = run_cli("run", str(job), "--run-root", str(root), cwd=job.parent,
+                   env={"KILL_IN_TOOL": "1"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    kids = [p.parent.name for p in root.glob("agents/*/record.jsonl") if p.parent.name != "t1"]
+    assert len(kids) == 1 and records(root / "agents" / kids[0] / "record.jsonl")[-1]["t"] == \
+        "AssistantMessage", "killed inside the child's tool call"
+    proc = run_cli("run", str(job), "--run-root", str(root), "--json", cwd=job.parent)
+    assert proc.returncode == 0, proc.stderr
+    [line] = results(root / "results.jsonl")
+    assert (line["status"], line["answer"]) == ("done", "root got: child done k1")
+    logs = sorted(p.parent.name for p in root.glob("agents/*/record.jsonl"))
+    assert logs == sorted(["t1", *kids]), "no child started twice"
+    child = records(root / "agents" / kids[0] / "record.jsonl")
+    assert child[-1] == {**child[-1], "t": "SessionEnded", "reason": "done"}
+    assert sum(1 for r in child if r["t"] == "AssistantMessage") == 2
+    parent_cost = sum(r["usage"]["output_tokens"] for r in
+                      records(root / "agents" / "t1" / "record.jsonl")
+                      if r["t"] == "ProviderCall" and r["usage"])
+    assert line["usage"]["output_tokens"] > parent_cost, "the child's spend is the task's too"
+    assert run_cli("verify", str(root), cwd=tmp_path).returncode == 0
