@@ -41,7 +41,8 @@ import trio  # noqa: E402
 from mnemon.orchestrator import logs  # noqa: E402
 from mnemon.orchestrator.jobs import (load_job, load_tasks, provider_for,  # noqa: E402
                                       settings_for, user_tools_for)
-from mnemon.orchestrator.jobs.runner import JobRunner, check_manifest  # noqa: E402
+from mnemon.orchestrator.jobs.runner import JobRunner  # noqa: E402
+from mnemon.orchestrator.jobs.state import check_manifest  # noqa: E402
 from mnemon.lineage.runroot import create_run_root  # noqa: E402
 
 CPU: list[float] = []  # process CPU seconds of each run (all threads)

@@ -29,7 +29,8 @@ def run(args) -> int:
     from .. import logs
     from ..jobs.build import provider_for, settings_for, user_tools_for
     from ..jobs.display import JobProgress, final_table
-    from ..jobs.runner import JobRunner, check_manifest
+    from ..jobs.runner import JobRunner
+    from ..jobs.state import check_manifest
     from ..jobs.spec import JobError, load_job
     from ..jobs.tasks import load_tasks
 

@@ -1,8 +1,8 @@
 """Batch jobs: a TOML job file → one run root and ``results.jsonl``; re-running resumes.
 
 ``load_job`` validates the file (``spec``), ``load_tasks`` fills the prompt template for every
-row (``tasks``), ``JobRunner`` runs them under one supervisor (``runner``), ``results`` reads and
-writes the results file. ``mnemon run`` (``orchestrator/commands/run.py``) is the front;
+row (``tasks``), ``JobRunner`` runs them under one supervisor (``runner``), ``state`` reads what
+the run root says about each task, ``results`` reads and writes the results file. ``mnemon run`` (``orchestrator/commands/run.py``) is the front;
 ``docs/jobs.md`` the reference.
 """
 
@@ -26,6 +26,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "provider_for": ".build",
     "settings_for": ".build",
     "user_tools_for": ".build",
+    "check_manifest": ".state",
 })
 
 if TYPE_CHECKING:
@@ -33,4 +34,5 @@ if TYPE_CHECKING:
     from .results import Result, read_results
     from .runner import JobRunner, JobSummary
     from .spec import Job, JobError, JobSpec, load_job
+    from .state import check_manifest
     from .tasks import Task, load_tasks

@@ -18,7 +18,6 @@ started when the job's budget is spent is not started and gets status ``budget``
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,17 +28,15 @@ import trio
 from msgspec import Struct
 
 from ...lineage.runroot import agent_source, list_agents
-from ...session.log import iter_lines
-from ...session.records import UserPrompt, Usage
+from ...session.records import Usage
 from ..supervisor import AgentNode, Supervisor
 from ..synod import fork_synod, vote as tally, wait_synod
 from .results import FINAL, Result, ResultsFile, read_results, rewrite
-from .spec import Job, JobError
+from .spec import Job
+from .state import children_of, complete, prepare, session_state, tidy
 from .tasks import Task
 
 log = structlog.get_logger("mnemon.jobs")
-
-MANIFEST = "job.json"
 
 
 class Counts(Struct, kw_only=True):
@@ -79,94 +76,6 @@ class JobSummary(Struct, kw_only=True):
     """The whole job, every run of it so far."""
     elapsed_s: float
     interrupted: bool
-
-
-def check_manifest(root: Path, job: Job, tasks: list[Task]) -> None:
-    """A run root holds one job: task ``i`` keeps its id and prompt across runs (tasks may be
-    added at the end). Refuse, before anything runs, a run root holding other tasks."""
-    path = root / MANIFEST
-    now = [[t.id, t.prompt] for t in tasks]
-    if path.exists():
-        try:
-            old = json.loads(path.read_text(encoding="utf-8"))["tasks"]
-        except (OSError, ValueError, KeyError, TypeError):
-            raise JobError(f"{path}: not a job manifest") from None
-        for i, (was, is_) in enumerate(zip(old, now)):
-            if list(was) != is_:
-                raise JobError(f"{root} holds another job: its task {i + 1} is {was[0]!r} with "
-                               f"another prompt or id than {is_[0]!r} — name a new run root")
-        if len(old) > len(now):
-            raise JobError(f"{root} holds a job of {len(old)} tasks; this one has {len(now)} — "
-                           "name a new run root")
-    tmp = path.with_name(MANIFEST + ".tmp")
-    tmp.write_text(json.dumps({"format": 1, "job": str(job.path), "tasks": now},
-                              ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
-def _session_state(path: Path) -> tuple[str | None, int]:
-    """(the reason of the last SessionEnded if nothing resumed it since, failures so far)."""
-    from ...session.records import SessionEnded, SessionResumed, decode
-
-    ended: str | None = None
-    failures = 0
-    for _, view in iter_lines(path):
-        line = bytes(view)
-        if b"SessionEnded" in line or b"SessionResumed" in line:
-            rec = decode(line)
-            if isinstance(rec, SessionEnded):
-                ended = rec.reason
-                if rec.reason.startswith("failed"):
-                    failures += 1
-            elif isinstance(rec, SessionResumed):
-                ended = None
-    return ended, failures
-
-
-def _children_of(root: Path, agents: set[str]) -> dict[str, list[str]]:
-    """Each agent's children, from the ``parent`` of their ``SessionStarted`` (creation order)."""
-    from ...lineage.tree import _first_started
-
-    out: dict[str, list[str]] = {}
-    for aid in sorted(agents, key=lambda a: (len(a), a)):
-        st = _first_started(root / agent_source(aid))
-        if st is not None and st.parent:
-            out.setdefault(st.parent, []).append(aid)
-    return out
-
-
-def _prepare(paths: list[Path]) -> None:
-    """Make each new agent's directory (in a worker thread, many at a time). A directory with
-    no ``record.jsonl`` is no agent, so one left by a task that never starts is harmless."""
-    for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-
-
-def _tidy(paths: set[Path]) -> None:
-    """Remove the directories made for tasks that did not start."""
-    for path in paths:
-        try:
-            path.parent.rmdir()  # only if empty
-        except OSError:
-            pass
-
-
-def _complete(path: Path) -> bool:
-    """Whether an agent's log was opened whole — its task prompt is recorded. A log cut before
-    that (a crash while it was being created) holds no turn and nothing points into it; it is
-    moved aside and the agent is created again."""
-    if not path.exists():
-        return False
-    for _, line in iter_lines(path):
-        if b'"t":"UserPrompt"' in bytes(line):
-            return True
-    root = path.parents[2]
-    aside = root / "incomplete" / f"{path.parent.name}-{int(time.time() * 1e3)}.jsonl"
-    aside.parent.mkdir(exist_ok=True)
-    path.rename(aside)
-    path.parent.rmdir()
-    log.warning("incomplete log moved aside", path=str(path), to=str(aside))
-    return False
 
 
 def status_of(reason: str | None) -> str:
@@ -239,7 +148,7 @@ class JobRunner:
         finally:
             with trio.CancelScope(shield=True):
                 self._file.close()
-                _tidy(self._prepared - self._created)
+                tidy(self._prepared - self._created)
                 rewrite(self.output, [self.lines[t.id] for t in self.tasks
                                       if t.id in self.lines])
                 self.sup.close()
@@ -268,7 +177,7 @@ class JobRunner:
                     fresh = [self.root / agent_source(x.agent) for x in pending[i:i + batch]
                              if x.agent not in self._existing]
                     if fresh:
-                        await trio.to_thread.run_sync(_prepare, fresh)
+                        await trio.to_thread.run_sync(prepare, fresh)
                         self._prepared.update(fresh)
                 await limiter.acquire_on_behalf_of(t.id)
                 if (why := self.sup.over_budget()) is not None and \
@@ -319,7 +228,7 @@ class JobRunner:
     async def _open(self, agent: str, prompt: str) -> AgentNode:
         """The agent's node: created with its prompt, or reopened from its log."""
         path = self.root / agent_source(agent)
-        if agent in self._existing and _complete(path):
+        if agent in self._existing and complete(path):
             node = self.sup.resume_agent(agent)
             self._resume_descendants(node)
             return node
@@ -328,7 +237,7 @@ class JobRunner:
 
     async def _run_task(self, t: Task, nodes: list[AgentNode]) -> Result:
         path = self.root / agent_source(t.agent)
-        ended, failures = _session_state(path) if t.agent in self._existing else (None, 0)
+        ended, failures = session_state(path) if t.agent in self._existing else (None, 0)
         retries = self.spec.retries
         if ended is not None and ended.startswith("failed") and failures > retries:
             return self._from_log(t, ended, failures)  # failed for good in an earlier run
@@ -369,7 +278,7 @@ class JobRunner:
         from ..supervisor import _has_ended
 
         if self._kids is None:
-            self._kids = _children_of(self.root, self._existing)
+            self._kids = children_of(self.root, self._existing)
         for aid in self._kids.get(node.id, []):
             if aid.startswith(f"{node.tree_root().id}.s") or \
                     _has_ended(self.root / agent_source(aid)):
@@ -399,7 +308,7 @@ class JobRunner:
         for k in range(syn.n):
             aid = f"{t.agent}.s{k + 1}"
             stance = syn.stances[k] if k < len(syn.stances) else ""
-            if _complete(self.root / agent_source(aid)):
+            if complete(self.root / agent_source(aid)):
                 kids.append(self.sup.resume_agent(aid, parent=top))
             else:
                 missing.append((aid, stance))
@@ -478,23 +387,3 @@ def _label(text: str) -> str:
 def _usage(u: Usage) -> dict[str, int]:
     return {"input_tokens": u.input_tokens, "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens, "output_tokens": u.output_tokens}
-
-
-def _last_answer(node: AgentNode) -> str | None:
-    """The text of the agent's last assistant turn of its own that holds any."""
-    from ...session.records import AssistantMessage, Text
-
-    for t in reversed(node.ctx.turns):
-        if t.origin != "own" or t.role != "assistant":
-            continue
-        rec = t.records[0] if t.records else None
-        if rec is None:
-            from ...session.log import read_at
-            from ...session.records import Pointer
-
-            rec = read_at(node.log.path, Pointer(t.source, [t.loci[0]]))[0]
-        if isinstance(rec, AssistantMessage):
-            text = "\n".join(b.text for b in rec.blocks if isinstance(b, Text) and b.text)
-            if text:
-                return text
-    return node.answer
