@@ -4,6 +4,7 @@ column) and the line, with exit 2, before any agent starts."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from mnemon.orchestrator.cli import main
 from mnemon.orchestrator.jobs import JobError, load_job, load_tasks
@@ -105,3 +106,60 @@ def test_a_valid_job_fills_templates_from_rows(tmp_path):
     assert task.row == {"id": "7", "city": "Paris, France"}
     with pytest.raises(JobError, match="not TOML"):
         load_job(write_job(tmp_path / "bad", "x = = 1"))
+
+
+_TABLES = {  # a valid body per table, one key per line
+    None: ["concurrency = 2", "retries = 1"],
+    "provider": ['name = "scripted"', "latency_s = 0.0"],
+    "agent": ['system = "s"', "max_turns = 3"],
+    "budget": ["usd = 1.0", "task_tokens = 100"],
+    "synod": ["n = 2", 'reduce = "vote"'],
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(order=st.permutations([t for t in _TABLES if t is not None]),
+       where=st.sampled_from(list(_TABLES)), at=st.integers(0, 2),
+       key=st.from_regex(r"[a-z][a-z_]{2,12}", fullmatch=True),
+       blanks=st.lists(st.integers(0, 2), min_size=5, max_size=5))
+def test_any_unknown_key_is_found_on_its_line(order, where, at, key, blanks):
+    from mnemon.orchestrator.jobs.spec import JobSpec, _explain
+
+    import msgspec
+    import tomllib
+
+    known = set(JobSpec.__struct_fields__) | {f for t in ("provider", "agent", "budget", "synod")
+                                                 for f in _struct(t).__struct_fields__}
+    if key in known:
+        return
+    lines: list[str] = []
+    target = None
+    for n, table in enumerate([None, *order]):
+        lines += [""] * blanks[n]
+        if table is not None:
+            lines.append(f"[{table}]")
+        body = list(_TABLES[table])
+        if table == where:
+            body.insert(min(at, len(body)), f"{key} = 1")
+        for line in body:
+            lines.append(line)
+            if line == f"{key} = 1":
+                target = len(lines)
+    lines += ['[[tasks]]', 'id = "a"', 'prompt = "p"']
+    text = "\n".join(lines) + "\n"
+    data = tomllib.loads(text)
+    try:
+        msgspec.convert(data, JobSpec)
+    except msgspec.ValidationError as e:
+        message = _explain("job.toml", text, str(e))
+    else:
+        raise AssertionError("an unknown key must be refused")
+    table = "the top level" if where is None else f"[{where}]"
+    assert message == f"job.toml:{target}: unknown key {key!r} in {table}"
+
+
+def _struct(table: str):
+    from mnemon.orchestrator.jobs import spec
+
+    return {"provider": spec.ProviderSpec, "agent": spec.AgentSpec, "budget": spec.BudgetSpec,
+            "synod": spec.SynodSpec}[table]
