@@ -135,20 +135,20 @@ def main() -> None:
     out = {"tasks": args.tasks, "concurrency": args.concurrency, "latency_s": args.latency,
            "turns": args.turns, "runs": args.runs, "ideal_s": round(ideal, 4),
            "wall_s": round(statistics.median(walls), 4),
-           "overhead": round(statistics.median(walls) / ideal - 1, 4),
+           "overhead": round(statistics.median(walls) / ideal - 1, 4) if ideal else None,
            "walls": [round(w, 4) for w in walls],
            "cpu_ms_per_task": round(statistics.median(CPU) / args.tasks * 1e3, 3),
            "load_avg_1m": round(__import__("os").getloadavg()[0], 2)}
     if clis:
         out["cli_s"] = round(statistics.median(clis), 4)
-        out["cli_overhead"] = round(statistics.median(clis) / ideal - 1, 4)
+        out["cli_overhead"] = round(statistics.median(clis) / ideal - 1, 4) if ideal else None
     if args.json:
         print(json.dumps(out))
         return
     print(f"{args.tasks} tasks × {args.turns} turn(s), concurrency {args.concurrency}, latency "
           f"{args.latency} s; median of {args.runs}")
     print(f"ideal {ideal:.3f} s · in-process wall {out['wall_s']:.3f} s · overhead "
-          f"{out['overhead'] * 100:.1f} % (goal <= 10 %)   runs: {out['walls']}")
+          f"{(out['overhead'] or 0) * 100:.1f} % (goal <= 10 %)   runs: {out['walls']}")
     print(f"CPU {out['cpu_ms_per_task']:.3f} ms per task (process time, all threads); load "
           f"average {out['load_avg_1m']} on {__import__('os').cpu_count()} CPUs")
     if clis:
