@@ -199,10 +199,10 @@ class JobRunner:
         finally:
             self.counts.running -= 1
             with trio.CancelScope(shield=True):
-                if result is None and nodes:  # cancelled (Ctrl-C) or a bug
-                    top = nodes[0]
-                    result = self._result(t, top, nodes, status_of(top.reason or "cancelled"),
-                                          top.reason or "cancelled", attempts=0)
+                if result is None and nodes:  # cut off (Ctrl-C) before the task ended: even
+                    # if its agent had answered, a synod may be unfinished — never final
+                    result = self._result(t, nodes[0], nodes, "cancelled", "cancelled",
+                                          attempts=0)
                 if result is not None:
                     self._finish(t, result)
                 for n in _with_descendants(nodes):

@@ -200,3 +200,42 @@ def test_a_run_root_of_another_job_is_refused(tmp_path, capsys):
     other.write_text(other.read_text().replace('prompt = "task k1"', 'prompt = "other"'))
     assert main(["run", str(other), "--run-root", str(root)]) == 2
     assert "holds another job" in capsys.readouterr().err
+
+
+async def test_a_task_cut_off_during_its_synod_is_cancelled_not_done(tmp_path):
+    """The task's agent has answered, its synod children are running, and the job is
+    cancelled: the task is ``cancelled`` (resumed by the next run), not ``done``."""
+    import trio
+
+    from mnemon.orchestrator.jobs import (JobRunner, load_job, load_tasks, provider_for,
+                                          settings_for, user_tools_for)
+    from mnemon.orchestrator.jobs.state import check_manifest
+    from mnemon.lineage.runroot import create_run_root
+
+    class CutAtTheSynod:  # a fake around the real provider: cancels at a child's request
+        name = "scripted"
+
+        def __init__(self, inner, scope):
+            self.inner, self.scope = inner, scope
+
+        async def complete(self, request, *, on_attempt=None):
+            if request.meta["depth"] >= 1:
+                self.scope.cancel()
+                await trio.sleep_forever()
+            return await self.inner.complete(request, on_attempt=on_attempt)
+
+    job = load_job(write_job(tmp_path / "j", STEPS + "[synod]\nn = 2\n", tasks=1))
+    tasks = load_tasks(job)
+    root = create_run_root(tmp_path / "run", "test")
+    check_manifest(root, job, tasks)
+    with trio.CancelScope() as scope:
+        runner = JobRunner(job, tasks, root=root, output=root / "results.jsonl",
+                           provider=CutAtTheSynod(provider_for(job), scope),
+                           settings=settings_for(job), user_tools=user_tools_for(job))
+        await runner.run()
+    assert scope.cancelled_caught
+    [line] = results(root / "results.jsonl")
+    assert (line["status"], line["reason"]) == ("cancelled", "cancelled")
+    last = records(root / "agents" / "t1" / "record.jsonl")[-1]
+    assert (last["t"], last["reason"]) == ("SessionEnded", "done"), "its agent had answered"
+    assert any((root / "agents").glob("t1.s*")), "cut off during the synod"
