@@ -199,8 +199,11 @@ class Supervisor:
         self.agents[aid] = node
         return node
 
-    def resume_agent(self, agent_id: str, parent: AgentNode | None = None) -> AgentNode:
-        """Reopen an agent's log (torn tail moved aside, replayed through ``step``)."""
+    def resume_agent(self, agent_id: str, parent: AgentNode | None = None, *,
+                     spend: bool | None = None) -> AgentNode:
+        """Reopen an agent's log (torn tail moved aside, replayed through ``step``). Its turns
+        so far count towards ``max_turns``; its usage and cost so far are read back from the
+        log when ``spend`` (default: when the settings hold a budget), a second pass over it."""
         src = agent_source(agent_id)
         alog, _torn = AgentLog.resume(self.root / src, src, loader=self.loader,
                                       fsync=self.settings.fsync)  # type: ignore[arg-type]
@@ -211,7 +214,12 @@ class Supervisor:
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         node.tokens_per_byte = st.tokens_per_byte if st else None
         node.resumed = True
-        _restore_spend(self, node)
+        node.turns_taken = sum(1 for t in node.ctx.turns
+                               if t.origin == "own" and t.role == "assistant")
+        s = self.settings
+        if spend or (spend is None and any(b is not None for b in (
+                s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd))):
+            _restore_spend(self, node)
         if parent is not None:
             parent.children[agent_id] = node
         self.agents[agent_id] = node
@@ -316,12 +324,11 @@ def _tokens(u: Usage) -> int:
 
 
 def _restore_spend(sup: Supervisor, node: AgentNode) -> None:
-    """A resumed agent's turns, usage and cost so far, read back from its own log, so that
-    ``max_turns`` and the budgets count what it did before the interruption."""
+    """A resumed agent's usage and cost so far, read back from its own log (``mnemon cost``'s
+    reading), so that budgets count what it did before the interruption."""
     from .costs import agent_cost
 
     s = sup.settings
-    node.turns_taken = sum(1 for t in node.ctx.turns if t.origin == "own" and t.role == "assistant")
     spent = agent_cost(node.log.path, node.id, price_as=s.price_model or s.model,
                        ttl=s.cache_ttl)
     node.usage = Usage(input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,

@@ -229,7 +229,7 @@ class JobRunner:
         """The agent's node: created with its prompt, or reopened from its log."""
         path = self.root / agent_source(agent)
         if agent in self._existing and complete(path):
-            node = self.sup.resume_agent(agent)
+            node = self.sup.resume_agent(agent, spend=True)
             self._resume_descendants(node)
             return node
         self._created.add(path)
@@ -283,7 +283,7 @@ class JobRunner:
             if aid.startswith(f"{node.tree_root().id}.s") or \
                     _has_ended(self.root / agent_source(aid)):
                 continue
-            child = self.sup.resume_agent(aid, parent=node)
+            child = self.sup.resume_agent(aid, parent=node, spend=True)
             self._resume_descendants(child)
 
     def _reopen(self, node: AgentNode, nodes: list[AgentNode]) -> AgentNode:
@@ -291,7 +291,7 @@ class JobRunner:
         move to it, so its tree's budget still counts them)."""
         node.log.close()
         self.sup.agents.pop(node.id, None)
-        new = self.sup.resume_agent(node.id, parent=node.parent)
+        new = self.sup.resume_agent(node.id, parent=node.parent, spend=True)
         new.children = node.children
         for c in new.children.values():
             c.parent = new
@@ -309,7 +309,7 @@ class JobRunner:
             aid = f"{t.agent}.s{k + 1}"
             stance = syn.stances[k] if k < len(syn.stances) else ""
             if complete(self.root / agent_source(aid)):
-                kids.append(self.sup.resume_agent(aid, parent=top))
+                kids.append(self.sup.resume_agent(aid, parent=top, spend=True))
             else:
                 missing.append((aid, stance))
         if missing:  # all from the same table: every link is the same
