@@ -60,6 +60,22 @@ def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else compact(value).decode()
 
 
+def _assistant_fields(block: dict[str, Any]) -> dict[str, Any]:
+    """What an opaque OpenAI block may give back to a Chat Completions assistant message: only
+    the fields that message defines. ``{"audio": …}`` (kept from a response) goes back as its
+    ``{"id"}``; a refusal part as ``refusal``. Anything else — a Codex ``reasoning`` item with
+    its encrypted content, a web search call, a Responses API output part — belongs to another
+    API and is not sent."""
+    out: dict[str, Any] = {}
+    audio = block.get("audio")
+    if isinstance(audio, dict) and isinstance(audio.get("id"), str):
+        out["audio"] = {"id": audio["id"]}
+    refusal = block.get("refusal")
+    if isinstance(refusal, str) and block.get("type") in (None, "refusal"):
+        out["refusal"] = refusal
+    return out
+
+
 def encode_messages(request: Request) -> list[dict[str, Any]]:
     """Neutral messages → Chat Completions messages (system first, tool results as
     ``role: tool`` messages right after the assistant message that called them)."""
@@ -83,9 +99,8 @@ def encode_messages(request: Request) -> list[dict[str, Any]]:
             if calls:
                 wire["tool_calls"] = calls
             for b in blocks:
-                # An opaque OpenAI block holds message fields we do not model (audio, refusal…).
                 if b.get("type") == "opaque" and b.get("provider") == "openai":
-                    wire.update(b["block"])
+                    wire.update(_assistant_fields(b["block"]))
             if wire["content"] is None and not calls and len(wire) == 2:
                 continue
             out.append(wire)
@@ -195,6 +210,7 @@ class ChunkAssembler:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.done = False
+        self.on_text = None  # told each content delta as it arrives (the live preview)
 
     def feed(self, data: str) -> None:
         if data.strip() == "[DONE]":
@@ -224,6 +240,8 @@ class ChunkAssembler:
                     self.reasoning += delta[key]
             if delta.get("content"):
                 self.text += delta["content"]
+                if self.on_text is not None:
+                    self.on_text(delta["content"])
             if delta.get("refusal"):
                 self.refusal += delta["refusal"]
             for call in delta.get("tool_calls") or ():

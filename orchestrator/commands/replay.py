@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..cli import COMMANDS, UserError
@@ -14,8 +15,9 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="a new or empty directory for the reports")
     p.add_argument("--format", default="auto",
                    choices=["auto", "neutral", "claude-code", "codex", "openai-messages"])
-    p.add_argument("--strategy", default="evict",
-                   help="comma-separated: evict, sweep, compact, rollover, clear-tool-uses, none")
+    p.add_argument("--strategy", default="evict,compact",
+                   help="comma-separated: evict, sweep, compact, rollover, clear-tool-uses, none "
+                        "(default evict,compact: eviction beside the compaction it replaces)")
     p.add_argument("--context-window", type=int, default=200_000)
     p.add_argument("--keep", type=float, default=0.5)
     p.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"])
@@ -69,10 +71,13 @@ def run(args) -> int:
                               on_root=lambda root: logs.configure(root, verbose=args.verbose)))
     logs.shutdown()
     summary = write_reports(results, out, plot=not args.no_plot)
+    plotted = (out / "plot.png").is_file()
     if args.json:
         print(json.dumps(summary))
     else:
         print(summary_table(summary))
         print(f"\nreports: {out / 'summary.json'}, {out / 'per_turn.csv'}"
-              + ("" if args.no_plot else f", {out / 'plot.png'}"))
+              + (f", {out / 'plot.png'}" if plotted else ""))
+    if not args.no_plot and not plotted:
+        sys.stderr.write("mnemon: no plot: it needs matplotlib (pip install 'mnemon[plot]')\n")
     return 0

@@ -185,3 +185,35 @@ def test_every_format_replays_and_verifies(tmp_path, path):
     kids = len(traj.children)
     assert len(list((tmp_path / "r" / "agents").iterdir())) == 1 + kids
     assert res.summary()["requests"] >= 1
+
+
+def test_cli_replay_compares_against_compaction_by_default(tmp_path, capsys):
+    path = TRAJECTORIES / "live-gpt5mini__sympy__sympy-13877.jsonl"
+    out = tmp_path / "out"
+    assert main(["replay", str(path), "--out", str(out), "--context-window", "32000",
+                 "--no-plot"]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["compact", "evict"]
+    evict_row = next(line for line in printed.splitlines() if line.startswith("evict"))
+    assert "-" not in evict_row.split()[2], "the vs-compact column is filled in"
+    assert "plot.png" not in printed
+
+
+def test_cli_replay_without_matplotlib_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("no matplotlib here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    path = TRAJECTORIES / "live-gpt5mini__sympy__sympy-13877.jsonl"
+    out = tmp_path / "out"
+    assert main(["replay", str(path), "--out", str(out), "--strategy", "evict",
+                 "--context-window", "32000"]) == 0
+    captured = capsys.readouterr()
+    assert "plot.png" not in captured.out and not (out / "plot.png").exists()
+    assert captured.err == "mnemon: no plot: it needs matplotlib (pip install 'mnemon[plot]')\n"
