@@ -16,6 +16,7 @@ import sys
 COMMANDS = {
     "demo": 'offline end-to-end run on the scripted provider',
     "ask": 'one root agent on one prompt with the configured provider',
+    "run": 'a batch job from a TOML job file (re-running resumes)',
     "replay": 'replay a recorded agent trajectory through the harness',
     "transcript": "the transcript door: index, read, grep an agent's whole lineage",
     "context": "the survey of an agent's context",

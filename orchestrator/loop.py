@@ -100,13 +100,32 @@ async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
                      cost_usd=round(node.cost_usd, 6))
 
 
+def finished_turn(node: "AgentNode") -> str | None:
+    """The answer of a resumed agent whose last recorded turn already ended it (an assistant
+    turn with no tool call), or None: such a turn is never requested again."""
+    ctx = node.ctx
+    t = ctx.turn(ctx.in_hand) if ctx.in_hand is not None else None
+    if t is None or t.role != "assistant" or t.origin != "own" or not t.records:
+        return None
+    blocks = getattr(t.records[0], "blocks", None) or []
+    if any(isinstance(b, ToolUse) for b in blocks):
+        return None
+    return "\n".join(b.text for b in blocks if isinstance(b, Text) and b.text)
+
+
 async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
     s = sup.settings_for(node)
     ctx = node.ctx
+    if node.resumed:
+        node.resumed = False
+        answer = finished_turn(node)
+        if answer is not None:
+            node.answer = answer or node.answer
+            return "done"
     while True:
         if node.turns_taken >= s.max_turns:
             return "max_turns"
-        if (why := sup.over_budget()) is not None:
+        if (why := sup.over_budget(node)) is not None:
             log.info("budget stop", why=why)
             return "budget"
         node.log.log.turn_boundary()  # fsync "turn": everything before this boundary is durable

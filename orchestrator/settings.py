@@ -19,6 +19,8 @@ class Settings(Struct, kw_only=True, frozen=True):
     concurrency: int = 16  # provider calls in flight across the run
     budget_tokens: int | None = None  # all tokens (input, cache, output) across the run
     budget_usd: float | None = None
+    task_budget_tokens: int | None = None  # per root agent and its descendants (a job's task)
+    task_budget_usd: float | None = None
     grep_timeout_s: float = GREP_TIMEOUT_S
     mark_cap_bytes: int = 4096  # the longest replacement a mark may carry
     sweep_horizon: float = 10.0  # sweep when the payback (requests) is at most this (0205)

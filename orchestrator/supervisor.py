@@ -54,6 +54,7 @@ class AgentNode:
         self.evictions = 0
         self.sweeps = 0
         self.started = False  # its loop has begun (a resumed child waits for its parent's)
+        self.resumed = False  # reopened from its log: a turn that ended the agent ends it again
         self.on_edit: Any = lambda kind, before: None  # the supervisor's hook, bound per node
 
     @property
@@ -68,6 +69,12 @@ class AgentNode:
         return out
 
     settings: Settings | None = None  # this agent's own settings, where they differ from the run's
+
+    def tree_root(self) -> "AgentNode":
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
 
     def outcome(self) -> dict[str, Any]:
         kind = self.kind if self.kind != "root" else "root"
@@ -134,14 +141,28 @@ class Supervisor:
             raise Refusal(f"this run already has {len(self.agents)} agents; it allows "
                           f"{self.settings.max_agents}")
 
-    def over_budget(self) -> str | None:
+    def over_budget(self, node: AgentNode | None = None) -> str | None:
+        """Why no further request may start: the run's budget, or (given ``node``) the budget
+        of its tree — the root agent it descends from and all that root's descendants."""
         s = self.settings
-        u = self.usage
-        total = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        total = _tokens(self.usage)
         if s.budget_tokens is not None and total >= s.budget_tokens:
             return f"{total} tokens used of a budget of {s.budget_tokens}"
         if s.budget_usd is not None and self.cost_usd >= s.budget_usd:
             return f"${self.cost_usd:.4f} spent of a budget of ${s.budget_usd:.4f}"
+        if node is None:
+            return None
+        top = node.tree_root()
+        s = self.settings_for(top)  # a root started with its own settings keeps its own budget
+        if s.task_budget_tokens is None and s.task_budget_usd is None:
+            return None
+        tree = [top, *top.descendants().values()]
+        tokens = sum(_tokens(n.usage) for n in tree)
+        usd = sum(n.cost_usd for n in tree)
+        if s.task_budget_tokens is not None and tokens >= s.task_budget_tokens:
+            return f"{tokens} tokens used of the task's budget of {s.task_budget_tokens}"
+        if s.task_budget_usd is not None and usd >= s.task_budget_usd:
+            return f"${usd:.4f} spent of the task's budget of ${s.task_budget_usd:.4f}"
         return None
 
     # ------------------------------------------------------------------ creating agents
@@ -173,13 +194,15 @@ class Supervisor:
         self.agents[aid] = node
         return node
 
-    def new_child(self, parent: AgentNode, task: str, kind: str) -> AgentNode:
+    def new_child(self, parent: AgentNode, task: str, kind: str,
+                  agent_id: str | None = None) -> AgentNode:
         from ..lineage.fork import fork
 
         if kind not in ("mnemon", "fresh"):
             raise Refusal(f"kind must be 'mnemon' or 'fresh', not {kind!r}")
         self.check_limits(parent)
-        aid = self.mint_agent_id()
+        aid = agent_id or self.mint_agent_id()
+        self._taken.add(aid)
         alog = fork(self.root, parent.log, aid, kind=kind, task=task,
                     depth=parent.depth + 1, tokens_per_byte=parent.tokens_per_byte,
                     fsync=self.settings.fsync)
@@ -191,8 +214,11 @@ class Supervisor:
         self.agents[aid] = node
         return node
 
-    def resume_agent(self, agent_id: str, parent: AgentNode | None = None) -> AgentNode:
-        """Reopen an agent's log (torn tail moved aside, replayed through ``step``)."""
+    def resume_agent(self, agent_id: str, parent: AgentNode | None = None, *,
+                     spend: bool | None = None) -> AgentNode:
+        """Reopen an agent's log (torn tail moved aside, replayed through ``step``). Its turns
+        so far count towards ``max_turns``; its usage and cost so far are read back from the
+        log when ``spend`` (default: when the settings hold a budget), a second pass over it."""
         src = agent_source(agent_id)
         alog, _torn = AgentLog.resume(self.root / src, src, loader=self.loader,
                                       fsync=self.settings.fsync)  # type: ignore[arg-type]
@@ -202,6 +228,13 @@ class Supervisor:
         node = AgentNode(agent_id, alog, kind=st.kind if st else None, depth=depth, parent=parent)
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         node.tokens_per_byte = st.tokens_per_byte if st else None
+        node.resumed = True
+        node.turns_taken = sum(1 for t in node.ctx.turns
+                               if t.origin == "own" and t.role == "assistant")
+        s = self.settings
+        if spend or (spend is None and any(b is not None for b in (
+                s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd))):
+            _restore_spend(self, node)
         if parent is not None:
             parent.children[agent_id] = node
         self.agents[agent_id] = node
@@ -267,6 +300,18 @@ class Supervisor:
     async def ask(self, task: str, agent_id: str | None = None) -> AgentNode:
         return await self.run(self.new_root(task, agent_id))
 
+    async def synod(self, parent: AgentNode, question: str, *, n: int, reduce: str = "vote",
+                    stances: list[str] | None = None):
+        """Fork ``n`` mnemon children of ``parent`` at one turn boundary, each given
+        ``question`` (and its stance, if any), run them and wait for all; returns a
+        ``synod.SynodResult`` (the vote, or every answer for a merge).
+
+        Cancellation: cancelling the caller cancels the children.
+        """
+        from .synod import run_synod
+
+        return await run_synod(self, parent, question, n=n, reduce=reduce, stances=stances)
+
     # ------------------------------------------------------------------ live operations
 
     def clear(self, agent_id: str) -> None:
@@ -293,6 +338,24 @@ class Supervisor:
         for node in self.agents.values():
             node.log.close(checkpoint=True)  # a clean stop: the next resume need not refold
         flush()  # the run's log lines are buffered, not flushed line by line
+
+
+def _tokens(u: Usage) -> int:
+    return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+
+
+def _restore_spend(sup: Supervisor, node: AgentNode) -> None:
+    """A resumed agent's usage and cost so far, read back from its own log (``mnemon cost``'s
+    reading), so that budgets count what it did before the interruption."""
+    from .costs import agent_cost
+
+    s = sup.settings_for(node)
+    spent = agent_cost(node.log.path, node.id, price_as=s.price_model or s.model,
+                       ttl=s.cache_ttl)
+    node.usage = Usage(input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
+                       cache_read_tokens=spent.cache_read_tokens,
+                       cache_write_tokens=spent.cache_write_tokens)
+    node.cost_usd = spent.cost_usd
 
 
 def _set_aside_if_never_created(path: Path) -> bool:

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("mnemon.tools")
 
-EXCLUSIVE = frozenset({"context_evict", "context_mark", "agents_start", "agents_cancel"})
+EXCLUSIVE = frozenset({"context_evict", "context_mark", "agents_start", "agents_cancel",
+                       "agents_synod"})
 
 _TURNS = {"description": "turn ids: a list such as [3, 5] or a string such as \"3,5-9\"",
           "anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string"}]}
@@ -96,6 +97,22 @@ BUILTIN: list[ToolDef] = [
             "Cancel a child (and its descendants).",
             {"type": "object", "properties": {"agent": {"type": "string"}},
              "required": ["agent"], "additionalProperties": False}),
+    ToolDef("agents_synod",
+            "Fork n mnemon children from your context at once, each given the question (and "
+            "its stance, if you give stances), and wait for all of them. reduce \"vote\" "
+            "returns the majority of their normalised answers (a tie is reported, not broken); "
+            "\"merge\" returns every answer for you to merge. Either way you get each child's "
+            "id, state and answer, and can read any child's transcript with the transcript "
+            "tools.",
+            {"type": "object", "properties": {
+                "question": {"type": "string", "description": "each child's prompt, verbatim"},
+                "n": {"type": "integer", "minimum": 1, "maximum": 32,
+                      "description": "how many children"},
+                "reduce": {"type": "string", "enum": ["vote", "merge"], "default": "vote"},
+                "stances": {"type": "array", "items": {"type": "string"},
+                            "description": "optional: one stance per child, in order, added "
+                                           "after the question"}},
+             "required": ["question", "n"], "additionalProperties": False}),
 ]
 
 
@@ -377,6 +394,20 @@ async def _agents_cancel(sup, node, inp) -> str:
     return _json(target.outcome())
 
 
+async def _agents_synod(sup, node, inp) -> str:
+    from .synod import run_synod
+
+    question = _arg(inp, "question", str, tool="agents_synod")
+    n = _arg(inp, "n", int, tool="agents_synod")
+    reduce = _arg(inp, "reduce", str, "vote", tool="agents_synod")
+    stances = _arg(inp, "stances", list, None, tool="agents_synod")
+    if stances is not None and not all(isinstance(x, str) for x in stances):
+        raise ToolInputError("agents_synod: 'stances' must be a list of strings")
+    result = await run_synod(sup, node, question, n=n, reduce=reduce, stances=stances)
+    log.info("synod", n=n, reduce=reduce, children=[c["agent"] for c in result.children])
+    return _json(result.as_dict())
+
+
 _HANDLERS = {
     "context_survey": _context_survey,
     "context_evict": _context_evict,
@@ -387,6 +418,7 @@ _HANDLERS = {
     "agents_start": _agents_start,
     "agents_wait": _agents_wait,
     "agents_cancel": _agents_cancel,
+    "agents_synod": _agents_synod,
 }
 
 

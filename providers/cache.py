@@ -67,11 +67,16 @@ class CacheEntry(Struct, kw_only=True):
     expires_at: float
 
 
-def flatten(request: Any, *, model: str | None = None) -> list[FlatBlock]:
-    """The request as blocks: each tool, the system prompt, each message's content blocks."""
+def flatten(request: Any, *, model: str | None = None,
+            heads: dict[tuple, tuple[list[FlatBlock], bytes]] | None = None) -> list[FlatBlock]:
+    """The request as blocks: each tool, the system prompt, each message's content blocks.
+
+    ``heads`` (a ``CacheModel``'s memo) keeps the blocks of the tools and system prompt by
+    their bytes: every agent of a run sends the same ones, so they are hashed once.
+    """
     seed = (model if model is not None else (request.model or "")).encode()
-    h = blake3.blake3(b"mnemon-cache\x00" + seed).digest()
     out: list[FlatBlock] = []
+    h = b""
 
     def add(section: Literal["tools", "system", "messages"], message: int | None,
             value: Any, tag: str) -> None:
@@ -82,10 +87,21 @@ def flatten(request: Any, *, model: str | None = None) -> list[FlatBlock]:
         h = blake3.blake3(h + tag.encode() + b"\x00" + raw).digest()
         out.append(FlatBlock(section, message, len(raw), h.hex()[:32]))
 
-    for tool in request.tools:
-        add("tools", None, tool, "tool")
-    if request.system:
-        add("system", None, {"type": "text", "text": request.system}, "system")
+    key = (seed, compact(list(request.tools)), request.system) if heads is not None else None
+    head = heads.get(key) if heads is not None else None
+    if head is not None:
+        out.extend(head[0])
+        h = head[1]
+    else:
+        h = blake3.blake3(b"mnemon-cache\x00" + seed).digest()
+        for tool in request.tools:
+            add("tools", None, tool, "tool")
+        if request.system:
+            add("system", None, {"type": "text", "text": request.system}, "system")
+        if heads is not None:
+            if len(heads) >= 64:
+                heads.clear()
+            heads[key] = (list(out), h)
     for i, msg in enumerate(request.messages):
         content = msg.get("content")
         if isinstance(content, str):
@@ -156,6 +172,7 @@ class CacheModel:
         self.tokens_per_byte = tokens_per_byte
         self.lookback = lookback
         self.entries: dict[str, CacheEntry] = {}
+        self._heads: dict[tuple, tuple[list[FlatBlock], bytes]] = {}  # see ``flatten``
         self._scan_at = math.inf  # no entry expires before this; entries only live longer
 
     def tokens(self, nbytes: int) -> int:
@@ -168,7 +185,7 @@ class CacheModel:
         monotonic clock), and the cache as it stands afterwards.
         """
         ttl_s = TTL_S[ttl or self.ttl]
-        blocks = flatten(request, model=model)
+        blocks = flatten(request, model=model, heads=self._heads)
         if not blocks:
             return Usage(output_tokens=output_tokens)
         self._expire(now)

@@ -162,3 +162,22 @@ class TestBreakpoints:
         cm.usage_for(evicted, 1, now=1.0)
         usage = cm.usage_for(grown, 1, now=2.0)
         assert usage.cache_read_tokens == total(cm, evicted)
+
+
+def test_the_memoised_head_gives_the_same_blocks():
+    """``CacheModel`` memoises the tools and system blocks; the blocks are the same either way,
+    for every combination of tools, system and model it has seen."""
+    from mnemon.providers.base import Request, ToolDef
+    from mnemon.providers.cache import flatten
+
+    tools_a = [ToolDef("a", "first", {"type": "object"})]
+    tools_b = tools_a + [ToolDef("b", "second", {"type": "object"})]
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
+    heads: dict = {}
+    for tools in (tools_a, tools_b, tools_a, []):
+        for system in ("one", "two", None):
+            for model in ("m1", "m2"):
+                req = Request(system=system, messages=msgs, tools=tools, max_tokens=10,
+                              model=model, meta={})
+                assert flatten(req, heads=heads) == flatten(req)
+    assert len(heads) == 3 * 3 * 2, "one head per (model, tools, system) seen"

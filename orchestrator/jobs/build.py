@@ -1,0 +1,91 @@
+"""From a validated job to what the supervisor needs: ``Settings``, the provider, user tools.
+
+The job's ``[provider]`` and ``[agent]`` go through the same functions as the CLI's
+``--provider/--model/--base-url/--context-window/...`` (``orchestrator/options.py``), so a job
+and ``mnemon ask`` with the same values build the same provider and settings. Import paths
+(``module:callable``) resolve with the job file's folder first on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from ..settings import Settings
+from ..usertools import UserTool
+from .spec import Job, JobError, _line
+
+
+def _namespace(job: Job) -> argparse.Namespace:
+    p, a, b = job.spec.provider, job.spec.agent, job.spec.budget
+    return argparse.Namespace(
+        provider=p.name, model=p.model, base_url=p.base_url, context_window=a.context_window,
+        max_tokens=p.max_tokens, script=str(job.resolve(p.script)) if p.script else None,
+        cache_ttl=p.cache_ttl, keep=a.keep, max_turns=a.max_turns, system=job.system(),
+        budget_usd=b.usd, budget_tokens=b.tokens)
+
+
+def settings_for(job: Job) -> Settings:
+    from ..options import settings_from
+
+    spec = job.spec
+    width = spec.synod.n + 1 if spec.synod is not None else 1
+    return settings_from(
+        _namespace(job), task_budget_tokens=spec.budget.task_tokens,
+        task_budget_usd=spec.budget.task_usd, price_model=spec.provider.price_as,
+        concurrency=spec.concurrency * width,
+        max_agents=spec.concurrency * width + 64)  # finished tasks leave the table
+
+
+def provider_for(job: Job):
+    from ..options import provider_from
+
+    p = job.spec.provider
+    kw: dict[str, Any] = {}
+    if p.policy is not None:
+        kw["policy"] = load_object(job, p.policy, ("provider", "policy"))
+    provider = provider_from(_namespace(job), **kw)
+    if p.latency_s and hasattr(provider, "latency_s"):
+        provider.latency_s = p.latency_s
+    return provider
+
+
+def user_tools_for(job: Job) -> list[UserTool]:
+    tools = []
+    for ref in job.spec.agent.tools:
+        obj = load_object(job, ref, ("agent", "tools"))
+        try:
+            tools.append(obj if isinstance(obj, UserTool) else UserTool(obj))
+        except TypeError as e:
+            raise JobError(f"{job.path}:{_line(job.text, ('agent', 'tools')) or '?'}: tool "
+                           f"{ref!r}: {e}") from None
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise JobError(f"{job.path}: two [agent] tools have the same name")
+    return tools
+
+
+def load_object(job: Job, ref: str, key: tuple[str, ...]) -> Any:
+    """``module:attr`` imported with the job's folder first on ``sys.path``."""
+    where = f"{job.path}:{_line(job.text, key) or '?'}"
+    module, sep, attr = ref.partition(":")
+    if not sep or not module or not attr:
+        raise JobError(f"{where}: {ref!r} is not an import path of the form 'module:name'")
+    folder = str(job.folder.resolve())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise JobError(f"{where}: cannot import {module!r} ({e})") from None
+    obj: Any = mod
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise JobError(f"{where}: {module!r} has no {attr!r}") from None
+    if not callable(obj):
+        raise JobError(f"{where}: {ref!r} is not callable")
+    return obj

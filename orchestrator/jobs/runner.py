@@ -1,0 +1,389 @@
+"""Running a job: its tasks under one supervisor and one run root, ``concurrency`` in flight.
+
+Task ``i`` (0-based) is the root agent ``t<i+1>``; its synod children are forked from it. What a
+task has done is read from its logs, so a re-run of the same job resumes:
+
+* a task whose line in ``results.jsonl`` says ``done`` or ``failed`` is skipped;
+* a task with a log and no final line is reopened: a log that ended ``done`` gives its answer
+  without a request; one cut by a crash, a cancel or a budget is resumed (``resume_agent``: the
+  torn tail aside, the file refolded), so a recorded turn is never requested again;
+* a task whose agent failed is resumed from its log up to ``retries`` more times (the failures
+  are counted from its ``SessionEnded`` records, so across runs too).
+
+Budgets: the job's (``Settings.budget_*``, across every task and every earlier run of the job —
+the run root's spend is read back first) and the task's (``Settings.task_budget_*``, its agent
+and its synod children) both stop work at a turn boundary with reason ``budget``; a task not yet
+started when the job's budget is spent is not started and gets status ``budget``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+import trio
+from msgspec import Struct
+
+from ...lineage.runroot import agent_source, list_agents
+from ...session.records import Usage
+from ..supervisor import AgentNode, Supervisor
+from ..synod import fork_synod, vote as tally, wait_synod
+from .results import FINAL, Result, ResultsFile, read_results, rewrite
+from .spec import Job
+from .state import children_of, complete, prepare, session_state, tidy
+from .tasks import Task
+
+log = structlog.get_logger("mnemon.jobs")
+
+
+class Counts(Struct, kw_only=True):
+    """Live figures for the progress display."""
+
+    total: int = 0
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    budget: int = 0
+    cancelled: int = 0
+    running: int = 0
+    finished_this_run: int = 0
+    started_at: float = 0.0
+    cost_usd: float = 0.0
+
+    def eta_s(self, now: float) -> float | None:
+        left = self.total - self.skipped - self.finished_this_run
+        if self.finished_this_run == 0:
+            return None
+        return (now - self.started_at) / self.finished_this_run * left
+
+
+class JobSummary(Struct, kw_only=True):
+    run_root: str
+    output: str
+    tasks: int
+    done: int
+    failed: int
+    budget: int
+    cancelled: int
+    pending: int
+    skipped: int
+    """Tasks already final before this run."""
+    usage: dict[str, int]
+    cost_usd: float
+    """The whole job, every run of it so far."""
+    elapsed_s: float
+    interrupted: bool
+
+
+def status_of(reason: str | None) -> str:
+    if reason == "done":
+        return "done"
+    if reason in ("budget", "cancelled"):
+        return reason
+    return "failed"
+
+
+class JobRunner:
+    """One run of a job. ``run()`` returns the summary; the caller owns the provider."""
+
+    def __init__(self, job: Job, tasks: list[Task], *, root: Path, output: Path, provider: Any,
+                 settings: Any, user_tools: list | None = None, provider_name: str | None = None,
+                 on_change: Callable[["JobRunner"], None] | None = None):
+        self.job = job
+        self.spec = job.spec
+        self.tasks = tasks
+        self.root = root
+        self.output = output
+        self.sup = Supervisor(root, provider, settings, user_tools=user_tools,
+                              provider_name=provider_name)
+        self.lines: dict[str, dict[str, Any]] = {}
+        self.counts = Counts(total=len(tasks))
+        self.on_change = on_change or (lambda runner: None)
+        self.interrupted = False
+        self._file: ResultsFile | None = None
+        self._existing = set(list_agents(root))  # one listing, not a stat per task
+        self._prepared: set[Path] = set()  # directories made ahead of their tasks
+        self._created: set[Path] = set()  # logs this run created
+        self._kids: dict[str, list[str]] | None = None  # read on the first reopen
+
+    # ------------------------------------------------------------------ the run
+
+    async def run(self) -> JobSummary:
+        """Run every task that is not final; Ctrl-C (SIGINT) stops cleanly: running agents end
+        ``cancelled`` at once, every log folds, the results file is rewritten.
+
+        Cancellation: cancelling the caller cancels every task; their logs end ``cancelled``.
+        """
+        from ..costs import run_cost
+
+        prior = read_results(self.output)
+        spent = run_cost(self.root) if list_agents(self.root) else []
+        self.sup.usage = sum((Usage(input_tokens=c.input_tokens, output_tokens=c.output_tokens,
+                                    cache_read_tokens=c.cache_read_tokens,
+                                    cache_write_tokens=c.cache_write_tokens) for c in spent),
+                             Usage())
+        self.sup.cost_usd = sum(c.cost_usd for c in spent)
+        pending: list[Task] = []
+        for t in self.tasks:
+            line = prior.get(t.id)
+            if line is not None and line.get("status") in FINAL:
+                self.lines[t.id] = line
+                self.counts.skipped += 1
+                self._count(line["status"])
+            else:
+                if line is not None:
+                    self.lines[t.id] = line
+                pending.append(t)
+        self.counts.started_at = time.monotonic()
+        self.counts.cost_usd = self.sup.cost_usd
+        self._file = ResultsFile(self.output)
+        try:
+            async with trio.open_nursery() as outer:
+                outer.start_soon(self._watch_sigint, outer.cancel_scope)
+                await self._feed(pending)
+                outer.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                self._file.close()
+                tidy(self._prepared - self._created)
+                rewrite(self.output, [self.lines[t.id] for t in self.tasks
+                                      if t.id in self.lines])
+                self.sup.close()
+        return self.summary()
+
+    async def _watch_sigint(self, scope: trio.CancelScope) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                self.interrupted = True
+                log.info("job interrupted")
+                scope.cancel()
+                return
+
+    async def _feed(self, pending: list[Task]) -> None:
+        limiter = trio.CapacityLimiter(self.spec.concurrency)
+        batch = max(8, self.spec.concurrency)
+        async with trio.open_nursery() as nursery:
+            for i, t in enumerate(pending):
+                if i % batch == 0:  # the next tasks' directories, in one hand-off to a thread:
+                    # on a slow file system mkdir is much of what starting a task costs
+                    fresh = [self.root / agent_source(x.agent) for x in pending[i:i + batch]
+                             if x.agent not in self._existing]
+                    if fresh:
+                        await trio.to_thread.run_sync(prepare, fresh)
+                        self._prepared.update(fresh)
+                await limiter.acquire_on_behalf_of(t.id)
+                if (why := self.sup.over_budget()) is not None and \
+                        t.agent not in self._existing:
+                    self._finish(t, Result(task=t.id, status="budget", answer=None, agent=None,
+                                           reason=f"not started: {why}", usage=_usage(Usage()),
+                                           cost_usd=0.0, input=t.row, attempts=0))
+                    limiter.release_on_behalf_of(t.id)
+                    continue
+                nursery.start_soon(self._task, t, limiter)
+
+    async def _task(self, t: Task, limiter: trio.CapacityLimiter) -> None:
+        self.counts.running += 1
+        self.on_change(self)
+        nodes: list[AgentNode] = []
+        result: Result | None = None
+        try:
+            result = await self._run_task(t, nodes)
+        finally:
+            self.counts.running -= 1
+            with trio.CancelScope(shield=True):
+                if result is None and nodes:  # cut off (Ctrl-C) before the task ended: even
+                    # if its agent had answered, a synod may be unfinished — never final
+                    result = self._result(t, nodes[0], nodes, "cancelled", "cancelled",
+                                          attempts=0)
+                if result is not None:
+                    self._finish(t, result)
+                for n in _with_descendants(nodes):
+                    n.log.close()
+                    self.sup.agents.pop(n.id, None)
+                limiter.release_on_behalf_of(t.id)
+
+    def _finish(self, t: Task, result: Result) -> None:
+        line = result.as_dict()
+        self.lines[t.id] = line
+        assert self._file is not None
+        self._file.append(line)
+        self._count(line["status"])
+        self.counts.finished_this_run += 1
+        self.counts.cost_usd = self.sup.cost_usd  # (results.jsonl is the task's log line)
+        self.on_change(self)
+
+    def _count(self, status: str) -> None:
+        setattr(self.counts, status, getattr(self.counts, status) + 1)
+
+    # ------------------------------------------------------------------ one task
+
+    async def _open(self, agent: str, prompt: str) -> AgentNode:
+        """The agent's node: created with its prompt, or reopened from its log."""
+        path = self.root / agent_source(agent)
+        if agent in self._existing and complete(path):
+            node = self.sup.resume_agent(agent, spend=True)
+            self._resume_descendants(node)
+            return node
+        self._created.add(path)
+        return self.sup.new_root(prompt, agent_id=agent)
+
+    async def _run_task(self, t: Task, nodes: list[AgentNode]) -> Result:
+        path = self.root / agent_source(t.agent)
+        ended, failures = session_state(path) if t.agent in self._existing else (None, 0)
+        retries = self.spec.retries
+        if ended is not None and ended.startswith("failed") and failures > retries:
+            return self._from_log(t, ended, failures)  # failed for good in an earlier run
+        top = await self._open(t.agent, t.prompt)
+        nodes.append(top)
+        while True:
+            await self.sup.run(top)  # a reopened agent whose last turn ended it: no request
+            if not (top.reason or "").startswith("failed"):
+                break
+            failures += 1
+            if failures > retries:
+                break
+            log.info("task retried", task=t.id, attempt=failures + 1, reason=top.reason)
+            top = self._reopen(top, nodes)
+        attempts = min(failures, retries) + 1
+        if top.reason != "done" or self.spec.synod is None:
+            return self._result(t, top, nodes, status_of(top.reason), top.reason,
+                                attempts=attempts)
+        return await self._synod(t, top, nodes, attempts)
+
+    def _from_log(self, t: Task, reason: str, failures: int) -> Result:
+        from ..costs import agent_cost
+
+        s = self.sup.settings
+        spent = agent_cost(self.root / agent_source(t.agent), t.agent,
+                           price_as=s.price_model or s.model, ttl=s.cache_ttl)
+        usage = {f: getattr(spent, f) for f in ("input_tokens", "cache_read_tokens",
+                                                 "cache_write_tokens", "output_tokens")}
+        return Result(task=t.id, status="failed", answer=None, agent=t.agent, reason=reason,
+                      usage=usage, cost_usd=spent.cost_usd, input=t.row,
+                      attempts=min(failures, self.spec.retries + 1))
+
+    def _resume_descendants(self, node: AgentNode) -> None:
+        """Reopen the open children an agent started itself (``agents_start``, ``agents_synod``)
+        and theirs, attached to it: they go on inside its nursery when its loop begins, as in
+        ``Supervisor.resume_run``. A job's own synod children (``t<i>.s<k>``) are left to
+        ``_synod``; ended children stay ended."""
+        from ..supervisor import _has_ended
+
+        if self._kids is None:
+            self._kids = children_of(self.root, self._existing)
+        for aid in self._kids.get(node.id, []):
+            if aid.startswith(f"{node.tree_root().id}.s") or \
+                    _has_ended(self.root / agent_source(aid)):
+                continue
+            child = self.sup.resume_agent(aid, parent=node, spend=True)
+            self._resume_descendants(child)
+
+    def _reopen(self, node: AgentNode, nodes: list[AgentNode]) -> AgentNode:
+        """A fresh node for an agent whose loop ended, reopened from its log (its children
+        move to it, so its tree's budget still counts them)."""
+        node.log.close()
+        self.sup.agents.pop(node.id, None)
+        new = self.sup.resume_agent(node.id, parent=node.parent, spend=True)
+        new.children = node.children
+        for c in new.children.values():
+            c.parent = new
+        nodes[nodes.index(node)] = new
+        return new
+
+    async def _synod(self, t: Task, top: AgentNode, nodes: list[AgentNode],
+                     attempts: int) -> Result:
+        syn = self.spec.synod
+        assert syn is not None
+        question = t.question or t.prompt
+        kids: list[AgentNode] = []
+        missing: list[tuple[str, str]] = []  # (id, stance)
+        for k in range(syn.n):
+            aid = f"{t.agent}.s{k + 1}"
+            stance = syn.stances[k] if k < len(syn.stances) else ""
+            if complete(self.root / agent_source(aid)):
+                kids.append(self.sup.resume_agent(aid, parent=top, spend=True))
+            else:
+                missing.append((aid, stance))
+        if missing:  # all from the same table: every link is the same
+            kids += fork_synod(self.sup, top, question, n=len(missing),
+                               stances=[m[1] for m in missing], ids=[m[0] for m in missing])
+        kids.sort(key=lambda c: int(c.id.rsplit(".s", 1)[1]))
+        nodes += kids
+        outcome = await wait_synod(self.sup, top, kids, syn.reduce)
+        info: dict[str, Any] = {"n": syn.n, "reduce": syn.reduce,
+                                "children": [c["agent"] for c in outcome.children]}
+        if syn.reduce == "vote":
+            v = outcome.vote or tally([])
+            info["vote"] = v.as_dict()
+            reason = "done" if not v.tie else (
+                "tie: " + " | ".join(repr(x) for x in v.tied))
+            if v.voters == 0:
+                reason = "no child answered"
+            status = "done" if v.voters else "failed"
+            return self._result(t, top, nodes, status, reason, attempts=attempts,
+                                answer=v.winner, synod=info)
+        # merge: the parent's next turn reads every answer (once: a re-run finds it recorded)
+        top = self._reopen(top, nodes)
+        text = syn.merge_prompt + "\n\n" + "\n\n".join(
+            f"{c['agent']} ({c['state']}): {c['answer'] or '(no answer)'}"
+            for c in outcome.children)
+        if not any(tt.origin == "own" and tt.role == "user" and tt.label == _label(text)
+                   and (tt.records is None or getattr(tt.records[0], "text", None) == text)
+                   for tt in top.ctx.turns[1:]):
+            top.log.prompt(text)
+        await self.sup.run(top)
+        return self._result(t, top, nodes, status_of(top.reason), top.reason,
+                            attempts=attempts, synod=info)
+
+    def _result(self, t: Task, top: AgentNode, nodes: list[AgentNode], status: str,
+                reason: str | None, *, attempts: int, answer: Any = ...,
+                synod: dict | None = None) -> Result:
+        every = _with_descendants(nodes)
+        usage = sum((n.usage for n in every), Usage())
+        return Result(task=t.id, status=status, answer=top.answer if answer is ... else answer,
+                      agent=top.id, reason=reason, usage=_usage(usage),
+                      cost_usd=sum(n.cost_usd for n in every), input=t.row, attempts=attempts,
+                      synod=synod)
+
+    # ------------------------------------------------------------------ summary
+
+    def summary(self) -> JobSummary:
+        statuses = [self.lines[t.id]["status"] for t in self.tasks if t.id in self.lines]
+        u = self.sup.usage
+        return JobSummary(
+            run_root=str(self.root), output=str(self.output), tasks=len(self.tasks),
+            done=statuses.count("done"), failed=statuses.count("failed"),
+            budget=statuses.count("budget"), cancelled=statuses.count("cancelled"),
+            pending=len(self.tasks) - len(statuses), skipped=self.counts.skipped,
+            usage=_usage(u), cost_usd=round(self.sup.cost_usd, 6),
+            elapsed_s=round(time.monotonic() - self.counts.started_at, 3),
+            interrupted=self.interrupted)
+
+
+def _with_descendants(nodes: list[AgentNode]) -> list[AgentNode]:
+    """The nodes and every agent below them, each once (a task's whole tree)."""
+    seen: dict[str, AgentNode] = {}
+    for n in nodes:
+        seen.setdefault(n.id, n)
+        for d in n.descendants().values():
+            seen.setdefault(d.id, d)
+    return list(seen.values())
+
+
+def _label(text: str) -> str:
+    from ...session.context import clip_label
+
+    return clip_label(text)
+
+
+def _usage(u: Usage) -> dict[str, int]:
+    return {"input_tokens": u.input_tokens, "cache_read_tokens": u.cache_read_tokens,
+            "cache_write_tokens": u.cache_write_tokens, "output_tokens": u.output_tokens}

@@ -1,0 +1,112 @@
+"""What a run root says about a job's tasks: the manifest, whether an agent's log was opened
+whole, how its sessions ended, who started whom. Read from the logs, which
+stay the truth; the only writes are the manifest, new agents' directories, and moving a log cut
+during its creation aside.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+import structlog
+
+from ...lineage.runroot import agent_source
+from ...session.log import iter_lines
+from .spec import Job, JobError
+from .tasks import Task
+
+log = structlog.get_logger("mnemon.jobs")
+
+MANIFEST = "job.json"
+
+
+def check_manifest(root: Path, job: Job, tasks: list[Task]) -> None:
+    """A run root holds one job: task ``i`` keeps its id and prompt across runs (tasks may be
+    added at the end). Refuse, before anything runs, a run root holding other tasks."""
+    path = root / MANIFEST
+    now = [[t.id, t.prompt] for t in tasks]
+    if path.exists():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))["tasks"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise JobError(f"{path}: not a job manifest") from None
+        for i, (was, is_) in enumerate(zip(old, now)):
+            if list(was) != is_:
+                raise JobError(f"{root} holds another job: its task {i + 1} is {was[0]!r} with "
+                               f"another prompt or id than {is_[0]!r} — name a new run root")
+        if len(old) > len(now):
+            raise JobError(f"{root} holds a job of {len(old)} tasks; this one has {len(now)} — "
+                           "name a new run root")
+    tmp = path.with_name(MANIFEST + ".tmp")
+    tmp.write_text(json.dumps({"format": 1, "job": str(job.path), "tasks": now},
+                              ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def session_state(path: Path) -> tuple[str | None, int]:
+    """(the reason of the last SessionEnded if nothing resumed it since, failures so far)."""
+    from ...session.records import SessionEnded, SessionResumed, decode
+
+    ended: str | None = None
+    failures = 0
+    for _, view in iter_lines(path):
+        line = bytes(view)
+        if b"SessionEnded" in line or b"SessionResumed" in line:
+            rec = decode(line)
+            if isinstance(rec, SessionEnded):
+                ended = rec.reason
+                if rec.reason.startswith("failed"):
+                    failures += 1
+            elif isinstance(rec, SessionResumed):
+                ended = None
+    return ended, failures
+
+
+def children_of(root: Path, agents: set[str]) -> dict[str, list[str]]:
+    """Each agent's children, from the ``parent`` of their ``SessionStarted`` (creation order)."""
+    from ...lineage.tree import _first_started
+
+    out: dict[str, list[str]] = {}
+    for aid in sorted(agents, key=lambda a: (len(a), a)):
+        st = _first_started(root / agent_source(aid))
+        if st is not None and st.parent:
+            out.setdefault(st.parent, []).append(aid)
+    return out
+
+
+def prepare(paths: list[Path]) -> None:
+    """Make each new agent's directory (in a worker thread, many at a time). A directory with
+    no ``record.jsonl`` is no agent, so one left by a task that never starts is harmless."""
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def tidy(paths: set[Path]) -> None:
+    """Remove the directories made for tasks that did not start."""
+    for path in paths:
+        try:
+            path.parent.rmdir()  # only if empty
+        except OSError:
+            pass
+
+
+def complete(path: Path) -> bool:
+    """Whether an agent's log was opened whole — its task prompt is recorded. A log cut before
+    that (a crash while it was being created) holds no turn and nothing points into it; it is
+    moved aside and the agent is created again."""
+    if not path.exists():
+        return False
+    for _, line in iter_lines(path):
+        if b'"t":"UserPrompt"' in bytes(line):
+            return True
+    root = path.parents[2]
+    aside = root / "incomplete" / f"{path.parent.name}-{int(time.time() * 1e3)}.jsonl"
+    aside.parent.mkdir(exist_ok=True)
+    path.rename(aside)
+    try:
+        path.parent.rmdir()
+    except OSError:  # a torn tail moved aside beside it: a directory with no log is no agent
+        pass
+    log.warning("incomplete log moved aside", path=str(path), to=str(aside))
+    return False

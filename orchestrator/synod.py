@@ -1,0 +1,164 @@
+"""Synod: N mnemon children forked at one turn boundary from one context deliberate on one
+question; the parent reduces their answers.
+
+All N forks are taken from the same table before any child runs, so their links are identical
+and each child's first request renders the parent's context byte for byte, followed by its own
+prompt: the provider's prefix cache serves every sibling from the one prefix the parent already
+paid for. A child's prompt is the question, verbatim, then its stance (if one was given) after a
+blank line — the words are the caller's, never the harness's.
+
+Reductions:
+
+* ``vote`` — the majority of the normalised answers (``normalise``); a tie is reported with every
+  tied answer, never broken silently; children that ended without an answer do not vote.
+* ``merge`` — every child's answer goes back to the parent (as the ``agents_synod`` tool result,
+  or as the job's merge prompt); the parent's next turn reads them, and any child's transcript
+  through the transcript tools and the child's id.
+
+The arithmetic of a vote is pure (``vote``); ``run_synod`` forks, runs and waits.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import trio
+from msgspec import Struct
+
+from ..session.errors import Refusal
+
+if TYPE_CHECKING:
+    from .supervisor import AgentNode, Supervisor
+
+REDUCE = ("vote", "merge")
+MAX_N = 32
+
+_SPACE = re.compile(r"\s+")
+_EDGE = "\"'`*_.,;:!?()[]{} "
+
+
+def normalise(answer: str) -> str:
+    """What a vote compares: NFKC, case-folded, whitespace collapsed, and quotes, emphasis and
+    trailing punctuation stripped from both ends ("**Paris.**" and "paris" are one vote)."""
+    text = unicodedata.normalize("NFKC", answer).casefold()
+    text = _SPACE.sub(" ", text).strip(_EDGE)
+    return text
+
+
+class Vote(Struct, frozen=True, kw_only=True):
+    winner: str | None
+    """The winning answer as the first child that gave it wrote it; None on a tie or no votes."""
+    tie: bool
+    tied: list[str]
+    """On a tie, every tied answer (first-given spelling), in the order first given."""
+    counts: dict[str, int]
+    """Votes per normalised answer, most votes first (ties in the order first given)."""
+    voters: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"winner": self.winner, "tie": self.tie, "tied": self.tied, "counts": self.counts,
+                "voters": self.voters}
+
+
+def vote(answers: list[str | None]) -> Vote:
+    """The majority of ``answers`` after ``normalise``; empty and missing answers abstain."""
+    first: dict[str, str] = {}
+    counts: Counter[str] = Counter()
+    for a in answers:
+        if a is None or not normalise(a):
+            continue
+        key = normalise(a)
+        first.setdefault(key, a.strip())
+        counts[key] += 1
+    order = list(first)  # first-given order
+    ranked = sorted(order, key=lambda k: -counts[k])  # stable: ties keep first-given order
+    top = counts[ranked[0]] if ranked else 0
+    leaders = [k for k in ranked if counts[k] == top]
+    tie = len(leaders) > 1
+    return Vote(winner=None if tie or not leaders else first[leaders[0]], tie=tie,
+                tied=[first[k] for k in leaders] if tie else [],
+                counts={k: counts[k] for k in ranked}, voters=sum(counts.values()))
+
+
+class SynodResult(Struct, kw_only=True):
+    reduce: str
+    children: list[dict[str, Any]]
+    """Each child's ``AgentNode.outcome()``: agent, kind, state, answer, cost_usd."""
+    vote: Vote | None = None
+
+    @property
+    def answer(self) -> str | None:
+        """The vote's winner (None on a tie, or for a merge: the parent's next turn decides)."""
+        return self.vote.winner if self.vote is not None else None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"reduce": self.reduce, "children": self.children}
+        if self.vote is not None:
+            out["vote"] = self.vote.as_dict()
+        return out
+
+
+def child_task(question: str, stance: str | None) -> str:
+    """A child's first prompt: the question, then its stance after a blank line."""
+    return question if not stance else f"{question}\n\n{stance}"
+
+
+def check(question: str, n: int, reduce: str, stances: list[str] | None) -> None:
+    if not question.strip():
+        raise Refusal("a synod's question may not be empty")
+    if not 1 <= n <= MAX_N:
+        raise Refusal(f"a synod has 1 to {MAX_N} children, not {n}")
+    if reduce not in REDUCE:
+        raise Refusal(f"reduce is 'vote' or 'merge', not {reduce!r}")
+    if stances is not None and len(stances) > n:
+        raise Refusal(f"{len(stances)} stances for {n} children: give at most one per child")
+
+
+def fork_synod(sup: "Supervisor", parent: "AgentNode", question: str, *, n: int,
+               stances: list[str] | None = None,
+               ids: list[str] | None = None) -> list["AgentNode"]:
+    """Fork the ``n`` children at once (synchronous: nothing appends to the parent between the
+    forks, so every link is the same table). Stances are dealt in order; children past the
+    last stance get the bare question. ``ids`` names them (default: minted)."""
+    stances = stances or []
+    return [sup.new_child(parent, child_task(question, stances[i] if i < len(stances) else None),
+                          "mnemon", agent_id=ids[i] if ids else None) for i in range(n)]
+
+
+async def wait_synod(sup: "Supervisor", parent: "AgentNode", children: list["AgentNode"],
+                     reduce: str) -> SynodResult:
+    """Run every child not yet running — in the parent's nursery while the parent's loop runs
+    (a tool call), else in a nursery of this call — wait for all, and reduce."""
+    from .loop import run_agent
+
+    idle = [c for c in children if not c.started and not c.done.is_set()]
+    if parent.nursery is not None and parent.state == "running" and parent.started:
+        for c in idle:
+            sup.start(c, parent.nursery)
+        for c in children:
+            await c.done.wait()
+    else:
+        async with trio.open_nursery() as nursery:
+            for c in idle:
+                nursery.start_soon(run_agent, sup, c, name=f"agent {c.id}")
+        for c in children:
+            await c.done.wait()
+    outcomes = [c.outcome() for c in children]
+    result = SynodResult(reduce=reduce, children=outcomes)
+    if reduce == "vote":
+        result.vote = vote([o["answer"] if o["state"] == "ended" else None for o in outcomes])
+    return result
+
+
+async def run_synod(sup: "Supervisor", parent: "AgentNode", question: str, *, n: int,
+                    reduce: str = "vote", stances: list[str] | None = None) -> SynodResult:
+    """Fork, run, wait, reduce (``Supervisor.synod`` and the ``agents_synod`` tool).
+
+    Cancellation: cancelling the caller cancels the children it started.
+    """
+    check(question, n, reduce, stances)
+    children = fork_synod(sup, parent, question, n=n, stances=stances)
+    return await wait_synod(sup, parent, children, reduce)

@@ -1,0 +1,241 @@
+"""``mnemon run``: results, re-runs that resume, budgets, retries, synods in a job, and the
+example job in docs/ (CI runs it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mnemon.orchestrator.cli import main
+
+from .kit import records, results, write_job
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "docs" / "examples" / "capitals" / "capitals.toml"
+
+STEPS = """\
+concurrency = 3
+[provider]
+name = "scripted"
+policy = "job_policy:steps"
+price_as = "claude-sonnet-4-5"
+[agent]
+system = "You work through tasks."
+tools = ["job_policy:note"]
+"""
+
+
+def run(job: Path, root: Path, capsys, *extra: str) -> dict:
+    code = main(["run", str(job), "--run-root", str(root), "--json", *extra])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def calls(root: Path) -> int:
+    return sum(1 for p in root.glob("agents/*/record.jsonl") for r in records(p)
+               if r["t"] == "ProviderCall")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_policy_module():
+    import sys
+
+    sys.modules.pop("job_policy", None)
+    yield
+    sys.modules.pop("job_policy", None)
+
+
+def test_the_example_job_runs(tmp_path, capsys):
+    root = tmp_path / "run"
+    summary = run(EXAMPLE, root, capsys)
+    assert (summary["tasks"], summary["done"], summary["failed"]) == (5, 5, 0)
+    lines = results(root / "results.jsonl")
+    assert {(r["task"], r["answer"]) for r in lines} == {
+        ("fr", "Paris."), ("jp", "Tokyo."), ("ke", "Nairobi."), ("pe", "Lima."),
+        ("nz", "Wellington.")}
+    for r in lines:
+        assert set(r) >= {"task", "status", "answer", "agent", "reason", "usage", "cost_usd",
+                          "input"}
+        assert r["synod"]["vote"]["counts"][r["answer"].lower().rstrip(".")] == 2
+        assert r["cost_usd"] > 0 and r["usage"]["cache_read_tokens"] > 0
+    assert main(["verify", str(root)]) == 0
+    assert main(["cost", str(root), "--json"]) == 0
+    cost = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert cost["total"]["cost_usd"] == pytest.approx(summary["cost_usd"], abs=1e-5)
+    assert main(["tree", str(root), "--json"]) == 0
+    tree = json.loads(capsys.readouterr().out)
+    assert {a["agent"] for a in tree} == {f"t{i}" for i in range(1, 6)} | {
+        f"t{i}.s{k}" for i in range(1, 6) for k in range(1, 4)}
+    assert all(a["state"] == "ended" for a in tree)
+
+
+def test_a_rerun_skips_finished_tasks_and_requests_nothing(tmp_path, capsys):
+    job = write_job(tmp_path / "j", STEPS, tasks=5)
+    root = tmp_path / "run"
+    first = run(job, root, capsys)
+    assert first["done"] == 5
+    before = calls(root)
+    assert before == 15  # 5 tasks × 3 turns
+    again = run(job, root, capsys)
+    assert (again["done"], again["skipped"], calls(root)) == (5, 5, before)
+    lines = results(root / "results.jsonl")
+    assert [r["task"] for r in lines] == [f"k{i}" for i in range(1, 6)]
+    assert lines[0]["answer"] == "step 3: answer for k1" and lines[0]["agent"] == "t1"
+
+
+def test_a_lost_results_line_comes_back_from_the_log_without_a_request(tmp_path, capsys):
+    job = write_job(tmp_path / "j", STEPS, tasks=3)
+    root = tmp_path / "run"
+    run(job, root, capsys)
+    out = root / "results.jsonl"
+    lines = out.read_text().splitlines()
+    out.write_text(lines[0] + "\n" + lines[1][:20])  # a crash tore the second line, lost the third
+    before = calls(root)
+    again = run(job, root, capsys)
+    assert again["done"] == 3 and calls(root) == before
+    assert [r["answer"] for r in results(out)] == [f"step 3: answer for k{i}" for i in (1, 2, 3)]
+
+
+def test_a_task_budget_stops_at_a_turn_boundary(tmp_path, capsys):
+    body = STEPS.replace("job_policy:steps", "job_policy:forever") + \
+        "[budget]\ntask_tokens = 3000\n"
+    job = write_job(tmp_path / "j", body, tasks=2)
+    root = tmp_path / "run"
+    summary = run(job, root, capsys)
+    assert summary["budget"] == 2
+    for r in results(root / "results.jsonl"):
+        assert r["status"] == "budget" and r["reason"] == "budget"
+        total = sum(r["usage"].values())
+        assert 3000 <= total < 3000 + 2000, "stopped at the first boundary past the budget"
+        recs = records(root / "agents" / r["agent"] / "record.jsonl")
+        assert recs[-1]["t"] == "SessionEnded" and recs[-1]["reason"] == "budget"
+        assert recs[-2]["t"] == "ToolResults", "at a turn boundary: the turn is whole"
+
+
+def test_a_job_budget_leaves_later_tasks_unstarted(tmp_path, capsys):
+    body = STEPS.replace("concurrency = 3", "concurrency = 1") + "[budget]\ntokens = 2500\n"
+    job = write_job(tmp_path / "j", body, tasks=4)
+    root = tmp_path / "run"
+    summary = run(job, root, capsys)
+    lines = results(root / "results.jsonl")
+    assert summary["budget"] >= 2 and summary["done"] + summary["budget"] == 4
+    unstarted = [r for r in lines if r["agent"] is None]
+    assert unstarted and all(r["status"] == "budget" and "not started" in r["reason"]
+                             for r in unstarted)
+    assert not (root / "agents" / "t4").exists()
+    # a bigger budget and the same command: the stopped tasks resume, the done ones are kept
+    bigger = write_job(tmp_path / "j", STEPS.replace("concurrency = 3", "concurrency = 1")
+                       + "[budget]\ntokens = 100000\n", tasks=4)
+    again = run(bigger, root, capsys)
+    assert again["done"] == 4 and len(results(root / "results.jsonl")) == 4
+
+
+def test_a_failed_task_is_retried_from_its_log(tmp_path, capsys):
+    body = STEPS.replace("job_policy:steps", "job_policy:flaky") + "retries = 1\n"
+    body = "retries = 1\n" + body.replace("retries = 1\n", "")
+    job = write_job(tmp_path / "j", body, tasks=2)
+    root = tmp_path / "run"
+    summary = run(job, root, capsys)
+    assert summary["done"] == 2
+    for r in results(root / "results.jsonl"):
+        assert (r["status"], r["attempts"], r["answer"]) == ("done", 2, f"answer for {r['task']}")
+        ended = [x["reason"] for x in records(root / "agents" / r["agent"] / "record.jsonl")
+                 if x["t"] == "SessionEnded"]
+        assert ended[0].startswith("failed: RuntimeError: flaky model") and ended[-1] == "done"
+
+
+def test_without_retries_a_failure_is_final(tmp_path, capsys):
+    job = write_job(tmp_path / "j", STEPS.replace("job_policy:steps", "job_policy:flaky"),
+                    tasks=1)
+    root = tmp_path / "run"
+    code = main(["run", str(job), "--run-root", str(root), "--json"])
+    assert code == 1
+    assert "every task failed" in capsys.readouterr().err
+    [line] = results(root / "results.jsonl")
+    assert line["status"] == "failed" and line["reason"].startswith("failed: RuntimeError")
+    log = root / "agents" / "t1" / "record.jsonl"
+    before = log.read_bytes()
+    assert main(["run", str(job), "--run-root", str(root), "--json"]) == 1
+    capsys.readouterr()
+    assert log.read_bytes() == before, "a final failure is skipped: its log is not reopened"
+    assert len(results(root / "results.jsonl")) == 1
+
+
+def test_a_merge_synod_in_a_job(tmp_path, capsys):
+    body = STEPS.replace("job_policy:steps", "job_policy:stances") + \
+        '[synod]\nn = 3\nreduce = "merge"\nstances = ["say blue", "say green"]\n'
+    job = write_job(tmp_path / "j", body, tasks=2)
+    root = tmp_path / "run"
+    run(job, root, capsys)
+    for r in results(root / "results.jsonl"):
+        assert r["answer"] == "merged" and r["synod"]["children"] == [
+            f"{r['agent']}.s{k}" for k in (1, 2, 3)]
+        prompts = [x["text"] for x in records(root / "agents" / r["agent"] / "record.jsonl")
+                   if x["t"] == "UserPrompt"]
+        assert len(prompts) == 2 and "**BLUE.**" in prompts[1] and "**GREEN.**" in prompts[1]
+    before = calls(root)
+    run(job, root, capsys)
+    assert calls(root) == before
+
+
+def test_a_tied_vote_in_a_job_is_reported(tmp_path, capsys):
+    body = STEPS.replace("job_policy:steps", "job_policy:stances") + \
+        '[synod]\nn = 2\nstances = ["say blue"]\n'
+    job = write_job(tmp_path / "j", body, tasks=1)
+    root = tmp_path / "run"
+    run(job, root, capsys)
+    [r] = results(root / "results.jsonl")
+    assert r["status"] == "done" and r["answer"] is None
+    assert r["reason"] == "tie: '**BLUE.**' | 'red'"
+    assert r["synod"]["vote"]["tied"] == ["**BLUE.**", "red"]
+
+
+def test_a_run_root_of_another_job_is_refused(tmp_path, capsys):
+    root = tmp_path / "run"
+    run(write_job(tmp_path / "a", STEPS, tasks=2), root, capsys)
+    other = write_job(tmp_path / "b", STEPS.replace("You work", "You toil"), tasks=1)
+    other.write_text(other.read_text().replace('prompt = "task k1"', 'prompt = "other"'))
+    assert main(["run", str(other), "--run-root", str(root)]) == 2
+    assert "holds another job" in capsys.readouterr().err
+
+
+async def test_a_task_cut_off_during_its_synod_is_cancelled_not_done(tmp_path):
+    """The task's agent has answered, its synod children are running, and the job is
+    cancelled: the task is ``cancelled`` (resumed by the next run), not ``done``."""
+    import trio
+
+    from mnemon.orchestrator.jobs import (JobRunner, load_job, load_tasks, provider_for,
+                                          settings_for, user_tools_for)
+    from mnemon.orchestrator.jobs.state import check_manifest
+    from mnemon.lineage.runroot import create_run_root
+
+    class CutAtTheSynod:  # a fake around the real provider: cancels at a child's request
+        name = "scripted"
+
+        def __init__(self, inner, scope):
+            self.inner, self.scope = inner, scope
+
+        async def complete(self, request, *, on_attempt=None):
+            if request.meta["depth"] >= 1:
+                self.scope.cancel()
+                await trio.sleep_forever()
+            return await self.inner.complete(request, on_attempt=on_attempt)
+
+    job = load_job(write_job(tmp_path / "j", STEPS + "[synod]\nn = 2\n", tasks=1))
+    tasks = load_tasks(job)
+    root = create_run_root(tmp_path / "run", "test")
+    check_manifest(root, job, tasks)
+    with trio.CancelScope() as scope:
+        runner = JobRunner(job, tasks, root=root, output=root / "results.jsonl",
+                           provider=CutAtTheSynod(provider_for(job), scope),
+                           settings=settings_for(job), user_tools=user_tools_for(job))
+        await runner.run()
+    assert scope.cancelled_caught
+    [line] = results(root / "results.jsonl")
+    assert (line["status"], line["reason"]) == ("cancelled", "cancelled")
+    last = records(root / "agents" / "t1" / "record.jsonl")[-1]
+    assert (last["t"], last["reason"]) == ("SessionEnded", "done"), "its agent had answered"
+    assert any((root / "agents").glob("t1.s*")), "cut off during the synod"
