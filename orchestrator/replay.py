@@ -270,7 +270,7 @@ class Replay:
 
     def __init__(self, traj: Trajectory, root: Path, strategy: S.Strategy, *,
                  window: int | None, model: str, ttl: str, seconds_per_request: float,
-                 keep: float, sweep_horizon: float, price_model: str | None = None):
+                 keep: float | str, sweep_horizon: float, price_model: str | None = None):
         self.traj = traj
         self.root = root
         self.strategy = strategy
@@ -398,7 +398,7 @@ def _bare_placeholders(ctx: Context, messages: list[dict]) -> list[dict]:
 
 
 def replay(traj: Trajectory, out: Path, strategy: str, *, window: int | None = 200_000,
-           model: str = "claude-sonnet-4-5", ttl: str = "5m", keep: float = 0.5,
+           model: str = "claude-sonnet-4-5", ttl: str = "5m", keep: float | str = "auto",
            seconds_per_request: float = 15.0, opts: S.Options | None = None,
            price_model: str | None = None, on_root=None) -> Result:
     """Replay one trajectory (and its sidechains, as fresh children) under one strategy into

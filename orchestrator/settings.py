@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from msgspec import Struct
 
-from ..session.constants import GREP_TIMEOUT_S, KEEP, MAX_TURNS
+from ..session.constants import GREP_TIMEOUT_S, KEEP_FLOOR_TOKENS, MAX_TURNS
 
 
 class Settings(Struct, kw_only=True, frozen=True):
     system: str | None = None
     model: str | None = None
     context_window: int | None = None
-    keep: float = KEEP
+    keep: float | Literal["auto"] = "auto"  # a share of the history, or "auto" (decision 0220)
+    keep_floor_tokens: int = KEEP_FLOOR_TOKENS  # under "auto": verbatim tokens a cut keeps
     max_turns: int = MAX_TURNS
     max_tokens: int = 8192
     max_depth: int = 4

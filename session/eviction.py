@@ -6,11 +6,15 @@ leaves at least the keep budget; the pressure latch fires one reminder per excur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .constants import EVICT_THRESHOLD_BYTES, KEEP, RESERVE_FLOOR_TOKENS, RESERVE_SHARE
 from .context import Context, ResidueEntry, Turn, newest_labels
-from .records import Evicted, Residue, encode
+from .keep import REREAD_BASE, REREAD_REFERRED, Cut, Economy, choose
+from .records import (AssistantMessage, Evicted, PlanFigures, Residue, Text, ToolUse, UserPrompt,
+                      compact, encode)
+
+AUTO = "auto"  # the keep setting that lets the plan choose from the cache arithmetic
 
 
 def reserve(window: int) -> float:
@@ -39,6 +43,7 @@ class Plan:
     span: tuple[int, int]
     bytes_out: int  # frontier bytes the cut takes
     bytes_kept: int
+    figures: PlanFigures | None = None  # the cost-aware choice, when ``keep`` is "auto"
 
     @property
     def first(self) -> int:
@@ -55,27 +60,57 @@ def item_bytes(ctx: Context, item: Turn | ResidueEntry) -> int:
     return item.bytes if isinstance(item, Turn) else len(residue_message(ctx, item).encode())
 
 
-def plan_eviction(ctx: Context, keep: float = KEEP) -> Plan | None:
-    """One prefix span of the frontier, leaving at least ``keep`` of the history bytes.
+def ceiling_share(keep: float | str) -> float:
+    """The share of the history a cut may keep at most: KEEP itself, or KEEP under "auto"."""
+    return KEEP if keep == AUTO else float(keep)
+
+
+def plan_eviction(ctx: Context, keep: float | str = KEEP,
+                  economy: Economy | None = None) -> Plan | None:
+    """One prefix span of the frontier, leaving at most ``keep`` of the history bytes.
 
     Walk back from the newest item spending the keep budget; the first item that does not fit
     ends the cut (it is the newest item cut). The newest item (the turn in hand) is never in a
     plan; a plan that takes no resident turn is no plan, and neither is one whose residue message
     would weigh as much as what it takes out (docs/decisions/0100-plan-net-gain.md).
+
+    With ``keep = "auto"`` and an ``economy``, that cut is the ceiling: every later frontier
+    boundary is a candidate too, and the cheapest that keeps the verbatim floor wins
+    (``session.keep``, decision 0220). Without an economy "auto" plans at the ceiling.
     """
     frontier = ctx.frontier()
     if len(frontier) < 2:
         return None
     sizes = [item_bytes(ctx, it) for it in frontier]
     total = sum(sizes)
-    budget = keep * total
+    budget = ceiling_share(keep) * total
     spent = 0
     cut = len(frontier) - 1  # index of the first kept item
     spent += sizes[cut]
     while cut > 0 and spent + sizes[cut - 1] <= budget:
         cut -= 1
         spent += sizes[cut]
-    if cut == 0:
+    first = _valid_cut(ctx, frontier, sizes, total, cut)
+    if first is None:
+        return None
+    if keep != AUTO or economy is None:
+        return Plan(first[0], total - spent, spent)
+    cuts = [first[1]]
+    for c in range(cut + 1, len(frontier)):
+        found = _valid_cut(ctx, frontier, sizes, total, c)
+        if found is not None:
+            cuts.append(found[1])
+    cuts = _with_reread_chances(ctx, frontier, sizes, cuts)
+    best, figures = choose(economy, cuts, total)
+    span = (item_span(frontier[0])[0], item_span(frontier[best.index - 1])[1])
+    kept = sum(sizes[best.index:])
+    return Plan(span, total - kept, kept, figures)
+
+
+def _valid_cut(ctx: Context, frontier: list, sizes: list[int], total: int,
+               cut: int) -> tuple[tuple[int, int], Cut] | None:
+    """The span taking ``frontier[:cut]`` and its candidate, or None when that is no plan."""
+    if cut <= 0 or cut >= len(frontier):
         return None
     taken = frontier[:cut]
     if not any(isinstance(it, Turn) for it in taken):
@@ -83,12 +118,67 @@ def plan_eviction(ctx: Context, keep: float = KEEP) -> Plan | None:
     span = (item_span(taken[0])[0], item_span(taken[-1])[1])
     if ctx.in_hand is not None and span[0] <= ctx.in_hand <= span[1]:
         return None
+    kept = sum(sizes[cut:])
     # what the edit adds: the residue message, and the Evicted line the turn in hand grows by
-    added = residue_bytes(ctx, span, taken, "harness", None) + len(
-        encode(Evicted(residue=Residue(span=span, note=None, by="harness"))))
-    if total - spent <= added:
+    message = residue_bytes(ctx, span, taken, "harness", None)
+    added = message + len(encode(Evicted(residue=Residue(span=span, note=None, by="harness"))))
+    if total - kept <= added:
         return None
-    return Plan(span, total - spent, spent)
+    verbatim = sum(s for it, s in zip(frontier[cut:], sizes[cut:]) if isinstance(it, Turn))
+    return span, Cut(cut, kept + message, verbatim, ())
+
+
+def _with_reread_chances(ctx: Context, frontier: list, sizes: list[int],
+                         cuts: list[Cut]) -> list[Cut]:
+    """Each candidate with its (p, bytes) for the turns it takes beyond the ceiling cut: a turn
+    whose file a later call or message names again is likely to be read back (decision 0221)."""
+    lo = cuts[0].index
+    hi = cuts[-1].index
+    later = [_mentions(ctx, it) for it in frontier]
+    chances: list[tuple[float, int]] = []
+    for i in range(lo, hi):
+        item = frontier[i]
+        if not isinstance(item, Turn):
+            chances.append((0.0, 0))
+            continue
+        paths = _read_paths(ctx, item)
+        referred = any(p in text for p in paths for text in later[i + 1:])
+        chances.append((REREAD_REFERRED if referred else REREAD_BASE, sizes[i]))
+    return [replace(cut, reread_bytes=tuple(c for c in chances[:cut.index - lo] if c[1]))
+            for cut in cuts]
+
+
+def _read_paths(ctx: Context, turn: Turn) -> list[str]:
+    from .sweep import call_target
+
+    msg = turn.records[0] if turn.records else None
+    if not isinstance(msg, AssistantMessage):
+        return []
+    out = []
+    for b in msg.blocks:
+        if isinstance(b, ToolUse):
+            kind, target = call_target(b)
+            if kind == "read" and target:
+                out.append(target)
+    return out
+
+
+def _mentions(ctx: Context, item: Turn | ResidueEntry) -> str:
+    """What a turn names: its calls' inputs and its text (not tool results, which name much)."""
+    if not isinstance(item, Turn) or not item.records:
+        return ""
+    msg = item.records[0]
+    if isinstance(msg, UserPrompt):
+        return msg.text
+    if not isinstance(msg, AssistantMessage):
+        return ""
+    parts = []
+    for b in msg.blocks:
+        if isinstance(b, ToolUse):
+            parts.append(compact(b.input).decode("utf-8", "replace"))
+        elif isinstance(b, Text):
+            parts.append(b.text)
+    return "\n".join(parts)
 
 
 def residue_bytes(ctx: Context, span: tuple[int, int], items: list, by: str,
@@ -120,9 +210,10 @@ class PressureLatch:
         return False
 
 
-def pressure_reminder(ctx: Context, used_tokens: int, window: int | None, keep: float = KEEP) -> str:
+def pressure_reminder(ctx: Context, used_tokens: int, window: int | None,
+                      keep: float | str = KEEP, economy: Economy | None = None) -> str:
     """The Steering text: what the plan would cut, that it stays readable, how to leave a note."""
-    plan = plan_eviction(ctx, keep)
+    plan = plan_eviction(ctx, keep, economy)
     where = f"of a {window}-token context window" if window else "of history"
     if plan is None:
         cut = "no cut is possible yet (the newest turn holds most of the context)"

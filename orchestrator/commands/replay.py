@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..cli import COMMANDS, UserError
+from ..options import keep_arg
 
 
 def add_parser(sub) -> None:
@@ -19,7 +20,8 @@ def add_parser(sub) -> None:
                    help="comma-separated: evict, sweep, compact, rollover, clear-tool-uses, none "
                         "(default evict,compact: eviction beside the compaction it replaces)")
     p.add_argument("--context-window", type=int, default=200_000)
-    p.add_argument("--keep", type=float, default=0.5)
+    p.add_argument("--keep", default="auto",
+                   help="auto (default: chosen per eviction from the cache arithmetic) or a share")
     p.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"])
     p.add_argument("--model", default="claude-sonnet-4-5", help="the model whose prices apply")
     p.add_argument("--prices", default=None, help="a TOML or JSON price table overriding ours")
@@ -41,8 +43,7 @@ def run(args) -> int:
     if bad or not names:
         raise UserError(f"unknown strategy {', '.join(bad) or '(none)'}: choose from "
                         f"{', '.join(STRATEGIES)}")
-    if not 0 < args.keep < 1:
-        raise UserError(f"--keep must be between 0 and 1, not {args.keep}")
+    args.keep = keep_arg(args.keep)
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out} exists and is not an empty directory")
