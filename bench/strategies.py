@@ -4,8 +4,9 @@
 
 Reports, per window: total cost per strategy relative to ``compact``, cache-read share (all and
 steady requests), recoverability, verbatim kept, and the cost–verbatim curve traced by KEEP
-(0.3, 0.5, 0.7) for ``evict``. Also ``sweep`` against ``evict`` on the dev trajectories and on
-long sessions made by chaining several trajectories into one agent's work. Prints markdown.
+(0.3, 0.5, 0.7, and ``auto``, the default plan) for ``evict``, with the per-trajectory spread of
+evict ÷ compact. Also ``sweep`` against ``evict`` on the dev trajectories, and every window on
+long sessions made by chaining four trajectories into one agent's work. Prints markdown.
 """
 
 from __future__ import annotations
@@ -65,14 +66,14 @@ def main() -> None:
     for w in windows:
         for p in trajs:
             for s in ("evict", "sweep", "compact", "rollover", "clear-tool-uses", "none"):
-                jobs.append((p.stem, [str(p)], s, w, 0.5))
-            for k in (0.3, 0.7):
+                jobs.append((p.stem, [str(p)], s, w, "auto"))
+            for k in (0.3, 0.5, 0.7):
                 jobs.append((p.stem, [str(p)], "evict", w, k))
     chains = [trajs[i:i + 4] for i in range(0, len(trajs), 4)]
-    for w in windows[:2]:
+    for w in windows:
         for n, c in enumerate(chains):
-            for s in ("evict", "sweep", "compact"):
-                jobs.append((f"chain{n}", [str(p) for p in c], s, w, 0.5))
+            for s, k in (("evict", "auto"), ("evict", 0.5), ("sweep", "auto"), ("compact", "auto")):
+                jobs.append((f"chain{n}", [str(p) for p in c], s, w, k))
     with ProcessPoolExecutor(args.jobs) as ex:
         rows = list(ex.map(_one, jobs, chunksize=4))
     out = Path(args.out)
@@ -97,6 +98,24 @@ def _agg(rows: list[dict]) -> dict:
             "overflow": _sum(rows, "overflow_requests")}
 
 
+def _v(r: dict) -> str:
+    return f"{r['verbatim_kept']:,}" if r["verbatim_kept"] is not None else "–"
+
+
+def spread(at: list[dict], what: str) -> str:
+    """min / median / max of evict (auto) ÷ compact over the runs in ``at``, and how many
+    exceed 1.00 and 1.02."""
+    comp = {r["name"]: r["cost_usd"] for r in at if r["strategy"] == "compact"}
+    ratios = sorted(r["cost_usd"] / comp[r["name"]] for r in at
+                    if r["strategy"] == "evict" and r["keep"] == "auto" and r["name"] in comp)
+    if not ratios:
+        return ""
+    mid = ratios[len(ratios) // 2]
+    return (f"{what}: min {ratios[0]:.3f}, median {mid:.3f}, max {ratios[-1]:.3f}; "
+            f"above 1.00: {sum(x > 1.0 for x in ratios)} of {len(ratios)}, above 1.02: "
+            f"{sum(x > 1.02 for x in ratios)}")
+
+
 def report(rows: list[dict], windows: list[int]) -> str:
     lines = []
     singles = [r for r in rows if not r["name"].startswith("chain")]
@@ -107,8 +126,9 @@ def report(rows: list[dict], windows: list[int]) -> str:
         lines.append("| strategy | KEEP | total cost | vs compact | cache-read share | steady share "
                      "| recoverability | verbatim kept (tokens) | edits | overflow requests |")
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        order = [("evict", 0.3), ("evict", 0.5), ("evict", 0.7), ("sweep", 0.5), ("compact", 0.5),
-                 ("rollover", 0.5), ("clear-tool-uses", 0.5), ("none", 0.5)]
+        order = [("evict", "auto"), ("evict", 0.3), ("evict", 0.5), ("evict", 0.7),
+                 ("sweep", "auto"), ("compact", "auto"), ("rollover", "auto"),
+                 ("clear-tool-uses", "auto"), ("none", "auto")]
         for s, k in order:
             sel = [r for r in at if r["strategy"] == s and r["keep"] == k]
             if not sel:
@@ -120,7 +140,8 @@ def report(rows: list[dict], windows: list[int]) -> str:
             lines.append(f"| {s} | {keep} | ${a['cost']:.2f} | {a['cost'] / comp['cost']:.3f} | "
                          f"{a['read_share']:.1%} | {steady} | {a['recover']:.0%} | {verb} | "
                          f"{a['edits']} | {a['overflow']} |")
-        ev = {r["name"]: r for r in at if r["strategy"] == "evict" and r["keep"] == 0.5}
+        lines.append("\n" + spread(at, "evict ÷ compact per trajectory"))
+        ev = {r["name"]: r for r in at if r["strategy"] == "evict" and r["keep"] == "auto"}
         sw = {r["name"]: r for r in at if r["strategy"] == "sweep"}
         ratios = [sw[n]["cost_usd"] / ev[n]["cost_usd"] for n in ev if n in sw]
         worse = [n for n in ev if n in sw and sw[n]["cost_usd"] > ev[n]["cost_usd"] * 1.005]
@@ -133,16 +154,29 @@ def report(rows: list[dict], windows: list[int]) -> str:
     chains = [r for r in rows if r["name"].startswith("chain")]
     if chains:
         lines.append("\n#### Long sessions (four dev trajectories chained into one agent)\n")
-        lines.append("| window | session | evict | sweep | sweep/evict | compact | harness evictions (evict) | harness evictions + sweeps (sweep) |")
-        lines.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+        lines.append("| window | session | evict (auto) | ÷ compact | evict KEEP 0.5 ÷ compact | "
+                     "sweep ÷ compact | compact | verbatim kept: auto / compact | chosen keep "
+                     "| steady share (auto) | recoverability (auto) |")
+        lines.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for w in sorted({r["window"] for r in chains}):
             for name in sorted({r["name"] for r in chains}):
-                get = {r["strategy"]: r for r in chains if r["window"] == w and r["name"] == name}
-                e, s, c = get["evict"], get["sweep"], get["compact"]
-                lines.append(f"| {w:,} | {name} | ${e['cost_usd']:.3f} | ${s['cost_usd']:.3f} | "
-                             f"{s['cost_usd'] / e['cost_usd']:.3f} | ${c['cost_usd']:.3f} | "
-                             f"{e['harness_evictions']} | {s['harness_evictions']} + "
-                             f"{s['sweeps']} |")
+                get = {(r["strategy"], r["keep"]): r for r in chains
+                       if r["window"] == w and r["name"] == name}
+                e, h, s, c = (get[("evict", "auto")], get[("evict", 0.5)],
+                              get[("sweep", "auto")], get[("compact", "auto")])
+                keeps = e["chosen_keep"]
+                kk = f"{min(keeps):.2f}–{max(keeps):.2f}" if keeps else "–"
+                lines.append(
+                    f"| {w:,} | {name} | ${e['cost_usd']:.3f} | {e['cost_usd'] / c['cost_usd']:.3f}"
+                    f" | {h['cost_usd'] / c['cost_usd']:.3f} | {s['cost_usd'] / c['cost_usd']:.3f}"
+                    f" | ${c['cost_usd']:.3f} | {_v(e)} / {_v(c)} | {kk} | "
+                    f"{e['steady_cache_read_share']:.1%} | {e['recoverability']:.0%} |")
+        for w in sorted({r["window"] for r in chains}):
+            at = [r for r in chains if r["window"] == w]
+            a = _agg([r for r in at if r["strategy"] == "evict" and r["keep"] == "auto"])
+            c = _agg([r for r in at if r["strategy"] == "compact"])
+            lines.append(f"\n{w:,}: long sessions in total, evict ÷ compact {a['cost'] / c['cost']:.3f}"
+                         f"; {spread(at, 'per session')}")
     return "\n".join(lines)
 
 

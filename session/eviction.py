@@ -125,7 +125,7 @@ def _valid_cut(ctx: Context, frontier: list, sizes: list[int], total: int,
     if total - kept <= added:
         return None
     verbatim = sum(s for it, s in zip(frontier[cut:], sizes[cut:]) if isinstance(it, Turn))
-    return span, Cut(cut, kept + message, verbatim, ())
+    return span, Cut(cut, kept, verbatim, (), message)
 
 
 def _with_reread_chances(ctx: Context, frontier: list, sizes: list[int],

@@ -45,9 +45,10 @@ class Cut:
     """One candidate: the frontier index of the first kept item and what it keeps."""
 
     index: int
-    kept_bytes: int  # frontier bytes kept, the new residue message included
+    kept_bytes: int  # frontier bytes kept
     verbatim_bytes: int  # bytes of recorded turns kept
     reread_bytes: tuple[tuple[float, int], ...]  # (p, bytes) of turns taken beyond the ceiling
+    message_bytes: int = 0  # the residue message the cut leaves, written and read with the rest
 
 
 def requests_left(e: Economy, kept_tokens: float) -> float:
@@ -60,7 +61,7 @@ def requests_left(e: Economy, kept_tokens: float) -> float:
 
 def cost_per_request(e: Economy, cut: Cut) -> tuple[float, float]:
     """(cost per request in input-token equivalents, requests it lasts) for one cut."""
-    k = cut.kept_bytes * e.tokens_per_byte
+    k = (cut.kept_bytes + cut.message_bytes) * e.tokens_per_byte
     n = requests_left(e, k)
     once = e.write_mult * k
     context = e.fixed_tokens + k
@@ -112,7 +113,8 @@ def choose(e: Economy, cuts: list[Cut], total_bytes: int) -> tuple[Cut, PlanFigu
     tpb = e.tokens_per_byte
     figures = PlanFigures(
         keep=round(best.kept_bytes / total_bytes, 4) if total_bytes else 0.0,
-        kept_tokens=round(best.kept_bytes * tpb), verbatim_tokens=round(best.verbatim_bytes * tpb),
+        kept_tokens=round((best.kept_bytes + best.message_bytes) * tpb),
+        verbatim_tokens=round(best.verbatim_bytes * tpb),
         floor_tokens=round(floor),
         ceiling_keep=round(ceiling.kept_bytes / total_bytes, 4) if total_bytes else 0.0,
         requests=round(best_n, 1), cost=round(best_cost, 1), ceiling_cost=round(ceiling_cost, 1),

@@ -152,8 +152,8 @@ class PlanFigures(Struct, gc=False, frozen=True, kw_only=True, omit_defaults=Tru
     optional, so a replay can explain every cut and older logs still fold; every field is optional
     too, for files written by other tools."""
 
-    keep: float | None = None  # share of the history bytes the chosen cut keeps
-    kept_tokens: int | None = None  # tokens kept (turns and residue messages)
+    keep: float | None = None  # share of the history bytes the chosen cut keeps (its items)
+    kept_tokens: int | None = None  # tokens kept, the new residue message included
     verbatim_tokens: int | None = None  # tokens of recorded turns kept
     floor_tokens: int | None = None  # the verbatim floor applied (capped at what the ceiling cut keeps)
     ceiling_keep: float | None = None  # the share the ceiling cut (KEEP) would keep
