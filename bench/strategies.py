@@ -42,12 +42,14 @@ def _one(job: tuple) -> dict:
     from mnemon.orchestrator.replay import replay
 
     logs.quiet()
-    name, paths, strategy, window, keep = job
+    name, paths, strategy, window, keep, *rest = job
+    floor = rest[0] if rest else None
     traj = load(paths[0]) if len(paths) == 1 else _chain([Path(p) for p in paths])
     with tempfile.TemporaryDirectory() as tmp:
-        res = replay(traj, Path(tmp) / "run", strategy, window=window, keep=keep)
+        res = replay(traj, Path(tmp) / "run", strategy, window=window, keep=keep,
+                     keep_floor_tokens=floor)
     s = res.summary()
-    s.update(name=name, strategy=strategy, window=window, keep=keep)
+    s.update(name=name, strategy=strategy, window=window, keep=keep, floor=floor)
     return s
 
 
@@ -57,6 +59,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "strategies"))
     ap.add_argument("--limit", type=int, default=0, help="only the first N trajectories")
+    ap.add_argument("--floors", default="4096,8192",
+                    help="other verbatim floors to run keep auto with (the trade-off curve)")
     args = ap.parse_args()
     windows = [int(w) for w in args.windows.split(",")]
     trajs = sorted(DEV.glob("*.jsonl"))
@@ -72,8 +76,15 @@ def main() -> None:
     chains = [trajs[i:i + 4] for i in range(0, len(trajs), 4)]
     for w in windows:
         for n, c in enumerate(chains):
-            for s, k in (("evict", "auto"), ("evict", 0.5), ("sweep", "auto"), ("compact", "auto")):
+            for s, k in (("evict", "auto"), ("evict", 0.3), ("evict", 0.5), ("sweep", "auto"),
+                         ("compact", "auto")):
                 jobs.append((f"chain{n}", [str(p) for p in c], s, w, k))
+    floors = [int(f) for f in args.floors.split(",") if f.strip()]
+    for w in windows:
+        for f in floors:
+            jobs += [(p.stem, [str(p)], "evict", w, "auto", f) for p in trajs]
+            jobs += [(f"chain{n}", [str(p) for p in c], "evict", w, "auto", f)
+                     for n, c in enumerate(chains)]
     with ProcessPoolExecutor(args.jobs) as ex:
         rows = list(ex.map(_one, jobs, chunksize=4))
     out = Path(args.out)
@@ -116,7 +127,44 @@ def spread(at: list[dict], what: str) -> str:
             f"{sum(x > 1.02 for x in ratios)}")
 
 
+def tradeoff(rows: list[dict], windows: list[int]) -> list[str]:
+    """The cost–verbatim curve: fixed KEEP against keep auto at each verbatim floor, per window,
+    on the single trajectories and the long sessions: evict ÷ compact in total and at worst,
+    mean verbatim kept, and the smallest ratio of verbatim kept to compaction's."""
+    from mnemon.session.constants import KEEP_FLOOR_TOKENS
+
+    lines = ["\n#### Cost against verbatim: fixed KEEP and keep auto at several floors\n",
+             "| window | runs | plan | evict ÷ compact (total) | worst run | mean verbatim kept "
+             "(tokens) | least verbatim ÷ compact's (runs where compact edited) |",
+             "|---:|---|---|---:|---:|---:|---:|"]
+    plans = sorted({(r["keep"], r.get("floor")) for r in rows if r["strategy"] == "evict"},
+                   key=lambda kf: (kf[0] != "auto", kf[1] or KEEP_FLOOR_TOKENS, str(kf[0])))
+    for w in windows:
+        for group, chain in (("single", False), ("long sessions", True)):
+            at = [r for r in rows if r["window"] == w and r["name"].startswith("chain") == chain]
+            comp = {r["name"]: r for r in at if r["strategy"] == "compact"}
+            for keep, floor in plans:
+                sel = [r for r in at if r["strategy"] == "evict" and r["keep"] == keep
+                       and r.get("floor") == floor and r["name"] in comp]
+                if not sel:
+                    continue
+                ratios = [r["cost_usd"] / comp[r["name"]]["cost_usd"] for r in sel]
+                total = sum(r["cost_usd"] for r in sel) / sum(comp[r["name"]]["cost_usd"]
+                                                              for r in sel)
+                verb = [r["verbatim_kept"] for r in sel if r["verbatim_kept"] is not None]
+                vr = [(r["verbatim_kept"] or 0) / comp[r["name"]]["verbatim_kept"] for r in sel
+                      if comp[r["name"]]["verbatim_kept"]]
+                name = (f"auto, floor {floor or KEEP_FLOOR_TOKENS:,}" if keep == "auto"
+                        else f"KEEP {keep}")
+                least = f"{min(vr):.2f}×" if vr else "–"
+                lines.append(f"| {w:,} | {group} | {name} | {total:.3f} | {max(ratios):.3f} | "
+                             f"{sum(verb) / len(verb) if verb else 0:,.0f} | {least} |")
+    return lines
+
+
 def report(rows: list[dict], windows: list[int]) -> str:
+    curve = rows
+    rows = [r for r in rows if r.get("floor") is None]
     lines = []
     singles = [r for r in rows if not r["name"].startswith("chain")]
     for w in windows:
@@ -161,7 +209,7 @@ def report(rows: list[dict], windows: list[int]) -> str:
         for w in sorted({r["window"] for r in chains}):
             for name in sorted({r["name"] for r in chains}):
                 get = {(r["strategy"], r["keep"]): r for r in chains
-                       if r["window"] == w and r["name"] == name}
+                       if r["window"] == w and r["name"] == name and r.get("floor") is None}
                 e, h, s, c = (get[("evict", "auto")], get[("evict", 0.5)],
                               get[("sweep", "auto")], get[("compact", "auto")])
                 keeps = e["chosen_keep"]
@@ -177,6 +225,7 @@ def report(rows: list[dict], windows: list[int]) -> str:
             c = _agg([r for r in at if r["strategy"] == "compact"])
             lines.append(f"\n{w:,}: long sessions in total, evict ÷ compact {a['cost'] / c['cost']:.3f}"
                          f"; {spread(at, 'per session')}")
+    lines += tradeoff(curve, windows)
     return "\n".join(lines)
 
 

@@ -36,6 +36,8 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     r.add_argument("--keep", default="auto",
                    help="share of history an eviction keeps, or auto (default): the plan chooses "
                         "from the cache arithmetic, at most half, keeping the verbatim floor")
+    r.add_argument("--keep-floor", type=int, default=None,
+                   help="under --keep auto: tokens of recorded turns a cut keeps (default 6144)")
     r.add_argument("--max-turns", type=int, default=250)
     r.add_argument("--system", default=None, help="the system prompt")
     r.add_argument("--budget-usd", type=float, default=None)
@@ -73,6 +75,11 @@ def settings_from(args, **over) -> Settings:
     base = dict(system=args.system, model=model, context_window=window, keep=keep_arg(args.keep),
                 max_turns=args.max_turns, max_tokens=args.max_tokens, cache_ttl=args.cache_ttl,
                 budget_usd=args.budget_usd, budget_tokens=args.budget_tokens)
+    floor = getattr(args, "keep_floor", None)
+    if floor is not None:
+        if floor < 0:
+            raise UserError(f"--keep-floor must be a number of tokens, not {floor}")
+        base["keep_floor_tokens"] = floor
     base.update(over)
     return Settings(**base)
 

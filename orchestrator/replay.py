@@ -278,7 +278,8 @@ class Replay:
 
     def __init__(self, traj: Trajectory, root: Path, strategy: S.Strategy, *,
                  window: int | None, model: str, ttl: str, seconds_per_request: float,
-                 keep: float | str, sweep_horizon: float, price_model: str | None = None):
+                 keep: float | str, sweep_horizon: float, price_model: str | None = None,
+                 keep_floor_tokens: int | None = None):
         self.traj = traj
         self.root = root
         self.strategy = strategy
@@ -294,7 +295,9 @@ class Replay:
         steps = _count_assistant(traj)
         self.provider = ScriptedProvider(policy=self._play, cache_model=self.cache,
                                          clock=lambda: self.calls * self.dt)
+        floor = {} if keep_floor_tokens is None else {"keep_floor_tokens": keep_floor_tokens}
         settings = Settings(system=traj.system, model=model, context_window=window, keep=keep,
+                            **floor,
                             max_turns=steps + 10, builtin_tools=False, cache_ttl=ttl,
                             price_model=self.price_model, sweep_horizon=sweep_horizon,
                             concurrency=1, max_depth=64, max_agents=10_000)
@@ -426,7 +429,8 @@ def _bare_placeholders(ctx: Context, messages: list[dict]) -> list[dict]:
 def replay(traj: Trajectory, out: Path, strategy: str, *, window: int | None = 200_000,
            model: str = "claude-sonnet-4-5", ttl: str = "5m", keep: float | str = "auto",
            seconds_per_request: float = 15.0, opts: S.Options | None = None,
-           price_model: str | None = None, on_root=None) -> Result:
+           price_model: str | None = None, on_root=None,
+           keep_floor_tokens: int | None = None) -> Result:
     """Replay one trajectory (and its sidechains, as fresh children) under one strategy into
     the run root ``out``, through the real agent loop. ``on_root(root)`` is called once the run
     root exists (the CLI points its logs there)."""
@@ -437,7 +441,8 @@ def replay(traj: Trajectory, out: Path, strategy: str, *, window: int | None = 2
         on_root(root)
     run = Replay(traj, root, S.make(strategy, opts), window=window, model=model, ttl=ttl,
                  seconds_per_request=seconds_per_request, keep=keep,
-                 sweep_horizon=opts.sweep_horizon, price_model=price_model)
+                 sweep_horizon=opts.sweep_horizon, price_model=price_model,
+                 keep_floor_tokens=keep_floor_tokens)
     return trio.run(run.run)
 
 

@@ -183,10 +183,20 @@ def test_cli_replay_takes_keep_auto_or_a_share(tmp_path, capsys):
         ev = json.loads(capsys.readouterr().out)["strategies"]["evict"]
         if keep == "0.3":
             assert set(ev["chosen_keep"]) == {0.3}
-    for bad in ("2", "most"):
-        assert main(["replay", str(path), "--out", str(tmp_path / "c"), "--keep", bad]) == 2
+    for bad in (["--keep", "2"], ["--keep", "most"], ["--keep-floor", "-1"]):
+        assert main(["replay", str(path), "--out", str(tmp_path / "c"), *bad]) == 2
         err = capsys.readouterr().err
-        assert "--keep" in err and "Traceback" not in err
+        assert bad[0] in err and "Traceback" not in err
+    # a higher floor keeps more verbatim material
+    assert main(["replay", str(path), "--out", str(tmp_path / "d"), "--strategy", "evict",
+                 "--context-window", "32000", "--keep-floor", "0", "--json", "--no-plot"]) == 0
+    low = json.loads(capsys.readouterr().out)["strategies"]["evict"]
+    assert main(["replay", str(path), "--out", str(tmp_path / "e"), "--strategy", "evict",
+                 "--context-window", "32000", "--keep-floor", "100000", "--json",
+                 "--no-plot"]) == 0
+    high = json.loads(capsys.readouterr().out)["strategies"]["evict"]
+    assert sum(low["chosen_keep"]) / len(low["chosen_keep"]) < \
+        sum(high["chosen_keep"]) / len(high["chosen_keep"])
 
 
 def test_cli_replay_refuses_bad_input(tmp_path, capsys):
