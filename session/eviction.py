@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .constants import EVICT_THRESHOLD_BYTES, KEEP, RESERVE_FLOOR_TOKENS, RESERVE_SHARE
-from .context import Context, ResidueEntry, Turn, newest_labels
+from .context import LABELS_LISTED, Context, ResidueEntry, Turn, newest_labels
 from .keep import REREAD_BASE, REREAD_REFERRED, Cut, Economy, choose
 from .records import (AssistantMessage, Evicted, PlanFigures, Residue, Text, ToolUse, UserPrompt,
                       compact, encode)
@@ -90,61 +90,94 @@ def plan_eviction(ctx: Context, keep: float | str = KEEP,
     while cut > 0 and spent + sizes[cut - 1] <= budget:
         cut -= 1
         spent += sizes[cut]
-    first = _valid_cut(ctx, frontier, sizes, total, cut)
+    sums = _Sums(frontier, sizes)
+    kept, verbatim = sums.kept, sums.verbatim
+    first = _valid_cut(ctx, frontier, sums, cut)
     if first is None:
         return None
     if keep != AUTO or economy is None:
         return Plan(first[0], total - spent, spent)
+    # candidates from the ceiling on, until the first that keeps less than the floor
+    floor = min(economy.floor_tokens, verbatim[cut] * economy.tokens_per_byte)
     cuts = [first[1]]
     for c in range(cut + 1, len(frontier)):
-        found = _valid_cut(ctx, frontier, sizes, total, c)
+        found = _valid_cut(ctx, frontier, sums, c)
         if found is not None:
             cuts.append(found[1])
+            if verbatim[c] * economy.tokens_per_byte < floor:
+                break
     cuts = _with_reread_chances(ctx, frontier, sizes, cuts)
     best, figures = choose(economy, cuts, total)
     span = (item_span(frontier[0])[0], item_span(frontier[best.index - 1])[1])
-    kept = sum(sizes[best.index:])
-    return Plan(span, total - kept, kept, figures)
+    return Plan(span, total - kept[best.index], kept[best.index], figures)
 
 
-def _valid_cut(ctx: Context, frontier: list, sizes: list[int], total: int,
+class _Sums:
+    """Running sums over the frontier, so that weighing every cut stays linear: from each index
+    on, the bytes and the turns' bytes; before it, the weight a residue would name."""
+
+    def __init__(self, frontier: list, sizes: list[int]):
+        n = len(sizes)
+        self.kept = [0] * (n + 1)
+        self.verbatim = [0] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            self.kept[i] = self.kept[i + 1] + sizes[i]
+            turn = isinstance(frontier[i], Turn)
+            self.verbatim[i] = self.verbatim[i + 1] + (sizes[i] if turn else 0)
+        self.weight = [0] * (n + 1)
+        self.turns = [0] * (n + 1)
+        for i, it in enumerate(frontier):
+            turn = isinstance(it, Turn)
+            self.weight[i + 1] = self.weight[i] + (it.bytes if turn else it.weight)
+            self.turns[i + 1] = self.turns[i] + turn
+
+
+def _valid_cut(ctx: Context, frontier: list, sums: _Sums,
                cut: int) -> tuple[tuple[int, int], Cut] | None:
     """The span taking ``frontier[:cut]`` and its candidate, or None when that is no plan."""
-    if cut <= 0 or cut >= len(frontier):
+    if cut <= 0 or cut >= len(frontier) or sums.turns[cut] == 0:
         return None
-    taken = frontier[:cut]
-    if not any(isinstance(it, Turn) for it in taken):
-        return None
-    span = (item_span(taken[0])[0], item_span(taken[-1])[1])
+    span = (item_span(frontier[0])[0], item_span(frontier[cut - 1])[1])
     if ctx.in_hand is not None and span[0] <= ctx.in_hand <= span[1]:
         return None
-    kept = sum(sizes[cut:])
+    from .render import residue_message
+
     # what the edit adds: the residue message, and the Evicted line the turn in hand grows by
-    message = residue_bytes(ctx, span, taken, "harness", None)
+    labels = newest_labels(frontier[max(0, cut - 16):cut])  # the newest few items name them
+    if len(labels) < LABELS_LISTED and cut > 16:
+        labels = newest_labels(frontier[:cut])
+    entry = ResidueEntry(span, None, "harness", sums.weight[cut], labels=labels)
+    message = len(residue_message(ctx, entry).encode("utf-8"))
     added = message + len(encode(Evicted(residue=Residue(span=span, note=None, by="harness"))))
-    if total - kept <= added:
+    if sums.kept[0] - sums.kept[cut] <= added:
         return None
-    verbatim = sum(s for it, s in zip(frontier[cut:], sizes[cut:]) if isinstance(it, Turn))
-    return span, Cut(cut, kept, verbatim, (), message)
+    return span, Cut(cut, sums.kept[cut], sums.verbatim[cut], message)
 
 
 def _with_reread_chances(ctx: Context, frontier: list, sizes: list[int],
                          cuts: list[Cut]) -> list[Cut]:
-    """Each candidate with its (p, bytes) for the turns it takes beyond the ceiling cut: a turn
-    whose file a later call or message names again is likely to be read back (decision 0221)."""
+    """Each candidate with the chances of read-back of the turns it takes beyond the ceiling cut:
+    a turn whose file a later call or message names again is likely to be read back (decision
+    0221); Σ p and Σ p·bytes are all the arithmetic needs."""
     lo = cuts[0].index
     hi = cuts[-1].index
-    later = [_mentions(ctx, it) for it in frontier]
-    chances: list[tuple[float, int]] = []
+    mentions = [_mentions(ctx, it) for it in frontier]
+    starts = [0] * (len(frontier) + 1)  # where each item's mentions start in the joined text
+    for i, m in enumerate(mentions):
+        starts[i + 1] = starts[i] + len(m) + 1
+    joined = "\n".join(mentions)
+    p_sum = [0.0] * (hi - lo + 1)
+    pb_sum = [0.0] * (hi - lo + 1)
     for i in range(lo, hi):
+        p = 0.0
         item = frontier[i]
-        if not isinstance(item, Turn):
-            chances.append((0.0, 0))
-            continue
-        paths = _read_paths(ctx, item)
-        referred = any(p in text for p in paths for text in later[i + 1:])
-        chances.append((REREAD_REFERRED if referred else REREAD_BASE, sizes[i]))
-    return [replace(cut, reread_bytes=tuple(c for c in chances[:cut.index - lo] if c[1]))
+        if isinstance(item, Turn):
+            after = starts[i + 1]
+            referred = any(joined.find(path, after) != -1 for path in _read_paths(ctx, item))
+            p = REREAD_REFERRED if referred else REREAD_BASE
+        p_sum[i - lo + 1] = p_sum[i - lo] + p
+        pb_sum[i - lo + 1] = pb_sum[i - lo] + p * sizes[i]
+    return [replace(cut, reread_p=p_sum[cut.index - lo], reread_bytes=pb_sum[cut.index - lo])
             for cut in cuts]
 
 

@@ -47,8 +47,9 @@ class Cut:
     index: int
     kept_bytes: int  # frontier bytes kept
     verbatim_bytes: int  # bytes of recorded turns kept
-    reread_bytes: tuple[tuple[float, int], ...]  # (p, bytes) of turns taken beyond the ceiling
     message_bytes: int = 0  # the residue message the cut leaves, written and read with the rest
+    reread_p: float = 0.0  # Σ p over the turns taken beyond the ceiling cut
+    reread_bytes: float = 0.0  # Σ p·bytes over the same turns
 
 
 def requests_left(e: Economy, kept_tokens: float) -> float:
@@ -66,11 +67,8 @@ def cost_per_request(e: Economy, cut: Cut) -> tuple[float, float]:
     once = e.write_mult * k
     context = e.fixed_tokens + k
     reads = e.read_mult * (context + e.growth_tokens * (n - 1) / 2)
-    reread = 0.0
-    for p, b in cut.reread_bytes:
-        t = b * e.tokens_per_byte
-        reread += p * (e.read_mult * context + e.output_mult * CALL_OUTPUT_TOKENS
-                       + e.write_mult * t + e.read_mult * t * n / 2)
+    reread = (cut.reread_p * (e.read_mult * context + e.output_mult * CALL_OUTPUT_TOKENS)
+              + cut.reread_bytes * e.tokens_per_byte * (e.write_mult + e.read_mult * n / 2))
     return (once + reread) / n + reads, n
 
 

@@ -84,7 +84,7 @@ def _cuts(pairs) -> list[Cut]:
     """Candidates as the plan makes them: each later one keeps no more than the one before."""
     kept = sorted((a for a, _ in pairs), reverse=True)
     verbatim = sorted((min(a, b) for (a, b), _ in zip(pairs, kept)), reverse=True)
-    return [Cut(i + 1, k, min(v, k), ()) for i, (k, v) in enumerate(zip(kept, verbatim))]
+    return [Cut(i + 1, k, min(v, k)) for i, (k, v) in enumerate(zip(kept, verbatim))]
 
 
 @given(cuts, economies)
