@@ -24,6 +24,7 @@ from .records import PlanFigures
 REREAD_REFERRED = 0.5  # p for a turn whose file is named again by a later call (decision 0221)
 REREAD_BASE = 0.02  # p for any other turn
 CALL_OUTPUT_TOKENS = 60  # the output of one transcript_read call
+MAX_REQUESTS = 1000.0  # a cycle is never weighed past this many requests (a guard: no growth)
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,12 @@ class Cut:
 
 
 def requests_left(e: Economy, kept_tokens: float) -> float:
-    """Requests until the next eviction after a cut that keeps ``kept_tokens`` (at least 1)."""
+    """Requests until the next eviction after a cut that keeps ``kept_tokens``: at least 1, at
+    most MAX_REQUESTS; 1 when the context is not growing (nothing to amortise over)."""
     room = e.due_tokens - e.fixed_tokens - kept_tokens
     if e.growth_tokens <= 0:
         return 1.0
-    return max(1.0, room / e.growth_tokens)
+    return min(MAX_REQUESTS, max(1.0, room / e.growth_tokens))
 
 
 def cost_per_request(e: Economy, cut: Cut) -> tuple[float, float]:

@@ -178,3 +178,17 @@ def test_evicted_plan_is_optional_on_disk():
         for i in range(1, 7)], decode(partial)])
     assert [r.span for r in ctx.residues] == [(1, 4)]
     assert isinstance(ctx.frontier()[1], Turn)
+
+
+def test_settings_take_auto_or_a_share():
+    import pytest
+
+    from mnemon.orchestrator.settings import Settings
+
+    assert Settings().keep == "auto" and Settings().keep_floor_tokens == 6144
+    assert Settings(keep=0.3).keep == 0.3
+    for bad in ("most", 0.0, 1.0, 2, True):
+        with pytest.raises(ValueError, match="keep"):
+            Settings(keep=bad)
+    with pytest.raises(ValueError, match="keep_floor_tokens"):
+        Settings(keep_floor_tokens=-1)
