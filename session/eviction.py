@@ -15,6 +15,11 @@ from .records import (AssistantMessage, Evicted, PlanFigures, Residue, Text, Too
                       compact, encode)
 
 AUTO = "auto"  # the keep setting that lets the plan choose from the cache arithmetic
+# what ``Evicted.plan`` adds to the Evicted line at most (figures as large as they come)
+PLAN_LINE_BYTES = len(b',"plan":') + len(encode(PlanFigures(
+    keep=0.12345, kept_tokens=10**8, verbatim_tokens=10**8, floor_tokens=10**8,
+    ceiling_keep=0.12345, requests=1000.5, cost=10**8 + 0.5, ceiling_cost=10**8 + 0.5,
+    candidates=10**6)))
 
 
 def reserve(window: int) -> float:
@@ -97,11 +102,15 @@ def plan_eviction(ctx: Context, keep: float | str = KEEP,
         return None
     if keep != AUTO or economy is None:
         return Plan(first[0], total - spent, spent)
+    # the figures lengthen the Evicted line: a ceiling that cannot carry them is planned bare
+    ceiling = _valid_cut(ctx, frontier, sums, cut, PLAN_LINE_BYTES)
+    if ceiling is None:
+        return Plan(first[0], total - spent, spent)
     # candidates from the ceiling on, until the first that keeps less than the floor
     floor = min(economy.floor_tokens, verbatim[cut] * economy.tokens_per_byte)
-    cuts = [first[1]]
+    cuts = [ceiling[1]]
     for c in range(cut + 1, len(frontier)):
-        found = _valid_cut(ctx, frontier, sums, c)
+        found = _valid_cut(ctx, frontier, sums, c, PLAN_LINE_BYTES)
         if found is not None:
             cuts.append(found[1])
             if verbatim[c] * economy.tokens_per_byte < floor:
@@ -132,9 +141,10 @@ class _Sums:
             self.turns[i + 1] = self.turns[i] + turn
 
 
-def _valid_cut(ctx: Context, frontier: list, sums: _Sums,
-               cut: int) -> tuple[tuple[int, int], Cut] | None:
-    """The span taking ``frontier[:cut]`` and its candidate, or None when that is no plan."""
+def _valid_cut(ctx: Context, frontier: list, sums: _Sums, cut: int,
+               figures_bytes: int = 0) -> tuple[tuple[int, int], Cut] | None:
+    """The span taking ``frontier[:cut]`` and its candidate, or None when that is no plan
+    (``figures_bytes``: what the recorded figures add to the Evicted line)."""
     if cut <= 0 or cut >= len(frontier) or sums.turns[cut] == 0:
         return None
     span = (item_span(frontier[0])[0], item_span(frontier[cut - 1])[1])
@@ -148,7 +158,8 @@ def _valid_cut(ctx: Context, frontier: list, sums: _Sums,
         labels = newest_labels(frontier[:cut])
     entry = ResidueEntry(span, None, "harness", sums.weight[cut], labels=labels)
     message = len(residue_message(ctx, entry).encode("utf-8"))
-    added = message + len(encode(Evicted(residue=Residue(span=span, note=None, by="harness"))))
+    added = message + figures_bytes + len(
+        encode(Evicted(residue=Residue(span=span, note=None, by="harness"))))
     if sums.kept[0] - sums.kept[cut] <= added:
         return None
     return span, Cut(cut, sums.kept[cut], sums.verbatim[cut], message)

@@ -66,14 +66,18 @@ def test_auto_plan_properties(ctx, e):
     ctx.check_span(plan.span)  # raises a Refusal for a span the fold would refuse
     # a nested prefix of the ceiling cut's: auto takes at least what KEEP = 0.5 takes
     assert plan.span[1] >= ceiling.span[1]
+    assert plan.bytes_out + plan.bytes_kept == ctx.history_bytes()
     f = plan.figures
-    assert f is not None and f.cost <= f.ceiling_cost
-    assert f.keep <= f.ceiling_keep + 1e-9
-    # the floor holds, but for one step past a turn larger than the floor by itself
-    cuts_kept = plan.bytes_kept
-    assert plan.bytes_out + cuts_kept == ctx.history_bytes()
+    if f is None:  # the ceiling cannot carry the figures' bytes: it is planned bare
+        assert plan == ceiling
+    else:
+        assert f.cost <= f.ceiling_cost and f.keep <= f.ceiling_keep + 1e-9
     # deterministic
     assert plan_eviction(ctx, AUTO, e) == plan
+    # an eviction always lowers history bytes, its figures included (decision 0100)
+    before = ctx.history_bytes()
+    ctx.step(Evicted(residue=Residue(span=plan.span, note=None, by="harness"), plan=f))
+    assert ctx.history_bytes() < before
 
 
 cuts = st.lists(st.tuples(st.integers(0, 20_000), st.integers(0, 20_000)), min_size=1,
