@@ -196,3 +196,28 @@ def test_settings_take_auto_or_a_share():
             Settings(keep=bad)
     with pytest.raises(ValueError, match="keep_floor_tokens"):
         Settings(keep_floor_tokens=-1)
+
+
+def test_candidate_reasons_do_not_depend_on_the_hash_seed():
+    """The pressure reminder lists candidates with their reason; a reason picked from a set
+    would change the bytes sent from one process to the next (a prompt-cache bug)."""
+    from mnemon.session.sweep import candidates
+
+    paths = [f"src/p{i}.py" for i in range(12)]
+    listing = "\n".join(paths) + "\n" + "x" * 3000
+    recs = [SessionStarted(agent="a1"), UserPrompt(turn=1, text="go"),
+            AssistantMessage(turn=2, blocks=[ToolUse(id="s", name="bash",
+                                                     input={"command": "grep -rl foo src"})],
+                             stop_reason="tool_use", model=None, usage=None),
+            ToolResults(results=[ToolResult(tool_use_id="s", content=listing)])]
+    tid = 3
+    for i, p in enumerate(reversed(paths)):
+        recs.append(AssistantMessage(turn=tid, blocks=[ToolUse(id=f"r{i}", name="bash",
+                                                              input={"command": f"cat {p}"})],
+                                     stop_reason="tool_use", model=None, usage=None))
+        recs.append(ToolResults(results=[ToolResult(tool_use_id=f"r{i}", content="ok")]))
+        tid += 1
+    recs.append(AssistantMessage(turn=tid, blocks=[Text("done")], stop_reason="end_turn",
+                                 model=None, usage=None))
+    found = [c for c in candidates(fold_records(recs)) if c.block[0] == 2]
+    assert found and found[0].reason.endswith(f"(later read {sorted(paths)[0]})")
