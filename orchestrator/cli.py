@@ -22,6 +22,7 @@ COMMANDS = {
     "tree": 'the lineage tree of a run',
     "verify": "refold every log and check every pointer's digest",
     "cost": 'tokens, cache reads/writes and price of a run, per agent',
+    "serve": "the HTTP service: JSON API, server-sent events and a page to watch a run",
 }
 
 

@@ -39,17 +39,18 @@ if TYPE_CHECKING:
 log = structlog.get_logger("mnemon.agent")
 
 
-def priced_model(sup: "Supervisor", response_model: str | None) -> str | None:
+def priced_model(sup: "Supervisor", response_model: str | None,
+                 node: "AgentNode | None" = None) -> str | None:
     """The model a usage is priced (and recorded) as: the same for the live total and for
     ``mnemon cost`` reading the log afterwards."""
-    s = sup.settings
+    s = sup.settings_for(node)
     return s.price_model or s.model or response_model
 
 
 def _price(sup: "Supervisor", node: "AgentNode", usage: Usage, model: str | None) -> float:
     from ..providers.prices import cost_usd
 
-    return cost_usd(usage, priced_model(sup, model), sup.settings.cache_ttl)
+    return cost_usd(usage, priced_model(sup, model, node), sup.settings_for(node).cache_ttl)
 
 
 async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
@@ -101,7 +102,7 @@ async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
 
 
 async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
-    s = sup.settings
+    s = sup.settings_for(node)
     ctx = node.ctx
     while True:
         if node.turns_taken >= s.max_turns:
@@ -155,7 +156,7 @@ def _account(sup: "Supervisor", node: "AgentNode", request: Request, usage: Usag
              model: str | None) -> None:
     node.usage = node.usage + usage
     sup.usage = sup.usage + usage
-    cost = _price(sup, node, usage, model or sup.settings.model)
+    cost = _price(sup, node, usage, model or sup.settings_for(node).model)
     node.cost_usd += cost
     sup.cost_usd += cost
     total = usage.total_input
@@ -168,7 +169,7 @@ def _account(sup: "Supervisor", node: "AgentNode", request: Request, usage: Usag
 def build_request(sup: "Supervisor", node: "AgentNode") -> Request:
     from .tools import tool_defs
 
-    s = sup.settings
+    s = sup.settings_for(node)
     return Request(system=s.system, messages=render(node.ctx), tools=tool_defs(sup),
                    max_tokens=s.max_tokens, model=s.model,
                    meta={"agent": node.id, "kind": node.kind, "depth": node.depth,
@@ -179,11 +180,17 @@ async def _complete(sup: "Supervisor", node: "AgentNode", request: Request):
     def on_attempt(attempt: int, latency_s: float, usage: Usage | None, error: str | None) -> None:
         sup.provider_calls += 1
         node.log.append(ProviderCall(attempt=attempt, latency_s=round(latency_s, 6), usage=usage,
-                                     error=error, model=priced_model(sup, None), at=now_iso()))
+                                     error=error, model=priced_model(sup, None, node), at=now_iso()))
         log.info("provider call", attempt=attempt, latency_s=round(latency_s, 4), error=error)
 
+    kw: dict = {}
+    if sup.text_listeners and getattr(sup.provider, "streams_text", False):
+        def on_text(text: str) -> None:
+            for listen in sup.text_listeners:
+                listen(node.id, text)
+        kw["on_text"] = on_text
     async with sup.limiter:
-        return await sup.provider.complete(request, on_attempt=on_attempt)  # type: ignore[call-arg]
+        return await sup.provider.complete(request, on_attempt=on_attempt, **kw)  # type: ignore[call-arg]
 
 
 def used_tokens(node: "AgentNode") -> int:
@@ -196,7 +203,7 @@ def weigh(sup: "Supervisor", node: "AgentNode") -> None:
     from .tools import sweep_if_pays, sweep_pending
 
     ctx = node.ctx
-    s = sup.settings
+    s = sup.settings_for(node)
     used = used_tokens(node)
     if eviction_due(used, s.context_window, ctx.history_bytes()):
         plan = plan_eviction(ctx, s.keep, economy(sup, node, used))
@@ -220,7 +227,7 @@ def economy(sup: "Supervisor", node: "AgentNode", used: int) -> Economy | None:
     """The figures the plan weighs under ``keep = "auto"``: cache multipliers and the output
     price from the provider and the price table, growth from the growth meter (or the mean growth
     so far), the eviction line, and the verbatim floor (decision 0220). None for a fixed keep."""
-    s = sup.settings
+    s = sup.settings_for(node)
     if s.keep != AUTO:
         return None
     from ..providers.prices import price_for
@@ -269,7 +276,7 @@ class HarnessPolicy:
 
 def pressure(sup: "Supervisor", node: "AgentNode") -> None:
     """At a tool boundary: one reminder per excursion above the pressure line."""
-    s = sup.settings
+    s = sup.settings_for(node)
     used = used_tokens(node)
     if node.latch.update(used, s.context_window, node.ctx.history_bytes()):
         text = pressure_reminder(node.ctx, used, s.context_window, s.keep,

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 import trio
@@ -67,6 +67,8 @@ class AgentNode:
             out.update(c.descendants())
         return out
 
+    settings: Settings | None = None  # this agent's own settings, where they differ from the run's
+
     def outcome(self) -> dict[str, Any]:
         kind = self.kind if self.kind != "root" else "root"
         return {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
@@ -92,6 +94,8 @@ class Supervisor:
         self.provider = provider
         self.provider_name = provider_name or getattr(provider, "name", None)
         self.settings = settings
+        # told (agent id, text) as answer text streams in: a live preview, never recorded
+        self.text_listeners: list[Callable[[str, str], None]] = []
         self.user_tools = {t.name: t for t in (user_tools or [])}
         self.agents: dict[str, AgentNode] = {}
         self.limiter = trio.CapacityLimiter(settings.concurrency)
@@ -103,6 +107,10 @@ class Supervisor:
         existing = list_agents(self.root)
         self._ids = itertools.count(len(existing) + 1)
         self._taken = set(existing)
+
+    def settings_for(self, node: AgentNode | None) -> Settings:
+        """An agent's settings: its own where it was started with some, else the run's."""
+        return node.settings if node is not None and node.settings is not None else self.settings
 
     def on_edit(self, node: AgentNode, kind: str, history_before: int) -> None:
         if self._on_edit is not None:
@@ -138,26 +146,29 @@ class Supervisor:
 
     # ------------------------------------------------------------------ creating agents
 
-    def _started(self, agent: str, **extra: Any) -> SessionStarted:
+    def _started(self, agent: str, settings: Settings | None = None, **extra: Any) -> SessionStarted:
         from .tools import tool_defs
 
-        s = self.settings
+        s = settings or self.settings
         tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
                  for t in tool_defs(self)]
         return SessionStarted(agent=agent, at=now_iso(), system=s.system, tools=tools,
                               provider=self.provider_name, model=s.model,
                               context_window=s.context_window, **extra)
 
-    def new_root(self, task: str, agent_id: str | None = None) -> AgentNode:
-        """Create a root agent's log with its task as the first prompt."""
+    def new_root(self, task: str, agent_id: str | None = None, *,
+                 settings: Settings | None = None) -> AgentNode:
+        """Create a root agent's log with its task as the first prompt; ``settings``, when
+        given, are this agent's own (and its descendants')."""
         self.check_limits(None)
         aid = agent_id or self.mint_agent_id()
         self._taken.add(aid)
         src = agent_source(aid)
-        alog = AgentLog.create(self.root / src, src, self._started(aid, depth=0),
+        alog = AgentLog.create(self.root / src, src, self._started(aid, settings, depth=0),
                                loader=self.loader, fsync=self.settings.fsync)  # type: ignore[arg-type]
         alog.prompt(task)
         node = AgentNode(aid, alog, kind=None, depth=0, parent=None)
+        node.settings = settings
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         self.agents[aid] = node
         return node
@@ -173,6 +184,7 @@ class Supervisor:
                     depth=parent.depth + 1, tokens_per_byte=parent.tokens_per_byte,
                     fsync=self.settings.fsync)
         node = AgentNode(aid, alog, kind=kind, depth=parent.depth + 1, parent=parent)
+        node.settings = parent.settings
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         node.tokens_per_byte = parent.tokens_per_byte
         parent.children[aid] = node
@@ -202,6 +214,9 @@ class Supervisor:
         parent's nursery when the parent's loop begins, as it did the first time."""
         from ..lineage.tree import _first_started
 
+        for aid in list_agents(self.root):
+            if _set_aside_if_never_created(self.root / agent_source(aid)):
+                log.warning("agent creation interrupted: its log had no whole record", agent=aid)
         opening: dict[str, SessionStarted | None] = {
             aid: _first_started(self.root / agent_source(aid)) for aid in list_agents(self.root)}
         order: list[str] = []
@@ -277,15 +292,49 @@ class Supervisor:
             node.log.close()
 
 
-def _has_ended(path: Path) -> bool:
-    """Whether a log holds ``SessionEnded``: a raw scan, decoding only the lines that name it."""
-    from ..session.log import iter_lines
-    from ..session.records import SessionEnded, decode
+def _set_aside_if_never_created(path: Path) -> bool:
+    """A log with no whole record is an agent whose creation a crash interrupted: its opening
+    ``SessionStarted`` never returned, so nothing of it was acknowledged. It is renamed to
+    ``record.jsonl.interrupted`` (kept, not deleted) so that the run resumes without it."""
+    import fcntl
+    import os
 
+    from ..session.errors import LogBusy
+    from ..session.log import find_torn_tail
+
+    torn = find_torn_tail(path)
+    if path.stat().st_size > 0 and (torn is None or torn.offset > 0):
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LogBusy(f"{path} is open for writing elsewhere (one writer per log)") from None
+        n, aside = 0, path.with_name(path.name + ".interrupted")
+        while aside.exists():
+            n += 1
+            aside = path.with_name(f"{path.name}.interrupted.{n}")
+        os.rename(path, aside)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _has_ended(path: Path) -> bool:
+    """Whether a log's last ``SessionEnded`` is not followed by a ``SessionResumed`` (an ended
+    agent given a new prompt reopens): a raw scan, decoding only the lines that name them."""
+    from ..session.log import iter_lines
+    from ..session.records import SessionEnded, SessionResumed, decode
+
+    ended = False
     for _, line in iter_lines(path):
-        if b"SessionEnded" in line and isinstance(decode(line), SessionEnded):
-            return True
-    return False
+        head = bytes(line[:32])  # the writer puts the tag first; a memoryview has no substring test
+        if b"SessionEnded" in head and isinstance(decode(line), SessionEnded):
+            ended = True
+        elif ended and b"SessionResumed" in head and isinstance(decode(line), SessionResumed):
+            ended = False
+    return ended
 
 
 @asynccontextmanager

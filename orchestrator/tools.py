@@ -165,7 +165,7 @@ def survey(sup: "Supervisor", node: "AgentNode") -> dict:
     from ..session.eviction import due_line, plan_eviction, pressure_line
 
     ctx = node.ctx
-    s = sup.settings
+    s = sup.settings_for(node)
     used = ctx.used_tokens(node.tokens_per_byte)
     frontier = []
     for item in ctx.frontier():
@@ -231,7 +231,7 @@ def sweep_horizon(sup: "Supervisor", node: "AgentNode") -> float:
     from ..session.eviction import due_line
     from ..session.sweep import effective_horizon
 
-    s = sup.settings
+    s = sup.settings_for(node)
     due = due_line(s.context_window) if s.context_window else None
     return effective_horizon(s.sweep_horizon, node.ctx.used_tokens(node.tokens_per_byte), due,
                              node.growth.per_request)

@@ -203,6 +203,7 @@ class MessageAssembler:
         self.blocks: dict[int, dict[str, Any]] = {}
         self.partial_json: dict[int, str] = {}
         self.done = False
+        self.on_text = None  # told each text delta as it arrives (the live preview)
 
     def feed(self, kind: str | None, data: dict[str, Any]) -> None:
         kind = data.get("type", kind)
@@ -239,6 +240,8 @@ class MessageAssembler:
         dtype = delta.get("type")
         if dtype == "text_delta":
             block["text"] = block.get("text", "") + delta.get("text", "")
+            if self.on_text is not None and delta.get("text"):
+                self.on_text(delta["text"])
         elif dtype == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
         elif dtype == "signature_delta":

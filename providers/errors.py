@@ -148,6 +148,12 @@ class StreamInterrupted(ProviderError):
         super().__init__(_one_line(message))
 
 
+class MalformedResponse(StreamInterrupted):
+    """A response or stream event that is not what the API defines (a missing field, a wrong
+    type, bytes that are not JSON, a line without end). Retried like an interrupted stream:
+    nothing of it is kept."""
+
+
 # Anthropic's error ``type`` strings (also used in mid-stream ``error`` events) and their status.
 STATUS_FOR_ERROR_TYPE = {
     "invalid_request_error": 400,

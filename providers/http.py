@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import random
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
 from .base import Request, Response
-from .errors import ProviderHTTPError, map_httpx_errors
+from .errors import MalformedResponse, ProviderHTTPError, map_httpx_errors
+
+# what a response of the wrong shape raises in a decoder (a ProviderError is raised as it is)
+_SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError)
 from .retry import OnAttempt, RetryPolicy, call_with_retry
 from .sse import SSEDecoder
 
@@ -79,36 +82,48 @@ class HTTPProvider(ABC):
 
     # ------------------------------------------------------------------ sending
 
-    async def complete(self, request: Request, *, on_attempt: OnAttempt | None = None) -> Response:
+    streams_text = True  # ``complete`` takes ``on_text``
+
+    async def complete(self, request: Request, *, on_attempt: OnAttempt | None = None,
+                       on_text: Callable[[str], None] | None = None) -> Response:
         """
-        One request, retried per ``RetryPolicy``; ``on_attempt`` is told about every attempt.
+        One request, retried per ``RetryPolicy``; ``on_attempt`` is told about every attempt,
+        ``on_text`` about each piece of answer text as it streams (a preview: a retried attempt
+        streams again; the recorded turn is the finished response).
 
         Cancellation:
             Safe: a cancelled attempt leaves nothing behind and is not retried.
         """
         content = json.dumps(self.encode(request), ensure_ascii=False,
                              separators=(",", ":")).encode()
-        return await call_with_retry(lambda: self._attempt(content), policy=self.retry,
+        return await call_with_retry(lambda: self._attempt(content, on_text), policy=self.retry,
                                      on_attempt=on_attempt, rng=self._rng)
 
-    async def _attempt(self, content: bytes) -> Response:
+    async def _attempt(self, content: bytes,
+                       on_text: Callable[[str], None] | None = None) -> Response:
         with map_httpx_errors():
             async with self._client.stream("POST", self.url, content=content,
                                            headers=self._headers()) as resp:
                 if resp.status_code >= 400:
                     await resp.aread()
                     raise self.error(resp.status_code, json_or_text(resp), resp.headers)
-                if not self.stream:
-                    await resp.aread()
-                    return self.decode(resp.json())
-                decoder = SSEDecoder()
-                assembler = self.assembler(dict(resp.headers))
-                async for chunk in resp.aiter_bytes():
-                    for ev in decoder.feed(chunk):
+                try:
+                    if not self.stream:
+                        await resp.aread()
+                        return self.decode(resp.json())
+                    decoder = SSEDecoder()
+                    assembler = self.assembler(dict(resp.headers))
+                    assembler.on_text = on_text
+                    async for chunk in resp.aiter_bytes():
+                        for ev in decoder.feed(chunk):
+                            self.feed_event(assembler, ev.event, ev.data)
+                    for ev in decoder.flush():
                         self.feed_event(assembler, ev.event, ev.data)
-                for ev in decoder.flush():
-                    self.feed_event(assembler, ev.event, ev.data)
-                return assembler.finish()
+                    return assembler.finish()
+                except _SHAPE_ERRORS as e:  # the server sent what its API does not define
+                    raise MalformedResponse(f"malformed response from {self.url}: "
+                                            f"{type(e).__name__}: {e}",
+                                            headers=dict(resp.headers)) from None
 
     async def aclose(self) -> None:
         if self._owns_client:

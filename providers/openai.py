@@ -210,6 +210,7 @@ class ChunkAssembler:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.done = False
+        self.on_text = None  # told each content delta as it arrives (the live preview)
 
     def feed(self, data: str) -> None:
         if data.strip() == "[DONE]":
@@ -239,6 +240,8 @@ class ChunkAssembler:
                     self.reasoning += delta[key]
             if delta.get("content"):
                 self.text += delta["content"]
+                if self.on_text is not None:
+                    self.on_text(delta["content"])
             if delta.get("refusal"):
                 self.refusal += delta["refusal"]
             for call in delta.get("tool_calls") or ():

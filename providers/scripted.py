@@ -109,7 +109,10 @@ class ScriptedProvider:
     def __repr__(self) -> str:
         return "ScriptedProvider()"
 
-    async def complete(self, request: Request, *, on_attempt: OnAttempt | None = None) -> Response:
+    streams_text = True  # ``complete`` takes ``on_text``
+
+    async def complete(self, request: Request, *, on_attempt: OnAttempt | None = None,
+                       on_text: Callable[[str], None] | None = None) -> Response:
         """
         Play the next turn for ``request.meta["agent"]``.
 
@@ -129,6 +132,10 @@ class ScriptedProvider:
         response = Response(blocks=blocks, stop_reason=stop_reason, usage=usage,
                             model=extra.get("model") or self.model,
                             recorded_usage=extra.get("recorded_usage"))
+        if on_text is not None:  # the whole text at once: a script has nothing to stream
+            for b in blocks:
+                if isinstance(b, Text) and b.text:
+                    on_text(b.text)
         if on_attempt is not None:
             result = on_attempt(1, trio.current_time() - t0, usage, None)
             if inspect.isawaitable(result):

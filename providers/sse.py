@@ -29,12 +29,16 @@ class SSEDecoder:
         self._data: list[str] = []
         self._id: str | None = None
 
+    MAX_LINE = 64 << 20  # a "line" longer than this is no event stream
+
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         self._buf += chunk
         out: list[ServerSentEvent] = []
         while True:
             cut = _line_end(self._buf)
             if cut is None:
+                if len(self._buf) > self.MAX_LINE:
+                    raise ValueError(f"an event-stream line longer than {self.MAX_LINE} bytes")
                 break
             end, nxt = cut
             line = self._buf[:end].decode("utf-8", errors="replace")

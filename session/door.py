@@ -35,6 +35,7 @@ import gc
 import heapq
 import itertools
 import operator
+import os
 import sys
 import time
 from array import array
@@ -214,9 +215,10 @@ def read_wants(root: Path, wants: Sequence[Want]) -> list[dict]:
     out: list[list[Any]] = [[None] * len(w[2]) for w in wants]
     for source, entries in _by_source(wants):
         with _open_source(root, source) as f:
+            size = os.fstat(f.fileno()).st_size
             for off, length, want, wi, ri in entries:
                 f.seek(off)
-                raw = f.read(length)
+                raw = f.read(length) if off + length <= size else b""  # a claimed length is not trusted
                 _check(source, off, length, want, raw)
                 try:
                     out[wi][ri] = msgspec.json.decode(raw)
@@ -709,6 +711,7 @@ def _spans(wants: Sequence[Want], idxs: Sequence[int]):
 def _read_window(f, buf: bytearray, start: int, need: int, pos: int):
     """Read ``need`` bytes at ``start`` into the reusable buffer (grown if it must be), seeking
     only when the previous read did not end there: ``(buf, view, bytes read)``."""
+    need = max(0, min(need, os.fstat(f.fileno()).st_size - start))  # a claimed length is not trusted
     if need > len(buf):
         buf = bytearray(need)
     if pos != start:

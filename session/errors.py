@@ -48,3 +48,14 @@ class AncestorUnreadable(SessionError):
 
 class LogClosed(SessionError):
     pass
+
+
+class LogBusy(SessionError):
+    """Another writer holds the log: one agent's log has one writer, process-wide and across
+    processes (an advisory lock on the open file)."""
+
+
+class LogWriteFailed(SessionError):
+    """An append or an fsync failed (a full disk, an I/O error). The log keeps only whole
+    records: a partial line is cut off again; after a failed fsync the log takes no more
+    appends, since what the kernel dropped cannot be known."""

@@ -9,6 +9,8 @@ for appending; read-only users only report it.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Literal
 import blake3
 import msgspec
 
-from .errors import DigestMismatch, LogClosed, LogCorrupt
+from .errors import DigestMismatch, LogBusy, LogClosed, LogCorrupt, LogWriteFailed
 from .records import DECODE_ERRORS, Locus, Pointer, Record, decode, encode
 
 Fsync = Literal["none", "turn", "record"]
@@ -62,18 +64,23 @@ def find_torn_tail(path: Path) -> TornTail | None:
 def iter_lines(path: Path, start: int = 0) -> Iterator[tuple[int, memoryview]]:
     """Yield ``(offset, line)`` for every complete line (without its newline), chunk by chunk.
 
-    A torn tail is not yielded. Memory stays bounded by the chunk plus the longest line, and a
-    line longer than a chunk (a large ``Inherited`` link) is joined once, not re-copied with
-    every chunk that extends it.
+    A torn tail is not yielded, nor read: a crash may leave a tail of any length. Memory stays
+    bounded by the chunk plus the longest complete line, and a line longer than a chunk (a large
+    ``Inherited`` link) is joined once, not re-copied with every chunk that extends it.
     """
+    torn = find_torn_tail(path)
+    stop = torn.offset if torn is not None else None  # a torn tail, however long, is not read
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
         base = start  # file offset of the first byte not yet yielded
         parts: list[bytes] = []  # the unfinished line, piece by piece
+        read = start  # file offset of the next byte to read
         while True:
-            chunk = f.read(CHUNK)
+            want = CHUNK if stop is None else min(CHUNK, stop - read)
+            chunk = f.read(want) if want > 0 else b""
             if not chunk:
                 return
+            read += len(chunk)
             pos = 0
             if parts:
                 nl = chunk.find(b"\n")
@@ -111,7 +118,10 @@ def read_span(path: Path, display: str, loci: list[Locus], *, check: bool = True
     Loci are read in the order given; callers sort them when they want one sequential pass.
     """
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
         for off, length, want in loci:
+            if off + length > size:  # checked before reading: a claimed length is not trusted
+                raise LogCorrupt(display, off, f"the file ends before this record ({length} bytes)")
             f.seek(off)
             raw = f.read(length)
             if len(raw) != length:
@@ -140,18 +150,34 @@ class RecordLog:
 
     The caller holds the agent's lock (the seam); writes are whole lines through one
     ``os.write`` on an ``O_APPEND`` descriptor, so a crash leaves at most one torn line.
+    An exclusive advisory lock on the file is taken before anything else — a second writer, in
+    this process or another, is refused by name before it can touch a torn tail.
     """
 
     def __init__(self, path: Path, *, fsync: Fsync = "none"):
         self.path = path
         self.fsync = fsync
         self.torn: TornTail | None = None
+        self.broken: str | None = None  # why no more appends are taken, after a failed fsync
         path.parent.mkdir(parents=True, exist_ok=True)
-        torn = find_torn_tail(path)
-        if torn is not None:
-            self.torn = self._move_aside(torn)
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._size = os.fstat(self._fd).st_size
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise LogBusy(f"{path} is open for writing elsewhere (one writer per log)") \
+                    from None
+            raise
+        try:
+            torn = find_torn_tail(path)
+            if torn is not None:
+                self.torn = self._move_aside(torn)
+            self._size = os.fstat(fd).st_size
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd: int | None = fd
 
     def _move_aside(self, torn: TornTail) -> TornTail:
         """Copy the torn bytes to a sibling file, then cut them off the log."""
@@ -161,11 +187,10 @@ class RecordLog:
             if not aside.exists():
                 break
             n += 1
-        with open(self.path, "rb") as f:
+        with open(self.path, "rb") as f, open(aside, "wb") as g:
             f.seek(torn.offset)
-            data = f.read()
-        with open(aside, "wb") as g:
-            g.write(data)
+            while block := f.read(CHUNK):  # a tail of any length, in bounded memory
+                g.write(block)
             g.flush()
             os.fsync(g.fileno())
         os.truncate(self.path, torn.offset)
@@ -182,33 +207,58 @@ class RecordLog:
         """Write one encoded record as a whole line; return its Locus once it is written."""
         if self._fd is None:
             raise LogClosed(f"{self.path} is closed")
+        if self.broken is not None:
+            raise LogWriteFailed(f"{self.path}: no more appends after {self.broken}")
         data = line + b"\n"
         view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except OSError as e:  # a full disk or an I/O error: cut the partial line off again
+            self._cut_back(e)
+            raise LogWriteFailed(f"{self.path}: append failed ({os.strerror(e.errno or 0) or e}); "
+                                 "the log keeps only whole records") from None
         if self.fsync == "record":
-            os.fsync(self._fd)
+            self._fsync()
         locus = (self._size, len(line), digest(line))
         self._size += len(data)
         return locus
 
+    def _cut_back(self, cause: OSError) -> None:
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError as e:
+            self.broken = f"a failed append that could not be cut back ({e.strerror})"
+
+    def _fsync(self) -> None:
+        try:
+            os.fsync(self._fd)
+        except OSError as e:
+            # After a failed fsync the kernel may have dropped the dirty pages: what is on disk
+            # is unknown, so this writer stops; a reopen re-reads what the disk really holds.
+            self.broken = f"a failed fsync ({os.strerror(e.errno or 0) or e})"
+            raise LogWriteFailed(f"{self.path}: {self.broken}; reopen the log to continue") \
+                from None
+
     def sync(self) -> None:
         """Flush to disk now, whatever the setting (a fork calls this on a child's opening)."""
-        if self._fd is not None and self.fsync != "none":
-            os.fsync(self._fd)
+        if self._fd is not None and self.fsync != "none" and self.broken is None:
+            self._fsync()
 
     def turn_boundary(self) -> None:
         """The ``turn`` setting's durability point: fsync once per turn boundary."""
-        if self._fd is not None and self.fsync == "turn":
-            os.fsync(self._fd)
+        if self._fd is not None and self.fsync == "turn" and self.broken is None:
+            self._fsync()
 
     def close(self) -> None:
         if self._fd is not None:
-            if self.fsync != "none":
-                os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            try:
+                if self.fsync != "none" and self.broken is None:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)  # also releases the lock
 
     def __enter__(self) -> "RecordLog":
         return self

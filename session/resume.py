@@ -59,6 +59,7 @@ def _fold(path: Path, source: str, loader: Loader | None,
     ctx = Context(source, loader=loader)
     shown = display or source or str(path)
     torn = find_torn_tail(path)
+    stop = torn.offset if torn is not None else None  # never read into a torn tail: it may be huge
     step = ctx.step
     dec = _decoder.decode
     dec_lines = _decoder.decode_lines
@@ -73,7 +74,8 @@ def _fold(path: Path, source: str, loader: Loader | None,
             filled, end, loci, whole = fill(fd, bufs[cur], None, 0, 0, base)
             while True:
                 buf = bufs[cur]
-                more = filled == len(buf)  # a short read is the end of the file
+                # a short read is the end of the file; past a torn tail's start nothing is whole
+                more = filled == len(buf) and (stop is None or base + filled < stop)
                 if not loci:
                     if not more:
                         break  # what is left, if anything, is a torn tail

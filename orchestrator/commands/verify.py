@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -50,6 +51,12 @@ def verify(path: Path) -> dict:
         raise UserError(str(e)) from None
     problems: list[dict] = []
     torn_list: list[dict] = []
+    if (root / "run.json").is_file() and Path(path).resolve() == root:
+        for d in sorted((root / "agents").iterdir()) if (root / "agents").is_dir() else ():
+            log = d / "record.jsonl"
+            if os.path.lexists(log) and not log.is_file():  # a FIFO, a device, a dangling link
+                problems.append({"path": f"agents/{d.name}/record.jsonl", "line": 0,
+                                 "offset": None, "error": "not a regular file: not a log"})
     for agent in agents:
         src = agent_source(agent)
         try:

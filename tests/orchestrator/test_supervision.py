@@ -403,3 +403,22 @@ async def test_the_progress_line_counts_agents_turns_tokens_and_cost(tmp_path, a
     disabled = io.StringIO()
     await Progress(sup, enabled=False, stream=disabled).run()
     assert disabled.getvalue() == ""
+
+
+async def test_resume_run_leaves_ended_agents_alone_and_finds_reopened_ones(tmp_path):
+    """An agent whose log ends with SessionEnded is not run again (no provider call); one
+    reopened after its end (SessionResumed, a new prompt) is."""
+    from mnemon.orchestrator.supervisor import _has_ended
+    from mnemon.session.records import SessionResumed
+
+    root = tmp_path / "run"
+    async with open_supervisor(root, provider(lambda r, s: say("ok")), settings()) as sup:
+        await sup.ask("one", agent_id="a1")
+        await sup.ask("two", agent_id="a2")
+        sup.agents["a2"].log.append(SessionResumed())
+        sup.agents["a2"].log.prompt("three")
+    assert _has_ended(root / "agents" / "a1" / "record.jsonl")
+    assert not _has_ended(root / "agents" / "a2" / "record.jsonl")
+    sup2 = Supervisor(root, provider(lambda r, s: say("again")), settings())
+    assert [n.id for n in sup2.resume_run()] == ["a2"]
+    sup2.close()

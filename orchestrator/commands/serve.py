@@ -1,0 +1,81 @@
+"""``mnemon serve [RUN_ROOT]`` — the HTTP service over one run root.
+
+With RUN_ROOT the run is served read-only (a finished run, or one another process writes);
+without it (or with ``--run-root``) the service owns a supervisor and starts agents on request.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..cli import COMMANDS, UserError
+from ..options import add_provider_args, provider_from, run_root_from, settings_from
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("serve", help=COMMANDS["serve"])
+    p.add_argument("run_root_ro", nargs="?", metavar="RUN_ROOT",
+                   help="serve this existing run root read-only")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    p.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
+    p.add_argument("--token", default=None,
+                   help="the bearer token (default: $MNEMON_TOKEN, else one is generated and "
+                        "printed once)")
+    add_provider_args(p)
+
+
+def run(args) -> int:
+    import trio
+
+    from ... import __version__
+    from ..service.auth import AuthConfigError, check_bind, resolve_token
+    from ..service.runs import Run
+    from ..service.server import serve
+
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be 0..65535, not {args.port}")
+    try:
+        token, generated = resolve_token(args.token)
+        check_bind(args.host, not generated)
+    except AuthConfigError as e:
+        raise UserError(str(e)) from None
+    settings = settings_from(args)
+    if args.run_root_ro:
+        from ...lineage.runroot import RunRootError, find_run_root, read_run_json
+
+        path = Path(args.run_root_ro)
+        try:
+            root = find_run_root(path)
+            read_run_json(root)
+        except RunRootError as e:
+            raise UserError(str(e)) from None
+        run_ = Run(root, read_only=True, settings=settings)
+        provider, provider_name = None, None
+    else:
+        root = run_root_from(args, "mnemon serve")
+        provider = provider_from(args)
+        provider_name = args.provider
+        run_ = Run(root, read_only=False, settings=settings, provider_name=provider_name)
+        from .. import logs
+
+        logs.configure(root, verbose=args.verbose)
+
+    def ready(binds: list[str]) -> None:
+        url = binds[0] if binds else f"http://{args.host}:{args.port}"
+        mode = "read-only" if run_.read_only else f"provider {provider_name}"
+        sys.stderr.write(f"mnemon: serving {root} ({mode}) on {url}\n")
+        if generated:
+            sys.stderr.write(f"mnemon: token {token}  (page: {url}/#token={token})\n")
+        else:
+            sys.stderr.write(f"mnemon: page: {url}/ (the token from --token or MNEMON_TOKEN)\n")
+        sys.stderr.flush()
+
+    try:
+        trio.run(lambda: serve(run_, token=token, host=args.host, port=args.port,
+                               provider=provider, provider_name=provider_name,
+                               version=__version__, on_ready=ready))
+    except OSError as e:
+        raise UserError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
+    sys.stderr.write("mnemon: stopped\n")
+    return 0

@@ -1,0 +1,461 @@
+"""The Starlette app: routes, auth, body limits, errors, the OpenAPI document, the page.
+
+Every route is declared once in ``ROUTES`` with its request and response Structs; the router
+and ``/v1/openapi.json`` are both built from that table, so the document cannot drift from what
+is served. Handlers that read logs run in a worker thread: a fold of a large log never stalls
+the event loop that drives the agents."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import msgspec
+import trio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from ...lineage.runroot import RunRootError, agent_dir, agent_source
+from ...session.constants import GREP_TIMEOUT_S
+from ...session.errors import LogRefused, Refusal, SessionError
+from . import schema as S
+from .auth import authorized, is_open
+from .events import BadEventId, parse_positions, stream
+from .runs import Conflict, NotFound, Run
+
+MAX_BODY = 1 << 20  # bytes of JSON a request may carry
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = " ".join(message.split())[:500]  # one line
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(obj), status_code=status, media_type="application/json")
+
+
+async def _body(request: Request, struct: type) -> Any:
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+        raise HTTPError(413, f"the body is larger than {MAX_BODY} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise HTTPError(413, f"the body is larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks) or b"{}"
+    try:
+        return msgspec.json.decode(raw, type=struct)
+    except msgspec.ValidationError as e:
+        raise HTTPError(422, f"invalid request: {e}") from None
+    except msgspec.DecodeError as e:
+        raise HTTPError(400, f"malformed JSON: {e}") from None
+
+
+@dataclass(frozen=True)
+class Spec:
+    method: str
+    path: str
+    name: str
+    summary: str
+    body: type | None = None
+    out: type | None = None
+    status: int = 200
+    query: tuple[tuple[str, str, bool], ...] = ()  # (name, description, required)
+    stream: bool = False
+
+
+class Handlers:
+    """The route handlers over one ``Run``."""
+
+    def __init__(self, run: Run, *, version: str, provider: str | None, model: str | None):
+        self.run = run
+        self.version = version
+        self.provider = provider
+        self.model = model
+        self._doors: dict[str, tuple[tuple[int, int], Any]] = {}
+        self._door_lock = trio.Lock()
+
+    # --------------------------------------------------------------- helpers
+
+    def _aid(self, request: Request) -> str:
+        aid = request.path_params["id"]
+        if aid not in self.run.agent_ids():
+            raise HTTPError(404, f"no agent {aid!r} in this run")
+        return aid
+
+    async def _door(self, aid: str):
+        """The door of an agent: its live table where it runs here, else its log folded (once
+        per size of the file) in a worker thread."""
+        from ...session.door import Door
+
+        sup = self.run.sup
+        node = sup.agents.get(aid) if sup is not None else None
+        if node is not None:
+            return Door.of_agent(self.run.root, node.log, own=False)
+        path = self.run.root / agent_source(aid)
+        st = path.stat()
+        key = (st.st_size, st.st_mtime_ns)
+        async with self._door_lock:
+            hit = self._doors.get(aid)
+            if hit is not None and hit[0] == key:
+                return hit[1]
+            from ...lineage.view import open_door
+
+            door = await trio.to_thread.run_sync(open_door, agent_dir(self.run.root, aid))
+            self._doors[aid] = (key, door)
+            return door
+
+    # --------------------------------------------------------------- routes
+
+    async def health(self, request: Request) -> Any:
+        return S.Health(ok=True)
+
+    async def run_info(self, request: Request) -> Any:
+        return S.RunOut(run_root=str(self.run.root), read_only=self.run.read_only,
+                        provider=self.provider, model=self.model,
+                        agents=len(self.run.agent_ids()), version=self.version)
+
+    async def list_agents(self, request: Request) -> Any:
+        views = await trio.to_thread.run_sync(self.run.views)
+        return S.AgentList(agents=views, read_only=self.run.read_only)
+
+    async def create_agent(self, request: Request) -> Any:
+        body = await _body(request, S.AgentCreate)
+        return self.run.start_root(body)
+
+    async def get_agent(self, request: Request) -> Any:
+        aid = self._aid(request)
+        return await trio.to_thread.run_sync(self.run.view, aid)
+
+    async def prompt(self, request: Request) -> Any:
+        aid = self._aid(request)
+        body = await _body(request, S.PromptIn)
+        return self.run.prompt(aid, body.prompt)
+
+    async def clear(self, request: Request) -> Any:
+        return self.run.clear(self._aid(request))
+
+    async def rewind(self, request: Request) -> Any:
+        aid = self._aid(request)
+        body = await _body(request, S.RewindIn)
+        return self.run.rewind(aid, body.to)
+
+    async def cancel(self, request: Request) -> Any:
+        return self.run.cancel(self._aid(request))
+
+    async def fork(self, request: Request) -> Any:
+        aid = self._aid(request)
+        body = await _body(request, S.ForkIn)
+        return self.run.fork(aid, body.task, body.kind)
+
+    async def index(self, request: Request) -> Any:
+        aid = self._aid(request)
+        door = await self._door(aid)
+        rows = await door.aindex() if door.seam is not None else await trio.to_thread.run_sync(door.index)
+        turns = request.query_params.get("turns")
+        if turns:
+            keep = {t.id for t in door.select(turns)}
+            rows = [r for r in rows if r["id"] in keep]
+        return S.DoorRows(agent=aid, rows=rows)
+
+    async def read(self, request: Request) -> Any:
+        aid = self._aid(request)
+        turns = request.query_params.get("turns")
+        if not turns:
+            raise HTTPError(400, "read needs ?turns= (ids and ranges, e.g. 3,5-9)")
+        door = await self._door(aid)
+        if door.seam is not None:
+            rows = await door.aread(turns)
+        else:
+            rows = await trio.to_thread.run_sync(door.read, turns)
+        return S.DoorRows(agent=aid, rows=rows)
+
+    async def grep(self, request: Request) -> Any:
+        aid = self._aid(request)
+        q = request.query_params
+        pattern = q.get("pattern")
+        if not pattern:
+            raise HTTPError(400, "grep needs ?pattern= (a regex)")
+        try:
+            timeout = float(q.get("timeout_s", GREP_TIMEOUT_S))
+        except ValueError:
+            raise HTTPError(400, "timeout_s must be a number of seconds") from None
+        if not 0 < timeout <= 60:
+            raise HTTPError(400, "timeout_s must be in (0, 60]")
+        door = await self._door(aid)
+        turns = q.get("turns") or None
+        if door.seam is not None:
+            out = await door.agrep(pattern, turns, timeout_s=timeout)
+        else:
+            out = await trio.to_thread.run_sync(
+                functools.partial(door.grep, pattern, turns, timeout_s=timeout))
+        return S.GrepOut(agent=aid, hits=out["hits"], total=out["total"])
+
+    async def context(self, request: Request) -> Any:
+        aid = self._aid(request)
+        door = await self._door(aid)
+        return await trio.to_thread.run_sync(_survey, aid, door.ctx)
+
+    async def tree(self, request: Request) -> Any:
+        from ...lineage.tree import tree_json
+
+        return S.TreeOut(tree=await trio.to_thread.run_sync(tree_json, self.run.root))
+
+    async def cost(self, request: Request) -> Any:
+        from ..costs import as_json, run_cost
+
+        rows = await trio.to_thread.run_sync(
+            functools.partial(run_cost, self.run.root, ttl=self.run.settings.cache_ttl))
+        return S.CostOut(**as_json(rows))
+
+    async def agent_events(self, request: Request) -> Any:
+        aid = self._aid(request)
+        return self._events(request, aid)
+
+    async def run_events(self, request: Request) -> Any:
+        return self._events(request, None)
+
+    def _events(self, request: Request, aid: str | None) -> StreamingResponse:
+        last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+        try:
+            positions = parse_positions(last, agent=aid)
+            for a, off in positions.items():
+                if a not in self.run.agent_ids():
+                    raise BadEventId(f"Last-Event-ID names agent {a}, which this run does not have")
+                if off > (self.run.root / agent_source(a)).stat().st_size:
+                    raise BadEventId(f"Last-Event-ID position {off} is past the end of {a}'s log")
+        except BadEventId as e:
+            raise HTTPError(400, str(e)) from None
+        follow = request.query_params.get("follow", "1") != "0"
+        run = self.run
+
+        async def gen():
+            from .runs import Previews
+
+            previews = Previews(aid)
+            run.previews.add(previews)
+            try:
+                async for chunk in stream(run.hub, agent=aid, positions=positions,
+                                          follow=follow, closing=lambda: run.closing,
+                                          previews=previews if follow else None):
+                    yield chunk
+            finally:
+                run.previews.discard(previews)
+
+        return StreamingResponse(gen(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def page(self, request: Request) -> Any:
+        return Response(_static("index.html"), media_type="text/html; charset=utf-8")
+
+    async def static(self, request: Request) -> Any:
+        name = request.path_params["name"]
+        types = {".js": "text/javascript", ".css": "text/css", ".txt": "text/plain"}
+        kind = types.get(Path(name).suffix)
+        if kind is None or "/" in name or name.startswith("."):
+            raise HTTPError(404, f"no static file {name!r}")
+        try:
+            return Response(_static(name), media_type=kind + "; charset=utf-8")
+        except FileNotFoundError:
+            raise HTTPError(404, f"no static file {name!r}") from None
+
+    async def openapi(self, request: Request) -> Any:
+        return Response(openapi_bytes(self.version), media_type="application/json")
+
+
+def _survey(aid: str, ctx) -> S.Survey:
+    from ...session.context import Turn
+    from ...session.render import residue_message
+
+    frontier = []
+    for item in ctx.frontier():
+        if isinstance(item, Turn):
+            frontier.append({"kind": "turn", "id": item.id, "role": item.role,
+                             "bytes": item.bytes, "label": item.label})
+        else:
+            frontier.append({"kind": "residue", "span": list(item.span), "note": item.note,
+                             "by": item.by, "bytes": len(residue_message(ctx, item).encode())})
+    marks = [{"block": f"{k[0]}.{k[1]}", "replacement_bytes": len(v.encode())}
+             for k, v in sorted(ctx.marks.items())]
+    started = ctx.started
+    return S.Survey(agent=aid, frontier=frontier, marks=marks, history_bytes=ctx.history_bytes(),
+                    used_tokens=ctx.used_tokens(),
+                    context_window=started.context_window if started else None)
+
+
+@functools.lru_cache(maxsize=None)
+def _static(name: str) -> bytes:
+    return (resources.files(__package__) / "static" / name).read_bytes()
+
+
+_TURNS = ("turns", "ids and ranges, e.g. 3,5-9", False)
+ROUTES: tuple[Spec, ...] = (
+    Spec("GET", "/v1/health", "health", "Liveness; the one API route without a token",
+         out=S.Health),
+    Spec("GET", "/v1/openapi.json", "openapi", "This document"),
+    Spec("GET", "/v1/run", "run_info", "The run root served, its provider and mode", out=S.RunOut),
+    Spec("GET", "/v1/agents", "list_agents", "Every agent of the run", out=S.AgentList),
+    Spec("POST", "/v1/agents", "create_agent", "Start a root agent on a prompt",
+         body=S.AgentCreate, out=S.AgentOut, status=201),
+    Spec("GET", "/v1/agents/{id}", "get_agent", "One agent: state, reason, usage, cost, lineage",
+         out=S.AgentOut),
+    Spec("POST", "/v1/agents/{id}/prompt", "prompt", "A new prompt to an ended agent",
+         body=S.PromptIn, out=S.AgentOut, status=202),
+    Spec("POST", "/v1/agents/{id}/clear", "clear", "/clear: withdraw every turn", out=S.AgentOut),
+    Spec("POST", "/v1/agents/{id}/rewind", "rewind", "/rewind: withdraw turns after `to`",
+         body=S.RewindIn, out=S.AgentOut),
+    Spec("POST", "/v1/agents/{id}/cancel", "cancel", "Cancel a running agent and its descendants",
+         out=S.AgentOut),
+    Spec("POST", "/v1/agents/{id}/fork", "fork", "Fork a child of a running agent",
+         body=S.ForkIn, out=S.AgentOut, status=201),
+    Spec("GET", "/v1/agents/{id}/index", "index", "The door: every turn, oldest first",
+         out=S.DoorRows, query=(_TURNS,)),
+    Spec("GET", "/v1/agents/{id}/read", "read", "The door: each named turn's own records",
+         out=S.DoorRows, query=(("turns", "ids and ranges, e.g. 3,5-9", True),)),
+    Spec("GET", "/v1/agents/{id}/grep", "grep", "The door: a regex over the transcript, per line",
+         out=S.GrepOut, query=(("pattern", "a regex (the Python regex module's dialect)", True),
+                               _TURNS, ("timeout_s", "cap on regex time, seconds", False))),
+    Spec("GET", "/v1/agents/{id}/context", "context", "The survey of an agent's context",
+         out=S.Survey),
+    Spec("GET", "/v1/agents/{id}/events", "agent_events", "One agent's events (SSE)",
+         stream=True),
+    Spec("GET", "/v1/events", "run_events", "The whole run's events (SSE)", stream=True),
+    Spec("GET", "/v1/tree", "tree", "The lineage tree (as `mnemon tree --json`)", out=S.TreeOut),
+    Spec("GET", "/v1/cost", "cost", "Tokens, cache and price (as `mnemon cost --json`)",
+         out=S.CostOut),
+)
+PAGES: tuple[Spec, ...] = (
+    Spec("GET", "/", "page", "The page: the run live"),
+    Spec("GET", "/static/{name}", "static", "The page's script and style"),
+)
+
+
+def _wrap(fn: Callable[[Request], Awaitable[Any]], spec: Spec):
+    async def endpoint(request: Request) -> Response:
+        try:
+            out = await fn(request)
+        except HTTPError as e:
+            return _json(S.ErrorOut(error=e.message), e.status)
+        except NotFound as e:
+            return _json(S.ErrorOut(error=str(e)), 404)
+        except Conflict as e:
+            return _json(S.ErrorOut(error=str(e)), 409)
+        except LogRefused as e:
+            return _json(S.ErrorOut(error=f"the log does not fold: {e}"), 500)
+        except (Refusal, RunRootError) as e:
+            return _json(S.ErrorOut(error=" ".join(str(e).split())), 409 if spec.method == "POST" else 400)
+        except SessionError as e:
+            return _json(S.ErrorOut(error=" ".join(str(e).split())), 500)
+        if isinstance(out, Response):
+            return out
+        return _json(out, spec.status)
+    return endpoint
+
+
+class _Guard:
+    """ASGI middleware: the bearer token on every route but the open ones."""
+
+    def __init__(self, app, token: str):
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and not is_open(scope["path"]):
+            header = None
+            for k, v in scope.get("headers", ()):
+                if k == b"authorization":
+                    header = v.decode("latin-1")
+                    break
+            if not authorized(header, self.token):
+                body = msgspec.json.encode(S.ErrorOut(error="a bearer token is required"))
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(run: Run, *, token: str, version: str = "0", provider: str | None = None,
+               model: str | None = None):
+    """The ASGI app serving ``run``, every route but the open ones behind ``token``."""
+    h = Handlers(run, version=version, provider=provider, model=model)
+    routes = [Route(s.path, _wrap(getattr(h, s.name), s), methods=[s.method], name=s.name)
+              for s in (*ROUTES, *PAGES)]
+    app = Starlette(routes=routes)
+
+    async def not_found(request, exc):
+        status = getattr(exc, "status_code", 404)
+        msg = "no such route" if status == 404 else "method not allowed" if status == 405 else "error"
+        return _json(S.ErrorOut(error=msg), status)
+
+    app.add_exception_handler(404, not_found)
+    app.add_exception_handler(405, not_found)
+    return _Guard(app, token)
+
+
+@functools.lru_cache(maxsize=4)
+def openapi_bytes(version: str) -> bytes:
+    return msgspec.json.encode(openapi(version))
+
+
+def openapi(version: str) -> dict:
+    """OpenAPI 3.1 for ``ROUTES``, the schemas generated from the Structs."""
+    structs = sorted({t for s in ROUTES for t in (s.body, s.out) if t is not None} | {S.ErrorOut},
+                     key=lambda t: t.__name__)
+    (_, components) = msgspec.json.schema_components(structs,
+                                                     ref_template="#/components/schemas/{name}")
+    ref = lambda t: {"$ref": f"#/components/schemas/{t.__name__}"}  # noqa: E731
+    err = {"description": "a one-line error", "content": {"application/json": {"schema": ref(S.ErrorOut)}}}
+    paths: dict[str, dict] = {}
+    for s in ROUTES:
+        op: dict[str, Any] = {"operationId": s.name, "summary": s.summary, "responses": {}}
+        params = []
+        if "{id}" in s.path:
+            params.append({"name": "id", "in": "path", "required": True,
+                           "schema": {"type": "string"}, "description": "an agent id"})
+        for name, desc, required in s.query:
+            params.append({"name": name, "in": "query", "required": required,
+                           "description": desc, "schema": {"type": "string"}})
+        if s.stream:
+            params.append({"name": "Last-Event-ID", "in": "header", "required": False,
+                           "schema": {"type": "string"},
+                           "description": "resume after this event: <agent>:<offset>,…"})
+        if params:
+            op["parameters"] = params
+        if s.body is not None:
+            op["requestBody"] = {"required": True,
+                                 "content": {"application/json": {"schema": ref(s.body)}}}
+        if s.stream:
+            op["responses"][str(s.status)] = {"description": "server-sent events",
+                                              "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+        elif s.out is not None:
+            op["responses"][str(s.status)] = {"description": "OK", "content": {
+                "application/json": {"schema": ref(s.out)}}}
+        else:
+            op["responses"][str(s.status)] = {"description": "OK", "content": {
+                "application/json": {"schema": {"type": "object"}}}}
+        if s.path != "/v1/health":
+            op["security"] = [{"bearer": []}]
+            op["responses"]["401"] = err
+        for code in (("400", "404", "409", "413", "422") if s.body or "{id}" in s.path else ()):
+            op["responses"][code] = err
+        paths.setdefault(s.path, {})[s.method.lower()] = op
+    return {"openapi": "3.1.0",
+            "info": {"title": "mnemon", "version": version,
+                     "description": "Multi-agent orchestration: agents, their transcripts and "
+                                    "their events."},
+            "paths": paths,
+            "components": {"schemas": components,
+                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}}

@@ -1,0 +1,306 @@
+"""The run a service serves: its run root, its supervisor (none when read-only), and what can be
+done to its agents. Views of agents come from their logs — the only source of truth — scanned
+incrementally, with the live supervisor's word on state where the agent runs here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from ...lineage.runroot import agent_source, list_agents, now_iso
+from ...providers.prices import cost_usd
+from ...session.errors import Refusal
+from ...session.log import iter_lines
+from ...session.records import Cleared, Rewound, SessionResumed, Usage
+from ..settings import Settings
+from .schema import AgentCreate, AgentOut, UsageOut
+
+
+class NotFound(Exception):
+    """An unknown agent (404)."""
+
+
+class Conflict(Exception):
+    """The request does not fit the state (409): read-only, not running, already running."""
+
+
+class _Probe(msgspec.Struct):
+    """What a view needs of a record; everything else in the line is skipped undecoded."""
+    t: str
+    usage: Usage | None = None
+    model: str | None = None
+    reason: str | None = None
+    parent: str | None = None
+    kind: str | None = None
+    depth: int | None = None
+
+
+_probe = msgspec.json.Decoder(_Probe)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+
+class _Scan:
+    """One agent's log read so far: the view's figures, advanced by the new complete lines."""
+
+    __slots__ = ("offset", "parent", "kind", "depth", "model", "ended", "reason", "usage",
+                 "cost", "calls", "last_assistant")
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.parent = self.kind = self.model = self.reason = None
+        self.depth = None
+        self.ended = False
+        self.usage = Usage()
+        self.cost = 0.0
+        self.calls = 0
+        self.last_assistant: int | None = None
+
+    def advance(self, path: Path, ttl: str) -> None:
+        for off, line in iter_lines(path, start=self.offset):
+            self.offset = off + len(line) + 1
+            try:
+                rec = _probe.decode(line)
+            except _DECODE_ERRORS:
+                continue  # a line the fold would refuse: `verify` names it; a view skips it
+            t = rec.t
+            if t == "SessionStarted":
+                self.parent, self.kind, self.depth, self.model = (rec.parent, rec.kind,
+                                                                  rec.depth, rec.model)
+            elif t == "ProviderCall" and rec.usage is not None:
+                self.usage = self.usage + rec.usage
+                self.cost += cost_usd(rec.usage, rec.model or self.model, ttl)
+                self.calls += 1
+            elif t == "AssistantMessage":
+                self.last_assistant = off
+            elif t == "SessionEnded":
+                self.ended, self.reason = True, rec.reason
+            elif t == "SessionResumed":
+                self.ended, self.reason = False, None
+
+
+def _answer(path: Path, offset: int | None) -> str | None:
+    if offset is None:
+        return None
+    from ...session.records import AssistantMessage, Text, decode
+
+    for _off, line in iter_lines(path, start=offset):
+        rec = decode(line)
+        if isinstance(rec, AssistantMessage):
+            texts = [b.text for b in rec.blocks if isinstance(b, Text)]
+            return "\n".join(texts) if texts else None
+        return None
+    return None
+
+
+class Previews:
+    """One event stream's text previews not yet sent, bounded: a client too slow to take them
+    loses the oldest previews, never a recorded event."""
+
+    LIMIT = 4096
+
+    def __init__(self, agent: str | None):
+        self.agent = agent
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, agent: str, text: str) -> None:
+        if self.agent is None or agent == self.agent:
+            self.items.append((agent, text))
+            if len(self.items) > self.LIMIT:
+                del self.items[: len(self.items) - self.LIMIT]
+
+    def drain(self) -> list[tuple[str, str]]:
+        out, self.items = self.items, []
+        return out
+
+
+class Run:
+    """A run root served over HTTP; ``sup`` is set while the service runs, unless read-only."""
+
+    def __init__(self, root: Path, *, read_only: bool, settings: Settings | None = None,
+                 provider_name: str | None = None):
+        self.root = Path(root)
+        self.read_only = read_only
+        self.settings = settings or Settings()
+        self.provider_name = provider_name
+        self.sup = None  # the Supervisor, when writable and running
+        self._scans: dict[str, _Scan] = {}
+        self.changed = trio.Event()  # set (and renewed) whenever the service appends
+        self.closing = False  # the service is shutting down: event streams end
+        self.previews: set["Previews"] = set()  # each open event stream's streamed text
+        from .events import Hub
+
+        self.hub = Hub(self.root, self.settings.cache_ttl)  # reads the logs for every stream
+
+    def on_text(self, agent: str, text: str) -> None:
+        """The supervisor's text listener: streamed answer text, fanned out to every stream."""
+        for p in self.previews:
+            p.add(agent, text)
+        self._poke()
+
+    # ------------------------------------------------------------------ views
+
+    def agent_ids(self) -> list[str]:
+        return list_agents(self.root)
+
+    def _scan(self, aid: str) -> _Scan:
+        if aid not in self.agent_ids():
+            raise NotFound(f"no agent {aid!r} in this run")
+        scan = self._scans.get(aid)
+        if scan is None:
+            scan = self._scans[aid] = _Scan()
+        scan.advance(self.root / agent_source(aid), self.settings.cache_ttl)
+        return scan
+
+    def view(self, aid: str, children: list[str] | None = None) -> AgentOut:
+        scan = self._scan(aid)
+        node = self.sup.agents.get(aid) if self.sup is not None else None
+        if children is None:
+            children = [a for a in self.agent_ids() if self._scan(a).parent == aid]
+        if node is not None and node.state == "running":
+            state, reason = "running", None
+        elif scan.ended:
+            reason = scan.reason
+            state = ("ended" if reason in ("done", "max_turns", "budget") else
+                     "cancelled" if reason == "cancelled" else "failed")
+        else:
+            state, reason = "open", None  # a log with no end recorded, not running here
+        u = scan.usage
+        return AgentOut(id=aid, state=state, reason=reason, kind=scan.kind or "root",
+                        parent=scan.parent, children=children, depth=scan.depth,
+                        usage=UsageOut(input_tokens=u.input_tokens,
+                                       cache_read_tokens=u.cache_read_tokens,
+                                       cache_write_tokens=u.cache_write_tokens,
+                                       output_tokens=u.output_tokens),
+                        cost_usd=round(scan.cost, 6),
+                        answer=_answer(self.root / agent_source(aid), scan.last_assistant),
+                        live=node is not None)
+
+    def views(self) -> list[AgentOut]:
+        ids = self.agent_ids()
+        parents = {a: self._scan(a).parent for a in ids}
+        kids: dict[str, list[str]] = {a: [] for a in ids}
+        for a, p in parents.items():
+            if p in kids:
+                kids[p].append(a)
+        return [self.view(a, kids[a]) for a in ids]
+
+    # ------------------------------------------------------------------ actions
+
+    def _writable(self):
+        if self.read_only or self.sup is None:
+            raise Conflict("this run root is served read-only")
+        return self.sup
+
+    def _node(self, aid: str):
+        """The live node of an agent; one recorded before this service started is reopened
+        (``SessionResumed``) and left not running."""
+        sup = self._writable()
+        if aid not in self.agent_ids():
+            raise NotFound(f"no agent {aid!r} in this run")
+        node = sup.agents.get(aid)
+        if node is None:
+            node = sup.resume_agent(aid)
+            node.state = "ended"
+            node.done.set()
+        return node
+
+    def _edit(self, aid: str, record) -> None:
+        """Record an edit (``Cleared``, ``Rewound``). A refused edit writes nothing: a live log
+        judges it before writing; a log recorded before this service started is judged on a
+        read-only fold first, then reopened, edited and — if it had ended — ended again."""
+        sup = self._writable()
+        if aid not in self.agent_ids():
+            raise NotFound(f"no agent {aid!r} in this run")
+        node = sup.agents.get(aid)
+        if node is not None:
+            node.log.append(record)
+            return
+        from ...lineage.runroot import agent_dir
+        from ...lineage.view import open_agent
+        from ...session.records import SessionEnded
+
+        _root, _agent, ctx, _torn = open_agent(agent_dir(self.root, aid))
+        ctx.check(record)
+        scan = self._scan(aid)
+        ended, reason = scan.ended, scan.reason
+        node = self._node(aid)
+        node.log.append(record)
+        if ended:
+            node.log.append(SessionEnded(reason=reason or "done", at=now_iso()))
+
+    def _poke(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def start_root(self, body: AgentCreate) -> AgentOut:
+        sup = self._writable()
+        over = {k: getattr(body, k) for k in ("system", "model", "context_window", "keep",
+                                              "max_turns") if getattr(body, k) is not None}
+        settings = msgspec.structs.replace(sup.settings, **over) if over else None
+        node = sup.new_root(body.prompt, settings=settings)
+        sup.start(node)
+        self._poke()
+        return self.view(node.id, [])
+
+    def prompt(self, aid: str, text: str) -> AgentOut:
+        """A new prompt to an agent that has ended: it reopens and runs again."""
+        was_live = aid in self._writable().agents
+        node = self._node(aid)  # reopening a log recorded before this service records the resume
+        if node.state == "running":
+            raise Conflict(f"agent {aid} is running: wait for it to end, or cancel it")
+        parent = node.parent
+        if parent is not None and parent.state == "running" and parent.nursery is not None:
+            nursery = parent.nursery
+        else:
+            nursery = None
+        if was_live:
+            node.log.append(SessionResumed(at=now_iso()))
+        node.log.prompt(text)
+        node.state, node.reason, node.answer = "running", None, None
+        node.done = trio.Event()
+        node.scope = trio.CancelScope()
+        node.turns_taken = 0
+        self._writable().start(node, nursery)
+        self._poke()
+        return self.view(aid)
+
+    def clear(self, aid: str) -> AgentOut:
+        self._edit(aid, Cleared())
+        node = self._writable().agents.get(aid)
+        for child in (node.children.values() if node is not None else ()):
+            child.scope.cancel()
+        self._poke()
+        return self.view(aid)
+
+    def rewind(self, aid: str, to: int) -> AgentOut:
+        self._edit(aid, Rewound(to=to))  # a rewind into a residue is refused, nothing written
+        self._poke()
+        return self.view(aid)
+
+    def cancel(self, aid: str) -> AgentOut:
+        node = self._node(aid)
+        if node.state != "running":
+            raise Conflict(f"agent {aid} is not running ({node.state})")
+        node.scope.cancel()
+        return self.view(aid)
+
+    def fork(self, aid: str, task: str, kind: str) -> AgentOut:
+        node = self._node(aid)
+        if node.state != "running" or node.nursery is None:
+            raise Conflict(f"agent {aid} is not running ({node.state}): a child lives inside "
+                           "its running parent; send the agent a prompt first")
+        child = self._writable().new_child(node, task, kind)
+        self._writable().start(child, node.nursery)
+        self._poke()
+        return self.view(child.id, [])
+
+    def running(self) -> list[Any]:
+        if self.sup is None:
+            return []
+        return [n for n in self.sup.agents.values() if n.state == "running"]
+
+
+__all__ = ["Run", "NotFound", "Conflict", "Refusal"]

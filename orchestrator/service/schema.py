@@ -1,0 +1,123 @@
+"""The service's JSON shapes, as msgspec Structs: requests are decoded (and refused) by them, and
+the OpenAPI document is generated from them, so the schema cannot drift from the code."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
+
+Prompt = Annotated[str, Meta(min_length=1, max_length=1_000_000)]
+
+
+class _In(Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class AgentCreate(_In):
+    """Start a root agent on a prompt; the optional fields override the service's settings."""
+    prompt: Prompt
+    system: str | None = None
+    model: str | None = None
+    context_window: Annotated[int, Meta(gt=0)] | None = None
+    keep: Annotated[float, Meta(gt=0, lt=1)] | Literal["auto"] | None = None  # decision 0220
+    max_turns: Annotated[int, Meta(gt=0)] | None = None
+
+
+class PromptIn(_In):
+    """A new user prompt for an agent that has ended: it resumes and runs again."""
+    prompt: Prompt
+
+
+class RewindIn(_In):
+    """Withdraw every turn with id > ``to``."""
+    to: Annotated[int, Meta(ge=0)]
+
+
+class ForkIn(_In):
+    """Fork a child of a running agent: ``mnemon`` inherits its table, ``fresh`` starts empty."""
+    task: Prompt
+    kind: Literal["mnemon", "fresh"] = "mnemon"
+
+
+class GrepIn(_In):
+    pattern: Annotated[str, Meta(min_length=1, max_length=10_000)]
+    turns: str | None = None
+    timeout_s: Annotated[float, Meta(gt=0, le=60)] | None = None
+
+
+class UsageOut(Struct, kw_only=True, frozen=True):
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+
+
+class AgentOut(Struct, kw_only=True):
+    id: str
+    state: Literal["running", "ended", "failed", "cancelled", "open"]
+    reason: str | None = None
+    kind: str | None = None
+    parent: str | None = None
+    children: list[str] = []
+    depth: int | None = None
+    usage: UsageOut = UsageOut()
+    cost_usd: float = 0.0
+    answer: str | None = None
+    live: bool = False
+
+
+class AgentList(Struct, kw_only=True):
+    agents: list[AgentOut]
+    read_only: bool
+
+
+class Accepted(Struct, kw_only=True):
+    id: str
+    state: str
+
+
+class DoorRows(Struct, kw_only=True):
+    agent: str
+    rows: list[dict[str, Any]]
+
+
+class GrepOut(Struct, kw_only=True):
+    agent: str
+    hits: list[dict[str, Any]]
+    total: int
+
+
+class Survey(Struct, kw_only=True):
+    agent: str
+    frontier: list[dict[str, Any]]
+    marks: list[dict[str, Any]]
+    history_bytes: int
+    used_tokens: int
+    context_window: int | None = None
+
+
+class TreeOut(Struct, kw_only=True):
+    tree: list[dict[str, Any]]
+
+
+class CostOut(Struct, kw_only=True):
+    agents: list[dict[str, Any]]
+    total: dict[str, Any]
+
+
+class RunOut(Struct, kw_only=True):
+    run_root: str
+    read_only: bool
+    provider: str | None
+    model: str | None
+    agents: int
+    version: str
+
+
+class Health(Struct, kw_only=True):
+    ok: bool
+
+
+class ErrorOut(Struct, kw_only=True):
+    error: str

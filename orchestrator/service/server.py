@@ -1,0 +1,99 @@
+"""``mnemon serve``: hypercorn's Trio worker serving the app, inside the supervisor's nursery.
+
+Shutdown on SIGINT/SIGTERM: every running agent is cancelled through its own cancel scope (so its
+log ends with ``SessionEnded{cancelled}`` and folds), event streams end, then hypercorn stops
+accepting and closes, and the process exits 0."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+
+from ..supervisor import open_supervisor
+from .app import create_app
+from .runs import Run
+
+
+def _config(host: str, port: int) -> Config:
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None  # no request lines: a URL or header is never logged
+    config.errorlog = None
+    config.graceful_timeout = 2.0
+    config.keep_alive_timeout = 30.0
+    return config
+
+
+async def shutdown_agents(run: Run) -> None:
+    """Cancel every running agent and wait until each has recorded its end."""
+    run.closing = True
+    run.changed.set()
+    if run.sup is None:
+        return
+    nodes = [n for n in run.sup.agents.values() if n.state == "running"]
+    for n in nodes:
+        n.scope.cancel()
+    for n in nodes:
+        await n.done.wait()
+
+
+async def serve(run: Run, *, token: str, host: str = "127.0.0.1", port: int = 8765,
+                provider: Any = None, provider_name: str | None = None, version: str = "0",
+                stop: trio.Event | None = None, on_ready=None,
+                task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve ``run`` until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None)."""
+    stop = trio.Event() if stop is None else stop
+    app = create_app(run, token=token, version=version, provider=provider_name,
+                     model=run.settings.model)
+
+    async def watch_signals() -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                stop.set()
+                return
+
+    async def until_stopped() -> None:
+        await stop.wait()
+        await shutdown_agents(run)
+
+    async def http() -> None:
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(
+                lambda task_status: hypercorn_serve(app, _config(host, port),
+                                                    shutdown_trigger=until_stopped,
+                                                    task_status=task_status))
+            if on_ready is not None:
+                on_ready(binds)
+            task_status.started(binds)
+            await stop.wait()
+            nursery.cancel_scope.deadline = trio.current_time() + 10  # a stuck client
+
+    async with trio.open_nursery() as outer:
+        if threading_main():
+            outer.start_soon(watch_signals)
+        outer.start_soon(run.hub.run, lambda: run.changed, lambda: run.closing)
+        if run.read_only or provider is None:
+            await http()
+        else:
+            async with open_supervisor(run.root, provider, run.settings,
+                                       started_by="mnemon serve",
+                                       provider_name=provider_name) as sup:
+                run.sup = sup
+                sup.text_listeners.append(run.on_text)
+                try:
+                    await http()
+                finally:
+                    run.sup = None
+        outer.cancel_scope.cancel()
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()

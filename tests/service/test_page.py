@@ -1,0 +1,90 @@
+"""The page in a real headless Chromium (Selenium + Debian's chromium/chromium-driver, which
+`.ci/run` installs): the demo's tree of three agents, a grep run from the page, a screenshot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from .util import TOKEN, live_service
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+ARTIFACTS = Path(os.environ.get("MNEMON_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "artifacts"))
+
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER) and not os.environ.get("CI"),
+                                reason="needs chromium and chromedriver (.ci/run installs them)")
+
+
+def _browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                 "--window-size=1280,900"):
+        opts.add_argument(flag)
+    return webdriver.Chrome(service=Service(DRIVER), options=opts)
+
+
+def _wait(driver, predicate, timeout=20.0):
+    """Wait for ``predicate``; the page re-renders the tree on every event, so an element found
+    a moment ago may be gone: such a try is simply made again."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)
+                         ).until(lambda d: predicate(d))
+
+
+async def test_the_page_shows_the_tree_and_greps(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    run = tmp_path / "demo"
+    subprocess.run([sys.executable, "-m", "mnemon", "demo", "--run-root", str(run)],
+                   check=True, capture_output=True, timeout=120)
+    async with live_service(run, read_only=True) as svc:
+        def drive() -> tuple[list[str], list[str], str]:
+            driver = _browser()
+            try:
+                driver.get(f"{svc.base}/#token={TOKEN}")
+                _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree li")) == 3)
+                agents = _wait(driver, lambda d: [
+                    li.get_attribute("data-agent")
+                    for li in d.find_elements(By.CSS_SELECTOR, "#tree li")])
+                _wait(driver, lambda d: d.find_element(By.ID, "live").text == "live")
+                _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#bar div")) > 0)
+                _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#tree .agent")[2].click()
+                      or True)  # a3
+                _wait(driver, lambda d: d.find_element(By.ID, "agent-title").text == "Agent a3")
+                box = driver.find_element(By.ID, "pattern")
+                box.send_keys("codeword")
+                driver.find_element(By.CSS_SELECTOR, "#grep button").click()
+                _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#hits li"))
+                hits = _wait(driver, lambda d: [li.text for li in
+                                                d.find_elements(By.CSS_SELECTOR, "#hits li")])
+                _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#hits li")[0].click()
+                      or True)
+                _wait(driver, lambda d: d.find_element(By.ID, "turn").text.startswith("["))
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                driver.save_screenshot(str(ARTIFACTS / "page-demo.png"))
+                assert _wait(driver, lambda d: "$" in d.find_element(By.ID, "totals").text)
+                return agents, hits, driver.find_element(By.ID, "turn").text
+            finally:
+                driver.quit()
+
+        agents, hits, turn = await trio.to_thread.run_sync(drive)
+    assert agents == ["a1", "a2", "a3"]
+    assert hits and all(h.startswith("turn ") for h in hits)
+    assert any("codeword" in h.lower() for h in hits)
+    assert '"turn"' in turn
+    assert (ARTIFACTS / "page-demo.png").read_bytes()[:4] == b"\x89PNG"
