@@ -4,8 +4,9 @@
 
 Reports, per window: total cost per strategy relative to ``compact``, cache-read share (all and
 steady requests), recoverability, verbatim kept, and the cost–verbatim curve traced by KEEP
-(0.3, 0.5, 0.7) for ``evict``. Also ``sweep`` against ``evict`` on the dev trajectories and on
-long sessions made by chaining several trajectories into one agent's work. Prints markdown.
+(0.3, 0.5, 0.7, and ``auto``, the default plan) for ``evict``, with the per-trajectory spread of
+evict ÷ compact. Also ``sweep`` against ``evict`` on the dev trajectories, and every window on
+long sessions made by chaining four trajectories into one agent's work. Prints markdown.
 """
 
 from __future__ import annotations
@@ -41,12 +42,14 @@ def _one(job: tuple) -> dict:
     from mnemon.orchestrator.replay import replay
 
     logs.quiet()
-    name, paths, strategy, window, keep = job
+    name, paths, strategy, window, keep, *rest = job
+    floor = rest[0] if rest else None
     traj = load(paths[0]) if len(paths) == 1 else _chain([Path(p) for p in paths])
     with tempfile.TemporaryDirectory() as tmp:
-        res = replay(traj, Path(tmp) / "run", strategy, window=window, keep=keep)
+        res = replay(traj, Path(tmp) / "run", strategy, window=window, keep=keep,
+                     keep_floor_tokens=floor)
     s = res.summary()
-    s.update(name=name, strategy=strategy, window=window, keep=keep)
+    s.update(name=name, strategy=strategy, window=window, keep=keep, floor=floor)
     return s
 
 
@@ -56,6 +59,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "strategies"))
     ap.add_argument("--limit", type=int, default=0, help="only the first N trajectories")
+    ap.add_argument("--floors", default="4096,8192",
+                    help="other verbatim floors to run keep auto with (the trade-off curve)")
     args = ap.parse_args()
     windows = [int(w) for w in args.windows.split(",")]
     trajs = sorted(DEV.glob("*.jsonl"))
@@ -65,14 +70,21 @@ def main() -> None:
     for w in windows:
         for p in trajs:
             for s in ("evict", "sweep", "compact", "rollover", "clear-tool-uses", "none"):
-                jobs.append((p.stem, [str(p)], s, w, 0.5))
-            for k in (0.3, 0.7):
+                jobs.append((p.stem, [str(p)], s, w, "auto"))
+            for k in (0.3, 0.5, 0.7):
                 jobs.append((p.stem, [str(p)], "evict", w, k))
     chains = [trajs[i:i + 4] for i in range(0, len(trajs), 4)]
-    for w in windows[:2]:
+    for w in windows:
         for n, c in enumerate(chains):
-            for s in ("evict", "sweep", "compact"):
-                jobs.append((f"chain{n}", [str(p) for p in c], s, w, 0.5))
+            for s, k in (("evict", "auto"), ("evict", 0.3), ("evict", 0.5), ("sweep", "auto"),
+                         ("compact", "auto")):
+                jobs.append((f"chain{n}", [str(p) for p in c], s, w, k))
+    floors = [int(f) for f in args.floors.split(",") if f.strip()]
+    for w in windows:
+        for f in floors:
+            jobs += [(p.stem, [str(p)], "evict", w, "auto", f) for p in trajs]
+            jobs += [(f"chain{n}", [str(p) for p in c], "evict", w, "auto", f)
+                     for n, c in enumerate(chains)]
     with ProcessPoolExecutor(args.jobs) as ex:
         rows = list(ex.map(_one, jobs, chunksize=4))
     out = Path(args.out)
@@ -97,7 +109,62 @@ def _agg(rows: list[dict]) -> dict:
             "overflow": _sum(rows, "overflow_requests")}
 
 
+def _v(r: dict) -> str:
+    return f"{r['verbatim_kept']:,}" if r["verbatim_kept"] is not None else "–"
+
+
+def spread(at: list[dict], what: str) -> str:
+    """min / median / max of evict (auto) ÷ compact over the runs in ``at``, and how many
+    exceed 1.00 and 1.02."""
+    comp = {r["name"]: r["cost_usd"] for r in at if r["strategy"] == "compact"}
+    ratios = sorted(r["cost_usd"] / comp[r["name"]] for r in at
+                    if r["strategy"] == "evict" and r["keep"] == "auto" and r["name"] in comp)
+    if not ratios:
+        return ""
+    mid = ratios[len(ratios) // 2]
+    return (f"{what}: min {ratios[0]:.3f}, median {mid:.3f}, max {ratios[-1]:.3f}; "
+            f"above 1.00: {sum(x > 1.0 for x in ratios)} of {len(ratios)}, above 1.02: "
+            f"{sum(x > 1.02 for x in ratios)}")
+
+
+def tradeoff(rows: list[dict], windows: list[int]) -> list[str]:
+    """The cost–verbatim curve: fixed KEEP against keep auto at each verbatim floor, per window,
+    on the single trajectories and the long sessions: evict ÷ compact in total and at worst,
+    mean verbatim kept, and the smallest ratio of verbatim kept to compaction's."""
+    from mnemon.session.constants import KEEP_FLOOR_TOKENS
+
+    lines = ["\n#### Cost against verbatim: fixed KEEP and keep auto at several floors\n",
+             "| window | runs | plan | evict ÷ compact (total) | worst run | mean verbatim kept "
+             "(tokens) | least verbatim ÷ compact's (runs where compact edited) |",
+             "|---:|---|---|---:|---:|---:|---:|"]
+    plans = sorted({(r["keep"], r.get("floor")) for r in rows if r["strategy"] == "evict"},
+                   key=lambda kf: (kf[0] != "auto", kf[1] or KEEP_FLOOR_TOKENS, str(kf[0])))
+    for w in windows:
+        for group, chain in (("single", False), ("long sessions", True)):
+            at = [r for r in rows if r["window"] == w and r["name"].startswith("chain") == chain]
+            comp = {r["name"]: r for r in at if r["strategy"] == "compact"}
+            for keep, floor in plans:
+                sel = [r for r in at if r["strategy"] == "evict" and r["keep"] == keep
+                       and r.get("floor") == floor and r["name"] in comp]
+                if not sel:
+                    continue
+                ratios = [r["cost_usd"] / comp[r["name"]]["cost_usd"] for r in sel]
+                total = sum(r["cost_usd"] for r in sel) / sum(comp[r["name"]]["cost_usd"]
+                                                              for r in sel)
+                verb = [r["verbatim_kept"] for r in sel if r["verbatim_kept"] is not None]
+                vr = [(r["verbatim_kept"] or 0) / comp[r["name"]]["verbatim_kept"] for r in sel
+                      if comp[r["name"]]["verbatim_kept"]]
+                name = (f"auto, floor {floor or KEEP_FLOOR_TOKENS:,}" if keep == "auto"
+                        else f"KEEP {keep}")
+                least = f"{min(vr):.2f}×" if vr else "–"
+                lines.append(f"| {w:,} | {group} | {name} | {total:.3f} | {max(ratios):.3f} | "
+                             f"{sum(verb) / len(verb) if verb else 0:,.0f} | {least} |")
+    return lines
+
+
 def report(rows: list[dict], windows: list[int]) -> str:
+    curve = rows
+    rows = [r for r in rows if r.get("floor") is None]
     lines = []
     singles = [r for r in rows if not r["name"].startswith("chain")]
     for w in windows:
@@ -107,8 +174,9 @@ def report(rows: list[dict], windows: list[int]) -> str:
         lines.append("| strategy | KEEP | total cost | vs compact | cache-read share | steady share "
                      "| recoverability | verbatim kept (tokens) | edits | overflow requests |")
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        order = [("evict", 0.3), ("evict", 0.5), ("evict", 0.7), ("sweep", 0.5), ("compact", 0.5),
-                 ("rollover", 0.5), ("clear-tool-uses", 0.5), ("none", 0.5)]
+        order = [("evict", "auto"), ("evict", 0.3), ("evict", 0.5), ("evict", 0.7),
+                 ("sweep", "auto"), ("compact", "auto"), ("rollover", "auto"),
+                 ("clear-tool-uses", "auto"), ("none", "auto")]
         for s, k in order:
             sel = [r for r in at if r["strategy"] == s and r["keep"] == k]
             if not sel:
@@ -120,7 +188,8 @@ def report(rows: list[dict], windows: list[int]) -> str:
             lines.append(f"| {s} | {keep} | ${a['cost']:.2f} | {a['cost'] / comp['cost']:.3f} | "
                          f"{a['read_share']:.1%} | {steady} | {a['recover']:.0%} | {verb} | "
                          f"{a['edits']} | {a['overflow']} |")
-        ev = {r["name"]: r for r in at if r["strategy"] == "evict" and r["keep"] == 0.5}
+        lines.append("\n" + spread(at, "evict ÷ compact per trajectory"))
+        ev = {r["name"]: r for r in at if r["strategy"] == "evict" and r["keep"] == "auto"}
         sw = {r["name"]: r for r in at if r["strategy"] == "sweep"}
         ratios = [sw[n]["cost_usd"] / ev[n]["cost_usd"] for n in ev if n in sw]
         worse = [n for n in ev if n in sw and sw[n]["cost_usd"] > ev[n]["cost_usd"] * 1.005]
@@ -133,16 +202,30 @@ def report(rows: list[dict], windows: list[int]) -> str:
     chains = [r for r in rows if r["name"].startswith("chain")]
     if chains:
         lines.append("\n#### Long sessions (four dev trajectories chained into one agent)\n")
-        lines.append("| window | session | evict | sweep | sweep/evict | compact | harness evictions (evict) | harness evictions + sweeps (sweep) |")
-        lines.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+        lines.append("| window | session | evict (auto) | ÷ compact | evict KEEP 0.5 ÷ compact | "
+                     "sweep ÷ compact | compact | verbatim kept: auto / compact | chosen keep "
+                     "| steady share (auto) | recoverability (auto) |")
+        lines.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for w in sorted({r["window"] for r in chains}):
             for name in sorted({r["name"] for r in chains}):
-                get = {r["strategy"]: r for r in chains if r["window"] == w and r["name"] == name}
-                e, s, c = get["evict"], get["sweep"], get["compact"]
-                lines.append(f"| {w:,} | {name} | ${e['cost_usd']:.3f} | ${s['cost_usd']:.3f} | "
-                             f"{s['cost_usd'] / e['cost_usd']:.3f} | ${c['cost_usd']:.3f} | "
-                             f"{e['harness_evictions']} | {s['harness_evictions']} + "
-                             f"{s['sweeps']} |")
+                get = {(r["strategy"], r["keep"]): r for r in chains
+                       if r["window"] == w and r["name"] == name and r.get("floor") is None}
+                e, h, s, c = (get[("evict", "auto")], get[("evict", 0.5)],
+                              get[("sweep", "auto")], get[("compact", "auto")])
+                keeps = e["chosen_keep"]
+                kk = f"{min(keeps):.2f}–{max(keeps):.2f}" if keeps else "–"
+                lines.append(
+                    f"| {w:,} | {name} | ${e['cost_usd']:.3f} | {e['cost_usd'] / c['cost_usd']:.3f}"
+                    f" | {h['cost_usd'] / c['cost_usd']:.3f} | {s['cost_usd'] / c['cost_usd']:.3f}"
+                    f" | ${c['cost_usd']:.3f} | {_v(e)} / {_v(c)} | {kk} | "
+                    f"{e['steady_cache_read_share']:.1%} | {e['recoverability']:.0%} |")
+        for w in sorted({r["window"] for r in chains}):
+            at = [r for r in chains if r["window"] == w]
+            a = _agg([r for r in at if r["strategy"] == "evict" and r["keep"] == "auto"])
+            c = _agg([r for r in at if r["strategy"] == "compact"])
+            lines.append(f"\n{w:,}: long sessions in total, evict ÷ compact {a['cost'] / c['cost']:.3f}"
+                         f"; {spread(at, 'per session')}")
+    lines += tradeoff(curve, windows)
     return "\n".join(lines)
 
 

@@ -16,7 +16,8 @@ import trio
 from ..lineage.runroot import now_iso
 from ..providers.base import Request
 from ..providers.errors import ContextTooLong, ProviderError
-from ..session.eviction import eviction_due, plan_eviction, pressure_reminder
+from ..session.eviction import AUTO, due_line, eviction_due, plan_eviction, pressure_reminder
+from ..session.keep import Economy
 from ..session.records import (
     ProviderCall,
     Residue,
@@ -224,20 +225,46 @@ def weigh(sup: "Supervisor", node: "AgentNode") -> None:
     s = sup.settings_for(node)
     used = used_tokens(node)
     if eviction_due(used, s.context_window, ctx.history_bytes()):
-        plan = plan_eviction(ctx, s.keep)
+        plan = plan_eviction(ctx, s.keep, economy(sup, node, used))
         if plan is not None:
             sweep_pending(node)
             from ..session.records import Evicted
 
             before = ctx.history_bytes()
-            node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness")))
+            node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness"),
+                                    plan=plan.figures))
             node.evictions += 1
             node.edited = True
             sup.on_edit(node, "evict", before)
             log.info("harness eviction", span=list(plan.span), bytes_out=plan.bytes_out,
-                     used_tokens=used)
+                     used_tokens=used, keep=plan.figures.keep if plan.figures else s.keep)
             return
     sweep_if_pays(sup, node)
+
+
+def economy(sup: "Supervisor", node: "AgentNode", used: int) -> Economy | None:
+    """The figures the plan weighs under ``keep = "auto"``: cache multipliers and the output
+    price from the provider and the price table, growth from the growth meter (or the mean growth
+    so far), the eviction line, and the verbatim floor (decision 0220). None for a fixed keep."""
+    s = sup.settings_for(node)
+    if s.keep != AUTO:
+        return None
+    from ..providers.prices import price_for
+    from ..session.constants import EVICT_THRESHOLD_BYTES
+    from .tools import _mults
+
+    ctx = node.ctx
+    tpb = node.tokens_per_byte or 0.25
+    w, r = _mults(sup)
+    price = price_for(priced_model(sup, None))
+    fixed = max(0.0, used - ctx.history_bytes() * tpb)
+    due = (due_line(s.context_window) if s.context_window else
+           EVICT_THRESHOLD_BYTES * tpb + fixed)
+    growth = node.growth.per_request or used / max(1, node.turns_taken)
+    return Economy(tokens_per_byte=tpb, write_mult=w, read_mult=r,
+                   output_mult=price.output / price.input if price.input else 5.0,
+                   growth_tokens=growth, due_tokens=due, fixed_tokens=fixed,
+                   floor_tokens=s.keep_floor_tokens)
 
 
 class AgentDone(Exception):
@@ -271,7 +298,8 @@ def pressure(sup: "Supervisor", node: "AgentNode") -> None:
     s = sup.settings_for(node)
     used = used_tokens(node)
     if node.latch.update(used, s.context_window, node.ctx.history_bytes()):
-        text = pressure_reminder(node.ctx, used, s.context_window, s.keep)
+        text = pressure_reminder(node.ctx, used, s.context_window, s.keep,
+                                 economy(sup, node, used))
         from .tools import candidates_line
 
         extra = candidates_line(sup, node)

@@ -33,11 +33,28 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     g.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"], help="prompt-cache TTL")
     r = p.add_argument_group("run")
     r.add_argument("--run-root", default=None, help="where logs go (a new or empty directory)")
-    r.add_argument("--keep", type=float, default=0.5, help="share of history an eviction keeps")
+    r.add_argument("--keep", default="auto",
+                   help="share of history an eviction keeps, or auto (default): the plan chooses "
+                        "from the cache arithmetic, at most half, keeping the verbatim floor")
+    r.add_argument("--keep-floor", type=int, default=None,
+                   help="under --keep auto: tokens of recorded turns a cut keeps (default 6144)")
     r.add_argument("--max-turns", type=int, default=250)
     r.add_argument("--system", default=None, help="the system prompt")
     r.add_argument("--budget-usd", type=float, default=None)
     r.add_argument("--budget-tokens", type=int, default=None)
+
+
+def keep_arg(text: str | float) -> float | str:
+    """``--keep``: ``auto`` or a share strictly between 0 and 1; anything else is refused."""
+    if isinstance(text, str) and text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"--keep must be auto or a share between 0 and 1, not {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise UserError(f"--keep must be auto or between 0 and 1, not {text}")
+    return value
 
 
 def window_for(model: str | None) -> int | None:
@@ -55,11 +72,14 @@ def settings_from(args, **over) -> Settings:
 
     model = args.model or DEFAULT_MODELS.get(args.provider)
     window = args.context_window or window_for(model)
-    if not 0.0 < args.keep < 1.0:
-        raise UserError(f"--keep must be between 0 and 1, not {args.keep}")
-    base = dict(system=args.system, model=model, context_window=window, keep=args.keep,
+    base = dict(system=args.system, model=model, context_window=window, keep=keep_arg(args.keep),
                 max_turns=args.max_turns, max_tokens=args.max_tokens, cache_ttl=args.cache_ttl,
                 budget_usd=args.budget_usd, budget_tokens=args.budget_tokens)
+    floor = getattr(args, "keep_floor", None)
+    if floor is not None:
+        if floor < 0:
+            raise UserError(f"--keep-floor must be a number of tokens, not {floor}")
+        base["keep_floor_tokens"] = floor
     base.update(over)
     return Settings(**base)
 

@@ -58,6 +58,8 @@ class TurnRow:
     cost_usd: float
     edited: bool
     cumulative_usd: float = 0.0
+    keep: float | None = None  # the share the eviction before this request kept
+    verbatim_tokens: float | None = None  # verbatim tokens in the context after that edit
 
 
 @dataclass
@@ -71,6 +73,7 @@ class Result:
     left_bytes: int = 0
     recoverable_bytes: int = 0
     verbatim_after_edits: list[float] = field(default_factory=list)
+    keeps: list[float] = field(default_factory=list)  # the share each harness eviction kept
     run_root: str = ""
 
     def summary(self) -> dict[str, Any]:
@@ -90,6 +93,8 @@ class Result:
                                if self.left_bytes else 1.0),
             "verbatim_kept": (round(sum(self.verbatim_after_edits) / len(self.verbatim_after_edits))
                               if self.verbatim_after_edits else None),
+            "verbatim_after_edits": [round(v) for v in self.verbatim_after_edits],
+            "chosen_keep": list(self.keeps),
             "edits": self.edits,
             "harness_evictions": self.edit_kinds.get("evict", 0),
             "sweeps": self.edit_kinds.get("sweep", 0),
@@ -167,6 +172,7 @@ class Handle:
         self.left_bytes = 0
         self.recoverable_bytes = 0
         self.edits = 0
+        self.verbatim: list[float] = []  # after each of this agent's edits, in order
 
     @property
     def ctx(self) -> Context:
@@ -200,7 +206,9 @@ class Handle:
         r = self.replay.result
         r.edits += 1
         r.edit_kinds[kind] = r.edit_kinds.get(kind, 0) + 1
-        r.verbatim_after_edits.append(self.verbatim_tokens())
+        v = self.verbatim_tokens()
+        self.verbatim.append(v)
+        r.verbatim_after_edits.append(v)
 
     def verbatim_tokens(self) -> float:
         """Tokens of original material in the context now: resident turns, less harness
@@ -270,7 +278,8 @@ class Replay:
 
     def __init__(self, traj: Trajectory, root: Path, strategy: S.Strategy, *,
                  window: int | None, model: str, ttl: str, seconds_per_request: float,
-                 keep: float, sweep_horizon: float, price_model: str | None = None):
+                 keep: float | str, sweep_horizon: float, price_model: str | None = None,
+                 keep_floor_tokens: int | None = None):
         self.traj = traj
         self.root = root
         self.strategy = strategy
@@ -286,7 +295,9 @@ class Replay:
         steps = _count_assistant(traj)
         self.provider = ScriptedProvider(policy=self._play, cache_model=self.cache,
                                          clock=lambda: self.calls * self.dt)
+        floor = {} if keep_floor_tokens is None else {"keep_floor_tokens": keep_floor_tokens}
         settings = Settings(system=traj.system, model=model, context_window=window, keep=keep,
+                            **floor,
                             max_turns=steps + 10, builtin_tools=False, cache_ttl=ttl,
                             price_model=self.price_model, sweep_horizon=sweep_horizon,
                             concurrency=1, max_depth=64, max_agents=10_000)
@@ -352,16 +363,32 @@ class Replay:
         return self.result
 
     def _rows(self) -> None:
-        """Per request, from the logs: every ProviderCall with a usage, in order."""
+        """Per request, from the logs: every ProviderCall with a usage, in order; a request after
+        an edit carries the verbatim tokens that edit left and, after an eviction, the share of
+        the history it kept (``Evicted.plan.keep``, or the fixed KEEP setting)."""
         r = self.result
         window = self.sup.settings.context_window
+        fixed = self.sup.settings.keep
         for aid in self.cursors:
             edited = False
+            keep: float | None = None
+            verbatim: float | None = None
+            edits = 0
+            after = self._handles[aid].verbatim if aid in self._handles else []
             for _, line in iter_lines(self.root / agent_source(aid)):
                 rec = decode(line)
                 kind = type(rec).__name__
                 if kind in ("Evicted", "Swept", "Cleared"):
                     edited = True
+                    if edits < len(after):
+                        verbatim = after[edits]
+                    edits += 1
+                    if kind == "Evicted" and rec.residue.by == "harness":  # type: ignore[union-attr]
+                        plan = rec.plan  # type: ignore[union-attr]
+                        keep = plan.keep if plan is not None and plan.keep is not None else (
+                            fixed if isinstance(fixed, float) else None)
+                        if keep is not None:
+                            r.keeps.append(keep)
                 elif kind == "ProviderCall" and rec.usage is not None:  # type: ignore[union-attr]
                     u = rec.usage  # type: ignore[union-attr]
                     total = u.total_input
@@ -373,8 +400,10 @@ class Replay:
                                           "summary" if rec.purpose == "summary" else "turn",  # type: ignore[union-attr]
                                           total, u.cache_read_tokens, u.cache_write_tokens,
                                           u.input_tokens, u.output_tokens, round(cost, 6),
-                                          edited, round(r.cost_usd, 6)))
+                                          edited, round(r.cost_usd, 6), keep,
+                                          None if verbatim is None else round(verbatim)))
                     edited = False
+                    keep = verbatim = None
 
 
 def _count_assistant(traj: Trajectory) -> int:
@@ -398,9 +427,10 @@ def _bare_placeholders(ctx: Context, messages: list[dict]) -> list[dict]:
 
 
 def replay(traj: Trajectory, out: Path, strategy: str, *, window: int | None = 200_000,
-           model: str = "claude-sonnet-4-5", ttl: str = "5m", keep: float = 0.5,
+           model: str = "claude-sonnet-4-5", ttl: str = "5m", keep: float | str = "auto",
            seconds_per_request: float = 15.0, opts: S.Options | None = None,
-           price_model: str | None = None, on_root=None) -> Result:
+           price_model: str | None = None, on_root=None,
+           keep_floor_tokens: int | None = None) -> Result:
     """Replay one trajectory (and its sidechains, as fresh children) under one strategy into
     the run root ``out``, through the real agent loop. ``on_root(root)`` is called once the run
     root exists (the CLI points its logs there)."""
@@ -411,7 +441,8 @@ def replay(traj: Trajectory, out: Path, strategy: str, *, window: int | None = 2
         on_root(root)
     run = Replay(traj, root, S.make(strategy, opts), window=window, model=model, ttl=ttl,
                  seconds_per_request=seconds_per_request, keep=keep,
-                 sweep_horizon=opts.sweep_horizon, price_model=price_model)
+                 sweep_horizon=opts.sweep_horizon, price_model=price_model,
+                 keep_floor_tokens=keep_floor_tokens)
     return trio.run(run.run)
 
 
@@ -421,12 +452,14 @@ def write_reports(results: list[Result], out: Path, *, plot: bool = True) -> dic
         w = csv.writer(f)
         w.writerow(["strategy", "request", "kind", "context_tokens", "cache_read_tokens",
                     "cache_write_tokens", "input_tokens", "output_tokens", "cost_usd",
-                    "cumulative_usd", "edited"])
+                    "cumulative_usd", "edited", "keep", "verbatim_tokens"])
         for r in results:
             for row in r.rows:
                 w.writerow([row.strategy, row.request, row.kind, row.context_tokens,
                             row.cache_read_tokens, row.cache_write_tokens, row.input_tokens,
-                            row.output_tokens, row.cost_usd, row.cumulative_usd, int(row.edited)])
+                            row.output_tokens, row.cost_usd, row.cumulative_usd, int(row.edited),
+                            "" if row.keep is None else row.keep,
+                            "" if row.verbatim_tokens is None else row.verbatim_tokens])
     summary = {"strategies": {r.strategy: r.summary() for r in results}}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if plot:
@@ -442,18 +475,28 @@ def plot_results(results: list[Result], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, (a, b) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
+    fig, (a, b, c) = plt.subplots(3, 1, figsize=(9, 9), sharex=True,
+                                  gridspec_kw={"height_ratios": [3, 3, 2]})
     for r in results:
         turns = [row for row in r.rows]
         xs = [row.request for row in turns]
         a.plot(xs, [row.context_tokens for row in turns], label=r.strategy, linewidth=1.2)
         b.plot(xs, [row.cumulative_usd for row in turns], label=r.strategy, linewidth=1.2)
+        edits = [row for row in turns if row.verbatim_tokens is not None]
+        if edits:
+            c.plot([row.request for row in edits], [row.verbatim_tokens for row in edits], "o",
+                   label=r.strategy, markersize=4)
+        for row in turns:
+            if row.keep is not None:
+                c.annotate(f"keep {row.keep:.2f}", (row.request, row.verbatim_tokens or 0),
+                           fontsize=6, xytext=(3, 3), textcoords="offset points")
     a.set_ylabel("context (input tokens)")
     b.set_ylabel("cumulative cost (USD)")
-    b.set_xlabel("request")
+    c.set_ylabel("verbatim after edit")
+    c.set_xlabel("request")
     a.legend(loc="upper left", fontsize=8)
-    a.grid(alpha=0.3)
-    b.grid(alpha=0.3)
+    for ax in (a, b, c):
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -473,10 +516,22 @@ def summary_table(summary: dict) -> str:
             "cache_read": f"{s['cache_read_share']:.1%}" if s["cache_read_share"] is not None else "-",
             "recover": f"{s['recoverability']:.0%}",
             "verbatim": str(s["verbatim_kept"]) if s["verbatim_kept"] is not None else "-",
+            "steady": (f"{s['steady_cache_read_share']:.1%}"
+                       if s["steady_cache_read_share"] is not None else "-"),
+            "keep": _keeps(s.get("chosen_keep") or []),
             "edits": str(s["edits"]), "overflow": str(s["overflow_requests"])})
-    return table(rows, ["strategy", "cost", "vs_compact", "cache_read", "recover", "verbatim",
-                        "edits", "overflow"],
-                 ["strategy", "cost", "vs compact", "cache read", "recoverable",
-                  "verbatim kept (tok)", "edits", "overflow"])
+    return table(rows, ["strategy", "cost", "vs_compact", "cache_read", "steady", "recover",
+                        "verbatim", "keep", "edits", "overflow"],
+                 ["strategy", "cost", "vs compact", "cache read", "steady read", "recoverable",
+                  "verbatim kept (tok)", "chosen keep", "edits", "overflow"])
+
+
+def _keeps(keeps: list[float]) -> str:
+    """The shares the evictions kept: every one when few, else the range."""
+    if not keeps:
+        return "-"
+    if len(keeps) <= 4:
+        return " ".join(f"{k:.2f}" for k in keeps)
+    return f"{min(keeps):.2f}–{max(keeps):.2f} ({len(keeps)})"
 
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from msgspec import Struct
 
-from ..session.constants import GREP_TIMEOUT_S, KEEP, MAX_TURNS
+from ..session.constants import GREP_TIMEOUT_S, KEEP_FLOOR_TOKENS, MAX_TURNS
 
 
 class Settings(Struct, kw_only=True, frozen=True):
     system: str | None = None
     model: str | None = None
     context_window: int | None = None
-    keep: float = KEEP
+    keep: float | Literal["auto"] = "auto"  # a share of the history, or "auto" (decision 0220)
+    keep_floor_tokens: int = KEEP_FLOOR_TOKENS  # under "auto": verbatim tokens a cut keeps
     max_turns: int = MAX_TURNS
     max_tokens: int = 8192
     max_depth: int = 4
@@ -28,3 +31,12 @@ class Settings(Struct, kw_only=True, frozen=True):
     fsync: str = "none"
     price_model: str | None = None  # price a scripted run as this model
     builtin_tools: bool = True  # offer the context, transcript and agents tools (replay: off)
+
+    def __post_init__(self) -> None:
+        """A keep the plan cannot use is refused here, not at the first eviction."""
+        if self.keep != "auto" and (isinstance(self.keep, bool) or
+                                    not isinstance(self.keep, (int, float))
+                                    or not 0.0 < self.keep < 1.0):
+            raise ValueError(f"keep must be 'auto' or a share between 0 and 1, not {self.keep!r}")
+        if self.keep_floor_tokens < 0:
+            raise ValueError(f"keep_floor_tokens must be ≥ 0, not {self.keep_floor_tokens}")

@@ -43,7 +43,7 @@ STRATEGIES = ("evict", "sweep", "compact", "rollover", "clear-tool-uses", "none"
 
 @dataclass
 class Options:
-    keep: float = 0.5
+    keep: float | str = "auto"
     summary_tokens: int = SUMMARY_TOKENS
     reinject_files: int = REINJECT_FILES
     reinject_file_tokens: int = REINJECT_FILE_TOKENS

@@ -192,7 +192,9 @@ def survey(sup: "Supervisor", node: "AgentNode") -> dict:
         else:
             frontier.append({"residue": list(item.span), "note": item.note, "by": item.by,
                              "bytes": len(residue_message(ctx, item).encode())})
-    plan = plan_eviction(ctx, s.keep)
+    from .loop import economy
+
+    plan = plan_eviction(ctx, s.keep, economy(sup, node, used))
     large = []
     for t in ctx.turns:
         if t.state == "resident" and t.records is not None and t.id != ctx.in_hand:
@@ -209,7 +211,10 @@ def survey(sup: "Supervisor", node: "AgentNode") -> dict:
         "pressure_at": round(pressure_line(s.context_window)) if s.context_window else None,
         "history_bytes": ctx.history_bytes(),
         "frontier": frontier,
-        "plan": ({"span": list(plan.span), "bytes_out": plan.bytes_out} if plan else None),
+        "plan": ({"span": list(plan.span), "bytes_out": plan.bytes_out,
+                  "keep": (plan.figures.keep if plan.figures else
+                           round(plan.bytes_kept / max(1, ctx.history_bytes()), 4))}
+                 if plan else None),
         "large_blocks": large[:20],
         "marks": [{"block": f"{k[0]}.{k[1]}", "replacement_bytes": len(v.encode())}
                   for k, v in sorted(ctx.marks.items())],

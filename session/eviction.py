@@ -6,11 +6,20 @@ leaves at least the keep budget; the pressure latch fires one reminder per excur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .constants import EVICT_THRESHOLD_BYTES, KEEP, RESERVE_FLOOR_TOKENS, RESERVE_SHARE
-from .context import Context, ResidueEntry, Turn, newest_labels
-from .records import Evicted, Residue, encode
+from .context import LABELS_LISTED, Context, ResidueEntry, Turn, newest_labels
+from .keep import REREAD_BASE, REREAD_REFERRED, Cut, Economy, choose
+from .records import (AssistantMessage, Evicted, PlanFigures, Residue, Text, ToolUse, UserPrompt,
+                      compact, encode)
+
+AUTO = "auto"  # the keep setting that lets the plan choose from the cache arithmetic
+# what ``Evicted.plan`` adds to the Evicted line at most (figures as large as they come)
+PLAN_LINE_BYTES = len(b',"plan":') + len(encode(PlanFigures(
+    keep=0.12345, kept_tokens=10**8, verbatim_tokens=10**8, floor_tokens=10**8,
+    ceiling_keep=0.12345, requests=1000.5, cost=10**8 + 0.5, ceiling_cost=10**8 + 0.5,
+    candidates=10**6)))
 
 
 def reserve(window: int) -> float:
@@ -39,6 +48,7 @@ class Plan:
     span: tuple[int, int]
     bytes_out: int  # frontier bytes the cut takes
     bytes_kept: int
+    figures: PlanFigures | None = None  # the cost-aware choice, when ``keep`` is "auto"
 
     @property
     def first(self) -> int:
@@ -55,40 +65,164 @@ def item_bytes(ctx: Context, item: Turn | ResidueEntry) -> int:
     return item.bytes if isinstance(item, Turn) else len(residue_message(ctx, item).encode())
 
 
-def plan_eviction(ctx: Context, keep: float = KEEP) -> Plan | None:
-    """One prefix span of the frontier, leaving at least ``keep`` of the history bytes.
+def ceiling_share(keep: float | str) -> float:
+    """The share of the history a cut may keep at most: KEEP itself, or KEEP under "auto"."""
+    return KEEP if keep == AUTO else float(keep)
+
+
+def plan_eviction(ctx: Context, keep: float | str = KEEP,
+                  economy: Economy | None = None) -> Plan | None:
+    """One prefix span of the frontier, leaving at most ``keep`` of the history bytes.
 
     Walk back from the newest item spending the keep budget; the first item that does not fit
     ends the cut (it is the newest item cut). The newest item (the turn in hand) is never in a
     plan; a plan that takes no resident turn is no plan, and neither is one whose residue message
     would weigh as much as what it takes out (docs/decisions/0100-plan-net-gain.md).
+
+    With ``keep = "auto"`` and an ``economy``, that cut is the ceiling: every later frontier
+    boundary is a candidate too, and the cheapest that keeps the verbatim floor wins
+    (``session.keep``, decision 0220). Without an economy "auto" plans at the ceiling.
     """
     frontier = ctx.frontier()
     if len(frontier) < 2:
         return None
     sizes = [item_bytes(ctx, it) for it in frontier]
     total = sum(sizes)
-    budget = keep * total
+    budget = ceiling_share(keep) * total
     spent = 0
     cut = len(frontier) - 1  # index of the first kept item
     spent += sizes[cut]
     while cut > 0 and spent + sizes[cut - 1] <= budget:
         cut -= 1
         spent += sizes[cut]
-    if cut == 0:
+    sums = _Sums(frontier, sizes)
+    kept, verbatim = sums.kept, sums.verbatim
+    first = _valid_cut(ctx, frontier, sums, cut)
+    if first is None:
         return None
-    taken = frontier[:cut]
-    if not any(isinstance(it, Turn) for it in taken):
+    if keep != AUTO or economy is None:
+        return Plan(first[0], total - spent, spent)
+    # the figures lengthen the Evicted line: a ceiling that cannot carry them is planned bare
+    ceiling = _valid_cut(ctx, frontier, sums, cut, PLAN_LINE_BYTES)
+    if ceiling is None:
+        return Plan(first[0], total - spent, spent)
+    # candidates from the ceiling on, until the first that keeps less than the floor
+    floor = min(economy.floor_tokens, verbatim[cut] * economy.tokens_per_byte)
+    cuts = [ceiling[1]]
+    for c in range(cut + 1, len(frontier)):
+        found = _valid_cut(ctx, frontier, sums, c, PLAN_LINE_BYTES)
+        if found is not None:
+            cuts.append(found[1])
+            if verbatim[c] * economy.tokens_per_byte < floor:
+                break
+    cuts = _with_reread_chances(ctx, frontier, sizes, cuts)
+    best, figures = choose(economy, cuts, total)
+    span = (item_span(frontier[0])[0], item_span(frontier[best.index - 1])[1])
+    return Plan(span, total - kept[best.index], kept[best.index], figures)
+
+
+class _Sums:
+    """Running sums over the frontier, so that weighing every cut stays linear: from each index
+    on, the bytes and the turns' bytes; before it, the weight a residue would name."""
+
+    def __init__(self, frontier: list, sizes: list[int]):
+        n = len(sizes)
+        self.kept = [0] * (n + 1)
+        self.verbatim = [0] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            self.kept[i] = self.kept[i + 1] + sizes[i]
+            turn = isinstance(frontier[i], Turn)
+            self.verbatim[i] = self.verbatim[i + 1] + (sizes[i] if turn else 0)
+        self.weight = [0] * (n + 1)
+        self.turns = [0] * (n + 1)
+        for i, it in enumerate(frontier):
+            turn = isinstance(it, Turn)
+            self.weight[i + 1] = self.weight[i] + (it.bytes if turn else it.weight)
+            self.turns[i + 1] = self.turns[i] + turn
+
+
+def _valid_cut(ctx: Context, frontier: list, sums: _Sums, cut: int,
+               figures_bytes: int = 0) -> tuple[tuple[int, int], Cut] | None:
+    """The span taking ``frontier[:cut]`` and its candidate, or None when that is no plan
+    (``figures_bytes``: what the recorded figures add to the Evicted line)."""
+    if cut <= 0 or cut >= len(frontier) or sums.turns[cut] == 0:
         return None
-    span = (item_span(taken[0])[0], item_span(taken[-1])[1])
+    span = (item_span(frontier[0])[0], item_span(frontier[cut - 1])[1])
     if ctx.in_hand is not None and span[0] <= ctx.in_hand <= span[1]:
         return None
+    from .render import residue_message
+
     # what the edit adds: the residue message, and the Evicted line the turn in hand grows by
-    added = residue_bytes(ctx, span, taken, "harness", None) + len(
+    labels = newest_labels(frontier[max(0, cut - 16):cut])  # the newest few items name them
+    if len(labels) < LABELS_LISTED and cut > 16:
+        labels = newest_labels(frontier[:cut])
+    entry = ResidueEntry(span, None, "harness", sums.weight[cut], labels=labels)
+    message = len(residue_message(ctx, entry).encode("utf-8"))
+    added = message + figures_bytes + len(
         encode(Evicted(residue=Residue(span=span, note=None, by="harness"))))
-    if total - spent <= added:
+    if sums.kept[0] - sums.kept[cut] <= added:
         return None
-    return Plan(span, total - spent, spent)
+    return span, Cut(cut, sums.kept[cut], sums.verbatim[cut], message)
+
+
+def _with_reread_chances(ctx: Context, frontier: list, sizes: list[int],
+                         cuts: list[Cut]) -> list[Cut]:
+    """Each candidate with the chances of read-back of the turns it takes beyond the ceiling cut:
+    a turn whose file a later call or message names again is likely to be read back (decision
+    0221); Σ p and Σ p·bytes are all the arithmetic needs."""
+    lo = cuts[0].index
+    hi = cuts[-1].index
+    mentions = [_mentions(ctx, it) for it in frontier]
+    starts = [0] * (len(frontier) + 1)  # where each item's mentions start in the joined text
+    for i, m in enumerate(mentions):
+        starts[i + 1] = starts[i] + len(m) + 1
+    joined = "\n".join(mentions)
+    p_sum = [0.0] * (hi - lo + 1)
+    pb_sum = [0.0] * (hi - lo + 1)
+    for i in range(lo, hi):
+        p = 0.0
+        item = frontier[i]
+        if isinstance(item, Turn):
+            after = starts[i + 1]
+            referred = any(joined.find(path, after) != -1 for path in _read_paths(ctx, item))
+            p = REREAD_REFERRED if referred else REREAD_BASE
+        p_sum[i - lo + 1] = p_sum[i - lo] + p
+        pb_sum[i - lo + 1] = pb_sum[i - lo] + p * sizes[i]
+    return [replace(cut, reread_p=p_sum[cut.index - lo], reread_bytes=pb_sum[cut.index - lo])
+            for cut in cuts]
+
+
+def _read_paths(ctx: Context, turn: Turn) -> list[str]:
+    from .sweep import call_target
+
+    msg = turn.records[0] if turn.records else None
+    if not isinstance(msg, AssistantMessage):
+        return []
+    out = []
+    for b in msg.blocks:
+        if isinstance(b, ToolUse):
+            kind, target = call_target(b)
+            if kind == "read" and target:
+                out.append(target)
+    return out
+
+
+def _mentions(ctx: Context, item: Turn | ResidueEntry) -> str:
+    """What a turn names: its calls' inputs and its text (not tool results, which name much)."""
+    if not isinstance(item, Turn) or not item.records:
+        return ""
+    msg = item.records[0]
+    if isinstance(msg, UserPrompt):
+        return msg.text
+    if not isinstance(msg, AssistantMessage):
+        return ""
+    parts = []
+    for b in msg.blocks:
+        if isinstance(b, ToolUse):
+            parts.append(compact(b.input).decode("utf-8", "replace"))
+        elif isinstance(b, Text):
+            parts.append(b.text)
+    return "\n".join(parts)
 
 
 def residue_bytes(ctx: Context, span: tuple[int, int], items: list, by: str,
@@ -120,9 +254,10 @@ class PressureLatch:
         return False
 
 
-def pressure_reminder(ctx: Context, used_tokens: int, window: int | None, keep: float = KEEP) -> str:
+def pressure_reminder(ctx: Context, used_tokens: int, window: int | None,
+                      keep: float | str = KEEP, economy: Economy | None = None) -> str:
     """The Steering text: what the plan would cut, that it stays readable, how to leave a note."""
-    plan = plan_eviction(ctx, keep)
+    plan = plan_eviction(ctx, keep, economy)
     where = f"of a {window}-token context window" if window else "of history"
     if plan is None:
         cut = "no cut is possible yet (the newest turn holds most of the context)"

@@ -147,8 +147,25 @@ class Inherited(_R):
     id_floor: int | None = None
 
 
+class PlanFigures(Struct, gc=False, frozen=True, kw_only=True, omit_defaults=True):
+    """The figures of a harness eviction's choice of cut (``keep = "auto"``, session/keep.py):
+    optional, so a replay can explain every cut and older logs still fold; every field is optional
+    too, for files written by other tools."""
+
+    keep: float | None = None  # share of the history bytes the chosen cut keeps (its items)
+    kept_tokens: int | None = None  # tokens kept, the new residue message included
+    verbatim_tokens: int | None = None  # tokens of recorded turns kept
+    floor_tokens: int | None = None  # the verbatim floor applied (capped at what the ceiling cut keeps)
+    ceiling_keep: float | None = None  # the share the ceiling cut (KEEP) would keep
+    requests: float | None = None  # requests expected before the next eviction
+    cost: float | None = None  # input-token equivalents per request, chosen cut
+    ceiling_cost: float | None = None  # the same for the ceiling cut
+    candidates: int | None = None  # cuts weighed
+
+
 class Evicted(_R):
     residue: Residue
+    plan: PlanFigures | None = None
 
 
 class Marked(_R):

@@ -207,7 +207,7 @@ def candidates(ctx: Context, *, limit: int = 20) -> list[Candidate]:
                 break
         if reason is None and kind == "search" and size >= LARGE_SEARCH:
             result_text = ctx.blocks(tid)[bidx].text
-            found = [p for p in later_reads[n + 1] if p and p in result_text]
+            found = sorted(p for p in later_reads[n + 1] if p and p in result_text)
             if found:
                 reason = f"a search whose results were acted on (later read {found[0]})"
         if reason is not None and key not in seen:

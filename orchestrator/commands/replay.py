@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..cli import COMMANDS, UserError
+from ..options import keep_arg
 
 
 def add_parser(sub) -> None:
@@ -19,7 +20,10 @@ def add_parser(sub) -> None:
                    help="comma-separated: evict, sweep, compact, rollover, clear-tool-uses, none "
                         "(default evict,compact: eviction beside the compaction it replaces)")
     p.add_argument("--context-window", type=int, default=200_000)
-    p.add_argument("--keep", type=float, default=0.5)
+    p.add_argument("--keep", default="auto",
+                   help="auto (default: chosen per eviction from the cache arithmetic) or a share")
+    p.add_argument("--keep-floor", type=int, default=None,
+                   help="under --keep auto: tokens of recorded turns a cut keeps (default 6144)")
     p.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"])
     p.add_argument("--model", default="claude-sonnet-4-5", help="the model whose prices apply")
     p.add_argument("--prices", default=None, help="a TOML or JSON price table overriding ours")
@@ -41,8 +45,9 @@ def run(args) -> int:
     if bad or not names:
         raise UserError(f"unknown strategy {', '.join(bad) or '(none)'}: choose from "
                         f"{', '.join(STRATEGIES)}")
-    if not 0 < args.keep < 1:
-        raise UserError(f"--keep must be between 0 and 1, not {args.keep}")
+    args.keep = keep_arg(args.keep)
+    if args.keep_floor is not None and args.keep_floor < 0:
+        raise UserError(f"--keep-floor must be a number of tokens, not {args.keep_floor}")
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out} exists and is not an empty directory")
@@ -68,7 +73,8 @@ def run(args) -> int:
                               model=args.model, ttl=args.cache_ttl, keep=args.keep,
                               seconds_per_request=args.seconds_per_request,
                               opts=Options(keep=args.keep, summary_tokens=args.summary_tokens),
-                              on_root=lambda root: logs.configure(root, verbose=args.verbose)))
+                              on_root=lambda root: logs.configure(root, verbose=args.verbose),
+                              keep_floor_tokens=args.keep_floor))
     logs.shutdown()
     summary = write_reports(results, out, plot=not args.no_plot)
     plotted = (out / "plot.png").is_file()

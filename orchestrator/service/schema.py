@@ -20,7 +20,7 @@ class AgentCreate(_In):
     system: str | None = None
     model: str | None = None
     context_window: Annotated[int, Meta(gt=0)] | None = None
-    keep: Annotated[float, Meta(gt=0, lt=1)] | None = None
+    keep: Annotated[float, Meta(gt=0, lt=1)] | Literal["auto"] | None = None  # decision 0220
     max_turns: Annotated[int, Meta(gt=0)] | None = None
 
 

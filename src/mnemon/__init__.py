@@ -8,7 +8,7 @@ is asked for.
 
 >>> import mnemon
 >>> mnemon.Settings(model="claude-sonnet-4-5").keep
-0.5
+'auto'
 """
 
 from __future__ import annotations

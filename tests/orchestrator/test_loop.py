@@ -160,3 +160,26 @@ async def test_fsync_turn_syncs_once_per_turn_boundary(tmp_path, monkeypatch):
                                settings(fsync="none"), user_tools=[fetch_tool()]) as sup:
         await sup.ask("read")
     assert calls == []
+
+
+async def test_keep_auto_records_its_figures_and_the_log_still_folds(tmp_path):
+    """The default plan (keep "auto") writes its decision into each Evicted record; a fixed
+    keep writes none; either way the log folds to the live table."""
+    for keep in ("auto", 0.5):
+        root = tmp_path / f"run-{keep}"
+        st = settings(context_window=6000, keep=keep, keep_floor_tokens=300)
+        async with open_supervisor(root, provider(reader_policy(14)), st,
+                                   user_tools=[fetch_tool()]) as sup:
+            node = await sup.ask("read fourteen pages")
+        assert node.reason == "done"
+        evicted = [r for r in records(root, node.id) if r["t"] == "Evicted"]
+        assert evicted
+        for r in evicted:
+            if keep == "auto":
+                p = r["plan"]
+                assert 0 < p["keep"] <= p["ceiling_keep"] <= 0.5
+                assert p["cost"] <= p["ceiling_cost"] and p["candidates"] >= 1
+                assert p["floor_tokens"] <= 300
+            else:
+                assert "plan" not in r
+        assert refold(root, node.id) == node.ctx

@@ -162,6 +162,42 @@ def test_cli_replay_writes_every_report(tmp_path, capsys):
     assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
     for s in ("evict", "compact", "none"):
         assert main(["verify", str(out / s)]) == 0
+    # the chosen keep at each eviction and the verbatim tokens after each edit
+    ev = summary["strategies"]["evict"]
+    assert len(ev["chosen_keep"]) == ev["harness_evictions"] > 0
+    assert all(0 < k <= 0.5 for k in ev["chosen_keep"])
+    assert len(ev["verbatim_after_edits"]) == ev["edits"]
+    assert summary["strategies"]["none"]["chosen_keep"] == []
+    import csv
+
+    rows = list(csv.DictReader((out / "per_turn.csv").open()))
+    keeps = [float(r["keep"]) for r in rows if r["strategy"] == "evict" and r["keep"]]
+    assert keeps == ev["chosen_keep"]
+    assert all(r["verbatim_tokens"] for r in rows if r["strategy"] == "evict" and r["keep"])
+
+
+def test_cli_replay_takes_keep_auto_or_a_share(tmp_path, capsys):
+    path = TRAJECTORIES / "live-gpt5mini__sympy__sympy-13877.jsonl"
+    for keep, out in (("auto", "a"), ("0.3", "b")):
+        assert main(["replay", str(path), "--out", str(tmp_path / out), "--strategy", "evict",
+                     "--context-window", "32000", "--keep", keep, "--json", "--no-plot"]) == 0
+        ev = json.loads(capsys.readouterr().out)["strategies"]["evict"]
+        if keep == "0.3":
+            assert set(ev["chosen_keep"]) == {0.3}
+    for bad in (["--keep", "2"], ["--keep", "most"], ["--keep-floor", "-1"]):
+        assert main(["replay", str(path), "--out", str(tmp_path / "c"), *bad]) == 2
+        err = capsys.readouterr().err
+        assert bad[0] in err and "Traceback" not in err
+    # a higher floor keeps more verbatim material
+    assert main(["replay", str(path), "--out", str(tmp_path / "d"), "--strategy", "evict",
+                 "--context-window", "32000", "--keep-floor", "0", "--json", "--no-plot"]) == 0
+    low = json.loads(capsys.readouterr().out)["strategies"]["evict"]
+    assert main(["replay", str(path), "--out", str(tmp_path / "e"), "--strategy", "evict",
+                 "--context-window", "32000", "--keep-floor", "100000", "--json",
+                 "--no-plot"]) == 0
+    high = json.loads(capsys.readouterr().out)["strategies"]["evict"]
+    assert sum(low["chosen_keep"]) / len(low["chosen_keep"]) < \
+        sum(high["chosen_keep"]) / len(high["chosen_keep"])
 
 
 def test_cli_replay_refuses_bad_input(tmp_path, capsys):
