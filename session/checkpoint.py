@@ -23,7 +23,6 @@ fold that must go on (a tail appended, an agent reopened to append).
 
 from __future__ import annotations
 
-import bisect
 import mmap
 import operator
 import os
