@@ -23,8 +23,8 @@ fold that must go on (a tail appended, an agent reopened to append).
 
 from __future__ import annotations
 
-import bisect
 import mmap
+import operator
 import os
 import struct
 from array import array
@@ -160,14 +160,12 @@ def _columns(ctx: Context, big: dict[int, list]) -> tuple[dict[str, bytes], list
         labels += t.label.encode("utf-8", "surrogatepass")
         label_off[i + 1] = len(labels)
     runs = _runs(srcs, starts, ends, lstart, loff, llen)
-    cols = {"ids": ids.tobytes(), "weights": weights.tobytes(), "meta": bytes(meta),
-            "srcs": srcs.tobytes(), "under": under.tobytes(), "lstart": lstart.tobytes(),
-            "starts": starts.tobytes(), "ends": ends.tobytes(), "loff": loff.tobytes(),
-            "llen": llen.tobytes(), "ldig": bytes(ldig), "label_off": label_off.tobytes(),
-            "labels": bytes(labels),
+    # the buffers themselves, not copies: a 1 GB log's columns are ~130 MB
+    cols = {"ids": ids, "weights": weights, "meta": meta, "srcs": srcs, "under": under,
+            "lstart": lstart, "starts": starts, "ends": ends, "loff": loff, "llen": llen,
+            "ldig": ldig, "label_off": label_off, "labels": labels,
             "big": msgspec.msgpack.encode({str(k): v for k, v in big.items()}),
-            "runs": msgspec.msgpack.encode(runs),
-            "index": bytes(index), "index_off": index_off.tobytes()}
+            "runs": msgspec.msgpack.encode(runs), "index": index, "index_off": index_off}
     return cols, sources
 
 
@@ -181,10 +179,11 @@ def _runs(srcs, starts, ends, lstart, loff, llen) -> list[list[int]]:
         j = i + 1
         while j < n and srcs[j] == srcs[i]:
             j += 1
-        spans_ok = all(lstart[x] < lstart[x + 1] and starts[x] < ends[x] for x in range(i, j)) \
-            and all(ends[x] < starts[x + 1] for x in range(i, j - 1))
+        lt, le, add = operator.lt, operator.le, operator.add
+        spans_ok = all(map(lt, lstart[i:j], lstart[i + 1:j + 1])) and \
+            all(map(lt, starts[i:j], ends[i:j])) and all(map(lt, ends[i:j - 1], starts[i + 1:j]))
         a, b = lstart[i], lstart[j]
-        flat_ok = all(loff[r] + llen[r] <= loff[r + 1] for r in range(a, b - 1))
+        flat_ok = all(map(le, map(add, loff[a:b - 1], llen[a:b - 1]), loff[a + 1:b]))
         out.append([srcs[i], i, j, int(spans_ok), int(flat_ok)])
         i = j
     return out
@@ -264,14 +263,15 @@ def write(ctx: Context, log: Path, key: Key, big: dict[int, list]) -> Path | Non
     """Save the checkpoint beside ``log`` (a temporary file renamed over the old one). A
     directory that cannot be written is no error: the checkpoint is an optimisation."""
     cols, sources = _columns(ctx, big)
-    arrays: dict[str, tuple[int, int, str]] = {}
-    body = bytearray()
-    for name, data in cols.items():
-        body += bytes(-len(body) % 8)
-        arrays[name] = (len(body), len(data), [
+    arrays: dict[str, tuple[int, int, list[str]]] = {}
+    views = {name: memoryview(data).cast("B") for name, data in cols.items()}
+    at = 0
+    for name, data in views.items():  # where each column goes, and its block digests
+        at += -at % 8
+        arrays[name] = (at, len(data), [
             blake3.blake3(data[x:x + CHECK_BLOCK]).digest(length=8).hex()
             for x in range(0, max(len(data), 1), CHECK_BLOCK)])
-        body += data
+        at += len(data)
     head = msgspec.json.encode(Header(VERSION, ctx.source, key, arrays, _state(ctx, sources)))
     pad = bytes(-(len(MAGIC) + 16 + len(head)) % 8)
     pre = MAGIC + struct.pack("<Q", len(head)) + blake3.blake3(head).digest(length=8) + head + pad
@@ -280,7 +280,12 @@ def write(ctx: Context, log: Path, key: Key, big: dict[int, list]) -> Path | Non
     try:
         with open(tmp, "wb") as f:
             f.write(pre)
-            f.write(body)
+            at = 0
+            for name, data in views.items():  # streamed: no second copy of the columns
+                f.write(bytes(-at % 8))
+                at += -at % 8
+                f.write(data)
+                at += len(data)
         os.replace(tmp, dest)
     except OSError:
         try:
@@ -288,6 +293,9 @@ def write(ctx: Context, log: Path, key: Key, big: dict[int, list]) -> Path | Non
         except OSError:
             pass
         return None
+    finally:
+        for v in views.values():
+            v.release()
     return dest
 
 
