@@ -248,8 +248,10 @@ class Supervisor:
         from ..lineage.tree import _first_started
 
         for aid in list_agents(self.root):
-            if _set_aside_if_never_created(self.root / agent_source(aid)):
-                log.warning("agent creation interrupted: its log had no whole record", agent=aid)
+            aside = set_aside_unopened(self.root / agent_source(aid))
+            if aside is not None:
+                log.warning("agent creation interrupted: its log moved aside", agent=aid,
+                            to=str(aside))
         opening: dict[str, SessionStarted | None] = {
             aid: _first_started(self.root / agent_source(aid)) for aid in list_agents(self.root)}
         order: list[str] = []
@@ -358,33 +360,38 @@ def _restore_spend(sup: Supervisor, node: AgentNode) -> None:
     node.cost_usd = spent.cost_usd
 
 
-def _set_aside_if_never_created(path: Path) -> bool:
-    """A log with no whole record is an agent whose creation a crash interrupted: its opening
-    ``SessionStarted`` never returned, so nothing of it was acknowledged. It is renamed to
-    ``record.jsonl.interrupted`` (kept, not deleted) so that the run resumes without it."""
+def set_aside_unopened(path: Path) -> Path | None:
+    """A log cut before its task prompt is recorded (a crash while the agent was being created:
+    no whole record, or only its opening) holds no turn and nothing points into it. It is moved
+    to ``<run root>/incomplete/<agent>-<ms>.jsonl`` — kept, not deleted — under the writer's lock,
+    so the run resumes (or a job creates the agent again) without it. Returns where it went."""
     import fcntl
     import os
+    import time
 
     from ..session.errors import LogBusy
-    from ..session.log import find_torn_tail
+    from ..session.log import iter_lines
 
-    torn = find_torn_tail(path)
-    if path.stat().st_size > 0 and (torn is None or torn.offset > 0):
-        return False
+    for _, line in iter_lines(path):
+        if b'"t":"UserPrompt"' in bytes(line):
+            return None
     fd = os.open(path, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise LogBusy(f"{path} is open for writing elsewhere (one writer per log)") from None
-        n, aside = 0, path.with_name(path.name + ".interrupted")
-        while aside.exists():
-            n += 1
-            aside = path.with_name(f"{path.name}.interrupted.{n}")
+        root = path.parents[2]
+        aside = root / "incomplete" / f"{path.parent.name}-{int(time.time() * 1e3)}.jsonl"
+        aside.parent.mkdir(exist_ok=True)
         os.rename(path, aside)
     finally:
         os.close(fd)
-    return True
+    try:
+        path.parent.rmdir()
+    except OSError:  # a torn tail set aside beside it: a directory with no log is no agent
+        pass
+    return aside
 
 
 def _has_ended(path: Path) -> bool:

@@ -7,7 +7,6 @@ during its creation aside.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 import structlog
 
@@ -93,20 +92,13 @@ def tidy(paths: set[Path]) -> None:
 
 def complete(path: Path) -> bool:
     """Whether an agent's log was opened whole — its task prompt is recorded. A log cut before
-    that (a crash while it was being created) holds no turn and nothing points into it; it is
-    moved aside and the agent is created again."""
+    that is moved aside (``Supervisor``'s ``set_aside_unopened``) and the agent created again."""
+    from ..supervisor import set_aside_unopened
+
     if not path.exists():
         return False
-    for _, line in iter_lines(path):
-        if b'"t":"UserPrompt"' in bytes(line):
-            return True
-    root = path.parents[2]
-    aside = root / "incomplete" / f"{path.parent.name}-{int(time.time() * 1e3)}.jsonl"
-    aside.parent.mkdir(exist_ok=True)
-    path.rename(aside)
-    try:
-        path.parent.rmdir()
-    except OSError:  # a torn tail moved aside beside it: a directory with no log is no agent
-        pass
-    log.warning("incomplete log moved aside", path=str(path), to=str(aside))
-    return False
+    aside = set_aside_unopened(path)
+    if aside is not None:
+        log.warning("incomplete log moved aside", path=str(path), to=str(aside))
+        return False
+    return True

@@ -196,9 +196,16 @@ def _acks(path: Path) -> list[tuple[str, int, int, str]]:
 
 
 def _check_acks(acks) -> None:
+    """Every acknowledged record is in its log — or, for an agent whose creation a crash cut
+    before its task prompt, in the log resume moved to ``<run root>/incomplete/``."""
     from mnemon.session.log import digest
 
     for path, off, n, want in acks:
+        p = Path(path)
+        if not p.exists():
+            moved = sorted((p.parents[2] / "incomplete").glob(f"{p.parent.name}-*.jsonl"))
+            assert moved, f"acknowledged record lost: {path}@{off}"
+            path = moved[-1]
         with open(path, "rb") as f:
             f.seek(off)
             raw = f.read(n)

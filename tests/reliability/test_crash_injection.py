@@ -44,7 +44,7 @@ def test_hundreds_of_kills(zygote, tmp_path):
 @pytest.mark.parametrize("tail", [b"", b'{"t":"SessionStarted","agent":"a2","par'])
 def test_an_agent_whose_creation_was_interrupted_is_set_aside_on_resume(zygote, tmp_path, tail):
     """Killed inside a child's first append: its log holds no whole record. Nothing of it was
-    acknowledged; resume sets it aside (renamed, kept) and finishes the run."""
+    acknowledged; resume sets it aside (moved to incomplete/, kept) and finishes the run."""
     from .crashkit import _settings, _tools, _provider
 
     from mnemon.orchestrator.supervisor import Supervisor
@@ -60,7 +60,8 @@ def test_an_agent_whose_creation_was_interrupted_is_set_aside_on_resume(zygote, 
     sup = Supervisor(root, _provider(), _settings(), user_tools=_tools())
     roots = sup.resume_run()
     assert [n.id for n in roots] == ["a1"]
-    assert (root / "agents" / "a9" / "record.jsonl.interrupted").read_bytes() == tail
+    (aside,) = (root / "incomplete").iterdir()
+    assert aside.name.startswith("a9-") and aside.read_bytes() == tail
     assert not (root / "agents" / "a9" / "record.jsonl").exists()
     trio.run(sup.run, roots[0])
     sup.close()
