@@ -38,6 +38,9 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     r.add_argument("--system", default=None, help="the system prompt")
     r.add_argument("--budget-usd", type=float, default=None)
     r.add_argument("--budget-tokens", type=int, default=None)
+    r.add_argument("--mcp", metavar="CONFIG", default=None,
+                   help="MCP servers whose tools the agents get: a JSON or TOML file in the "
+                        "mcpServers shape of Claude Code and Codex (docs/mcp.md)")
 
 
 def window_for(model: str | None) -> int | None:
@@ -60,6 +63,13 @@ def settings_from(args, **over) -> Settings:
     base = dict(system=args.system, model=model, context_window=window, keep=args.keep,
                 max_turns=args.max_turns, max_tokens=args.max_tokens, cache_ttl=args.cache_ttl,
                 budget_usd=args.budget_usd, budget_tokens=args.budget_tokens)
+    if getattr(args, "mcp", None):
+        from .mcp.config import McpConfigError, load_config
+
+        try:
+            base["mcp_servers"] = load_config(args.mcp)
+        except McpConfigError as e:
+            raise UserError(str(e)) from None
     base.update(over)
     return Settings(**base)
 
