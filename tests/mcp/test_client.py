@@ -203,3 +203,14 @@ def test_mcp_option_errors_are_one_line(tmp_path, capsys):
                  "--run-root", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip()
     assert "mcpServers" in err and len(err.splitlines()) == 1
+
+
+def test_a_run_without_mcp_servers_never_imports_the_sdk(tmp_path):
+    """The SDK is loaded only by a run given servers (and by ``mnemon mcp``)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "mnemon", "ask", "hi",
+                           "--run-root", str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    mods = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+    assert not {m for m in mods if m.split(".")[0] in ("mcp", "mcp_types", "prompt_toolkit")}
