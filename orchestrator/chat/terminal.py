@@ -48,6 +48,35 @@ class _Prompt:
         return line.rstrip("\n")
 
 
+def _tool_lines(node: AgentNode) -> list[tuple[str, bool]]:
+    """``(name, is_error)`` for each call of the turn in hand, read from its records."""
+    from ...session.records import AssistantMessage, ToolResults, ToolUse
+
+    turn = node.ctx.turns[-1] if node.ctx.turns else None
+    if turn is None or not turn.records:
+        return []
+    calls: dict[str, str] = {}
+    errors: dict[str, bool] = {}
+    for rec in turn.records:
+        if isinstance(rec, AssistantMessage):
+            calls.update({b.id: b.name for b in rec.blocks if isinstance(b, ToolUse)})
+        elif isinstance(rec, ToolResults):
+            errors.update({r.tool_use_id: r.is_error for r in rec.results})
+    return [(name, errors.get(cid, False)) for cid, name in calls.items()]
+
+
+def _showing_tools(show: Any) -> Any:
+    """Our harness policy, telling ``show(node)`` after each turn's tool calls have answered."""
+    from ..loop import HarnessPolicy
+
+    class ShowTools(HarnessPolicy):
+        def after_tools(self, sup: Any, node: AgentNode) -> None:
+            super().after_tools(sup, node)
+            show(node)
+
+    return ShowTools()
+
+
 class Terminal:
     def __init__(self, chat: ChatSession, console: Console, prompt: _Prompt):
         self.chat = chat
@@ -73,6 +102,16 @@ class Terminal:
             self.console.print(f"[red]agent {node.id} ended: {escape(node.reason or '?')}[/]")
         self.console.print(f"[dim]{node.id} · {node.turns_taken} requests · "
                            f"${self.chat.sup.cost_usd:.4f} so far[/]")
+
+    def tools_ran(self, node: AgentNode) -> None:
+        if node.id != self.chat.agent:
+            return
+        if self.streamed:
+            self.console.print()
+            self.streamed = False
+        for name, failed in _tool_lines(node):
+            mark = "[red]✗[/]" if failed else "[green]✓[/]"
+            self.console.print(f"  [dim]↳ {escape(name)}[/] {mark}")
 
     def fork_ended(self, child: AgentNode) -> None:
         self.console.print(f"\n[bold]fork {child.id}[/] ({child.reason}): "
@@ -109,7 +148,7 @@ class Terminal:
                     except (Refusal, SessionError, ChatInputError) as e:
                         c.print(f"[red]{escape(str(e))}[/]")
                 watch.cancel_scope.cancel()
-        c.print("[dim]bye[/]")
+        c.print(("" if self.prompt.session is not None else "\n") + "[dim]bye[/]")
 
     async def _interrupts(self, sigint: Any) -> None:
         async for _ in sigint:
@@ -214,6 +253,7 @@ async def run_terminal(sup: Any, node: AgentNode | None, *, history: Path | None
         chat = ChatSession(sup, forks, node)
         term = Terminal(chat, console, prompt)
         sup.text_listeners.append(term.on_text)
+        sup.policy = _showing_tools(term.tools_ran)
         if prompt.session is not None:
             with patch_stdout(raw=True):
                 await term.run()

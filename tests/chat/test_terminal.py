@@ -90,3 +90,23 @@ def test_chat_session_then_resume_with_ctrl_c(tmp_path):
     assert sum(isinstance(r, SessionResumed) for r in a1) == 2  # the reopening, the re-prompt
     assert [r.text for r in a1 if isinstance(r, UserPrompt)][-2:] == ["slow one",
                                                                      "after the cancel"]
+
+
+def test_chat_reads_plain_lines_when_not_a_terminal(tmp_path):
+    """Piped input: the same commands, no prompt_toolkit; tool calls are listed as they run."""
+    script = tmp_path / "script.jsonl"
+    script.write_text(
+        '{"blocks": [{"type": "text", "text": "Let me look."}, {"type": "tool_use", "id": "t1", '
+        '"name": "transcript_grep", "input": {"pattern": "hello"}}, {"type": "tool_use", '
+        '"id": "t2", "name": "nonesuch", "input": {}}], "stop_reason": "tool_use"}\n'
+        '{"blocks": [{"type": "text", "text": "Found it."}], "stop_reason": "end_turn"}\n')
+    root = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "mnemon", "chat", "--run-root", str(root),
+                        "--script", str(script)], input="hello\n/context\n/quit\n",
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "Let me look." in out and "Found it." in out
+    assert "↳ transcript_grep ✓" in out and "↳ nonesuch ✗" in out
+    assert "context of a1" in out
+    verify(root)
