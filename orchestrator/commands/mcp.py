@@ -39,7 +39,7 @@ def run(args) -> int:
 
     server = build_server(door, version=__version__)
     if not args.http:
-        trio.run(serve_stdio, server)
+        trio.run(_until_signal, lambda task_status: _started(serve_stdio(server), task_status))
         return 0
     from ..service.auth import AuthConfigError, check_bind, resolve_token
 
@@ -51,20 +51,46 @@ def run(args) -> int:
     except AuthConfigError as e:
         raise UserError(str(e)) from None
 
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(lambda task_status: serve_http(
-                server, token=token, host=args.host, port=args.port, task_status=task_status))
-            url = (binds[0] if binds else f"http://{args.host}:{args.port}") + "/mcp"
-            sys.stderr.write(f"mnemon: serving {door.root} over MCP at {url}\n")
-            if generated:
-                sys.stderr.write(f"mnemon: token {token}\n")
-            sys.stderr.flush()
+    def ready(binds: list[str]) -> None:
+        url = (binds[0] if binds else f"http://{args.host}:{args.port}") + "/mcp"
+        sys.stderr.write(f"mnemon: serving {door.root} over MCP at {url}\n")
+        if generated:
+            sys.stderr.write(f"mnemon: token {token}\n")
+        sys.stderr.flush()
 
     try:
-        trio.run(main)
+        trio.run(_until_signal, lambda task_status: serve_http(
+            server, token=token, host=args.host, port=args.port, task_status=task_status),
+            ready)
     except OSError as e:
         raise UserError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
-    except KeyboardInterrupt:
-        pass
+    sys.stderr.write("mnemon: stopped\n")
     return 0
+
+
+async def _started(serving, task_status) -> None:
+    task_status.started([])
+    await serving
+
+
+async def _until_signal(serve, ready=None) -> None:
+    """Serve until the server ends (stdio: the client closed the pipe) or SIGINT/SIGTERM."""
+    import signal
+
+    import trio
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            async def watch() -> None:
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    return
+
+            async def serving(task_status=trio.TASK_STATUS_IGNORED) -> None:
+                await serve(task_status)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            binds = await nursery.start(serving)
+            if ready is not None:
+                ready(binds)

@@ -5,6 +5,7 @@ results, and HTTP needs the bearer token."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import httpx2
@@ -116,3 +117,39 @@ def test_mcp_command_refuses_a_directory_outside_any_run(tmp_path, capsys):
     assert main(["mcp", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "not inside a run root" in err and len(err.splitlines()) == 1
+
+
+async def test_mcp_http_command_prints_its_address_and_token_then_stops_on_sigint(demo_root):
+    """``mnemon mcp RUN --http --port 0``: the address and a generated token on stderr; the token
+    opens the door; SIGINT ends it with exit 0."""
+    import os
+    import re
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if k != "MNEMON_TOKEN"}
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "mnemon", "mcp", str(demo_root), "--http", "--port", "0"],
+        stderr=subprocess.PIPE, env=env)
+    try:
+        with trio.fail_after(60):
+            seen = b""
+            while b"token" not in seen or not seen.endswith(b"\n"):
+                chunk = await proc.stderr.receive_some()
+                assert chunk, seen
+                seen += chunk
+            text = seen.decode()
+            url = re.search(r"at (http://\S+/mcp)", text).group(1)
+            token = re.search(r"token (\S+)", text).group(1)
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+            from mcp.client.streamable_http import streamable_http_client
+
+            async with http, Client(streamable_http_client(url, http_client=http)) as client:
+                result = await client.call_tool("agents_list", {})
+                assert [r["agent"] for r in json.loads(result.content[0].text)] == \
+                    ["a1", "a2", "a3"]
+            proc.send_signal(signal.SIGINT)
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
