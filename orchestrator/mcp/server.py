@@ -9,7 +9,6 @@ request. Over HTTP every request needs the bearer token, compared as the service
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import mcp.types as types
@@ -88,8 +87,3 @@ async def serve_http(server: Server, *, token: str, host: str = "127.0.0.1", por
     config.graceful_timeout = 2.0
     await serve(app, config, task_status=task_status)  # type: ignore[arg-type]
 
-
-def make_server(root: Path) -> Server:
-    from ... import __version__
-
-    return build_server(RunDoor(root), version=__version__)
