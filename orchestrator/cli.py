@@ -24,6 +24,8 @@ COMMANDS = {
     "verify": "refold every log and check every pointer's digest",
     "cost": 'tokens, cache reads/writes and price of a run, per agent',
     "serve": "the HTTP service: JSON API, server-sent events and a page to watch a run",
+    "mcp": "the transcript door of a run as an MCP server (stdio, or streamable HTTP)",
+    "chat": "an interactive session with one root agent: streaming, history, slash commands",
 }
 
 

@@ -42,6 +42,9 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     r.add_argument("--system", default=None, help="the system prompt")
     r.add_argument("--budget-usd", type=float, default=None)
     r.add_argument("--budget-tokens", type=int, default=None)
+    r.add_argument("--mcp", metavar="CONFIG", default=None,
+                   help="MCP servers whose tools the agents get: a JSON or TOML file in the "
+                        "mcpServers shape of Claude Code and Codex (docs/mcp.md)")
 
 
 def keep_arg(text: str | float) -> float | str:
@@ -80,6 +83,13 @@ def settings_from(args, **over) -> Settings:
         if floor < 0:
             raise UserError(f"--keep-floor must be a number of tokens, not {floor}")
         base["keep_floor_tokens"] = floor
+    if getattr(args, "mcp", None):
+        from .mcp.config import McpConfigError, load_config
+
+        try:
+            base["mcp_servers"] = load_config(args.mcp)
+        except McpConfigError as e:
+            raise UserError(str(e)) from None
     base.update(over)
     return Settings(**base)
 

@@ -8,6 +8,8 @@ from msgspec import Struct
 
 from ..session.constants import GREP_TIMEOUT_S, KEEP_FLOOR_TOKENS, MAX_TURNS
 
+from .mcp.config import McpServerSpec
+
 
 class Settings(Struct, kw_only=True, frozen=True):
     system: str | None = None
@@ -31,6 +33,9 @@ class Settings(Struct, kw_only=True, frozen=True):
     fsync: str = "none"
     price_model: str | None = None  # price a scripted run as this model
     builtin_tools: bool = True  # offer the context, transcript and agents tools (replay: off)
+    # MCP servers whose tools every agent of the run is offered (``--mcp``; docs/mcp.md); they
+    # start in the run's nursery and stop with it
+    mcp_servers: tuple[McpServerSpec, ...] = ()
 
     def __post_init__(self) -> None:
         """A keep the plan cannot use is refused here, not at the first eviction."""

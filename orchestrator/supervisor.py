@@ -420,11 +420,24 @@ async def open_supervisor(root: Path, provider: Provider, settings: Settings, *,
         from .logs import configure
 
         configure(Path(root))
-    sup = Supervisor(Path(root), provider, settings, user_tools=user_tools,
-                     provider_name=provider_name)
-    try:
-        async with trio.open_nursery() as nursery:
-            sup.nursery = nursery
-            yield sup
-    finally:
-        sup.close()
+    async with _open_mcp(Path(root), settings) as mcp_tools:  # outlives every agent of the run
+        sup = Supervisor(Path(root), provider, settings,
+                         user_tools=[*(user_tools or []), *mcp_tools], provider_name=provider_name)
+        try:
+            async with trio.open_nursery() as nursery:
+                sup.nursery = nursery
+                yield sup
+        finally:
+            sup.close()
+
+
+@asynccontextmanager
+async def _open_mcp(root: Path, settings: Settings) -> AsyncIterator[list[Any]]:
+    """The run's MCP servers' tools (none, and no SDK imported, when none are configured)."""
+    if not settings.mcp_servers:
+        yield []
+        return
+    from .mcp.client import open_mcp_tools
+
+    async with open_mcp_tools(settings.mcp_servers, log_dir=root / "mcp") as mcp:
+        yield mcp.tools

@@ -20,7 +20,7 @@ from ..session.records import Marked, Residue, Swept, ToolResult, ToolUse, compa
 from ..session.render import residue_message
 from ..session.sweep import READ_MULT, WRITE_MULT, candidates, gate
 
-from .usertools import ToolInputError
+from .usertools import ToolError, ToolInputError
 
 if TYPE_CHECKING:
     from .supervisor import AgentNode, Supervisor
@@ -152,7 +152,7 @@ async def call_tool(sup: "Supervisor", node: "AgentNode", call: ToolUse) -> Tool
             return ToolResult(tool_use_id=call.id, content=f"unknown tool {call.name!r}; the "
                               f"known tools are: {known}", is_error=True)
         return ToolResult(tool_use_id=call.id, content=out, is_error=False)
-    except (Refusal, ToolInputError) as e:
+    except (Refusal, ToolInputError, ToolError) as e:
         return ToolResult(tool_use_id=call.id, content=str(e), is_error=True)
     except SessionError as e:
         return ToolResult(tool_use_id=call.id, content=str(e), is_error=True)

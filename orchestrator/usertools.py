@@ -21,6 +21,11 @@ class ToolInputError(Exception):
     pass
 
 
+class ToolError(Exception):
+    """A tool's own failure, answered to the model as an error result with exactly this text
+    (an MCP server's error result, a timeout, a server that is gone)."""
+
+
 class UserTool:
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None,
                  description: str | None = None):

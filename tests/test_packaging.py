@@ -176,7 +176,9 @@ def test_cli_loads_no_provider_or_http_code_it_does_not_use(args, tmp_path):
                    capture_output=True, timeout=120)
     mods = _imported_by(args, run)
     assert "mnemon.orchestrator.cli" in mods
-    unused = {m for m in mods if m.split(".")[0] in ("httpx", "httpcore", "anyio", "h11", "structlog")
+    unused = {m for m in mods if m.split(".")[0] in ("httpx", "httpcore", "anyio", "h11", "structlog",
+                                                     "mcp", "mcp_types", "httpx2", "pydantic",
+                                                     "prompt_toolkit", "rich")
               or m.startswith("mnemon.providers")}
     assert not unused, f"mnemon {' '.join(args)} imported {sorted(unused)}"
 

@@ -1,0 +1,262 @@
+"""The chat's terminal: a prompt_toolkit prompt with history, rich rendering, streamed answers.
+
+Trio owns the main thread: the prompt is read in a worker thread (prompt_toolkit runs its own
+event loop there), the agent runs on the Trio thread, and answer text is printed as it streams
+(``Supervisor.text_listeners``). While a turn is in flight the terminal is in cooked mode, so
+Ctrl-C arrives as SIGINT: a Trio signal receiver turns it into a cancel of that turn alone. At
+the prompt, Ctrl-C clears the line and Ctrl-D (or ``/quit``) ends the session.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ...session.errors import Refusal, SessionError
+from ..supervisor import AgentNode
+from .commands import HELP, ChatInputError, SlashCommand, parse_line
+from .session import ChatSession
+
+
+class _Prompt:
+    """Reads one line: prompt_toolkit on a terminal (history in a file), ``input`` otherwise."""
+
+    def __init__(self, history: Path | None):
+        self.session: Any = None
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            from prompt_toolkit import PromptSession
+            from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+            hist = FileHistory(str(history)) if history is not None else InMemoryHistory()
+            self.session = PromptSession(history=hist)
+
+    def read(self, label: str) -> str:
+        if self.session is not None:
+            return self.session.prompt(label)
+        sys.stdout.write(label)
+        sys.stdout.flush()
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")
+
+
+def _tool_lines(node: AgentNode) -> list[tuple[str, bool]]:
+    """``(name, is_error)`` for each call of the turn in hand, read from its records."""
+    from ...session.records import AssistantMessage, ToolResults, ToolUse
+
+    turn = node.ctx.turns[-1] if node.ctx.turns else None
+    if turn is None or not turn.records:
+        return []
+    calls: dict[str, str] = {}
+    errors: dict[str, bool] = {}
+    for rec in turn.records:
+        if isinstance(rec, AssistantMessage):
+            calls.update({b.id: b.name for b in rec.blocks if isinstance(b, ToolUse)})
+        elif isinstance(rec, ToolResults):
+            errors.update({r.tool_use_id: r.is_error for r in rec.results})
+    return [(name, errors.get(cid, False)) for cid, name in calls.items()]
+
+
+def _showing_tools(show: Any) -> Any:
+    """Our harness policy, telling ``show(node)`` after each turn's tool calls have answered."""
+    from ..loop import HarnessPolicy
+
+    class ShowTools(HarnessPolicy):
+        def after_tools(self, sup: Any, node: AgentNode) -> None:
+            super().after_tools(sup, node)
+            show(node)
+
+    return ShowTools()
+
+
+class Terminal:
+    def __init__(self, chat: ChatSession, console: Console, prompt: _Prompt):
+        self.chat = chat
+        self.console = console
+        self.prompt = prompt
+        self.streamed = False
+
+    # ------------------------------------------------------------------ output
+
+    def on_text(self, agent: str, text: str) -> None:
+        if agent == self.chat.agent and self.chat.in_flight:
+            self.streamed = True
+            self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+    def said(self, node: AgentNode) -> None:
+        if self.streamed:
+            self.console.print()
+        elif node.answer:
+            self.console.print(node.answer, markup=False, highlight=False)
+        if node.reason == "cancelled":
+            self.console.print("[yellow]turn cancelled[/] (the session goes on)")
+        elif node.reason != "done":
+            self.console.print(f"[red]agent {node.id} ended: {escape(node.reason or '?')}[/]")
+        self.console.print(f"[dim]{node.id} · {node.turns_taken} requests · "
+                           f"${self.chat.sup.cost_usd:.4f} so far[/]")
+
+    def tools_ran(self, node: AgentNode) -> None:
+        if node.id != self.chat.agent:
+            return
+        if self.streamed:
+            self.console.print()
+            self.streamed = False
+        for name, failed in _tool_lines(node):
+            mark = "[red]✗[/]" if failed else "[green]✓[/]"
+            self.console.print(f"  [dim]↳ {escape(name)}[/] {mark}")
+
+    def fork_ended(self, child: AgentNode) -> None:
+        self.console.print(f"\n[bold]fork {child.id}[/] ({child.reason}): "
+                           f"{escape(child.answer or '(no answer)')}")
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        c = self.console
+        c.print(f"[bold]mnemon chat[/] · run root {escape(str(self.chat.sup.root))}"
+                + (f" · resuming {self.chat.agent}" if self.chat.agent else "")
+                + " · /help for commands", soft_wrap=True)
+        with trio.open_signal_receiver(signal.SIGINT) as sigint:
+            async with trio.open_nursery() as watch:
+                watch.start_soon(self._interrupts, sigint)
+                while True:
+                    try:
+                        line = await trio.to_thread.run_sync(self.prompt.read, "› ")
+                    except KeyboardInterrupt:
+                        continue
+                    except EOFError:
+                        break
+                    try:
+                        cmd = parse_line(line)
+                    except ChatInputError as e:
+                        c.print(f"[red]{escape(str(e))}[/]")
+                        continue
+                    if cmd is None:
+                        continue
+                    if cmd.name == "quit":
+                        break
+                    try:
+                        await self.dispatch(cmd)
+                    except (Refusal, SessionError, ChatInputError) as e:
+                        c.print(f"[red]{escape(str(e))}[/]")
+                watch.cancel_scope.cancel()
+        c.print(("" if self.prompt.session is not None else "\n") + "[dim]bye[/]")
+
+    async def _interrupts(self, sigint: Any) -> None:
+        async for _ in sigint:
+            if self.chat.cancel_turn():
+                self.console.print("\n[yellow]^C — cancelling the turn[/]")
+
+    async def dispatch(self, cmd: SlashCommand) -> None:
+        c, chat = self.console, self.chat
+        if cmd.name == "prompt":
+            self.streamed = False
+            c.print("[dim]… (Ctrl-C cancels this turn)[/]")
+            node = await chat.send(cmd.text)
+            self.said(node)
+        elif cmd.name == "clear":
+            chat.clear()
+            c.print("[dim]context cleared (every turn stays readable with /transcript)[/]")
+        elif cmd.name == "rewind":
+            chat.rewind(int(cmd.args[0]))
+            c.print(f"[dim]rewound to turn {cmd.args[0]}[/]")
+        elif cmd.name == "context":
+            self.print_survey(chat.survey())
+        elif cmd.name == "transcript":
+            await self.transcript(cmd.args)
+        elif cmd.name == "fork":
+            child = chat.fork(cmd.text, self.fork_ended)
+            c.print(f"[dim]fork {child.id} started (mnemon child of {chat.agent})[/]")
+        elif cmd.name == "cost":
+            self.print_cost(chat.cost())
+        elif cmd.name == "help":
+            t = Table(show_header=False, box=None)
+            for name, what in HELP:
+                t.add_row(name, what)
+            c.print(t)
+
+    # ------------------------------------------------------------------ tables
+
+    def print_survey(self, s: dict) -> None:
+        t = Table(title=f"context of {self.chat.agent}", title_justify="left")
+        for col, just in (("turns", "right"), ("role / by", "left"), ("bytes", "right"),
+                          ("label / note", "left")):
+            t.add_column(col, justify=just)  # type: ignore[arg-type]
+        for item in s["frontier"]:
+            if "turn" in item:
+                t.add_row(str(item["turn"]), item["role"], str(item["bytes"]),
+                          escape(item.get("label") or ""))
+            else:
+                a, b = item["residue"]
+                t.add_row(f"[{a}, {b}]", f"residue, {item['by']}", str(item["bytes"]),
+                          escape(item.get("note") or ""))
+        self.console.print(t)
+        window = s["window"]
+        line = f"used ~{s['used_tokens']} tokens"
+        line += f" of a {window}-token window (eviction at {s['eviction_at']})" if window else \
+            f"; {s['history_bytes']} history bytes (no window known)"
+        plan = s.get("plan")
+        if plan:
+            line += f" · an eviction now would cut turns {plan['span'][0]}-{plan['span'][1]}"
+        self.console.print(f"[dim]{line}[/]")
+
+    def print_cost(self, rows: list[dict]) -> None:
+        t = Table()
+        cols = [("agent", "agent"), ("input_tokens", "input"), ("cache_read_tokens", "cache read"),
+                ("cache_write_tokens", "cache write"), ("output_tokens", "output"),
+                ("cost_usd", "cost")]
+        for key, head in cols:
+            t.add_column(head, justify="left" if key == "agent" else "right")
+        for r in rows:
+            t.add_row(*[f"${r[k]:.4f}" if k == "cost_usd" else str(r[k]) for k, _ in cols])
+        self.console.print(t)
+
+    async def transcript(self, args: tuple[str, ...]) -> None:
+        c, chat = self.console, self.chat
+        if args[0] == "index":
+            t = Table()
+            for col in ("id", "role", "bytes", "held", "label"):
+                t.add_column(col)
+            for r in await chat.index():
+                t.add_row(str(r["id"]), r["role"], str(r["bytes"]), r["held"],
+                          escape(str(r["label"])))
+            c.print(t)
+        elif args[0] == "read":
+            for turn in await chat.read(args[1]):
+                c.print(f"[bold]== turn {turn['turn']}[/] [dim]({turn['source']})[/]")
+                import json
+
+                for rec in turn["records"]:
+                    c.print(json.dumps(rec, ensure_ascii=False), markup=False, highlight=False)
+        else:
+            ans = await chat.grep(args[1], args[2] if len(args) > 2 else None)
+            for h in ans["hits"]:
+                c.print(f"[cyan]{h['turn']:>6}[/]: {escape(h['line'])}", highlight=False)
+            c.print(f"[dim]{ans['total']} matching line{'s' if ans['total'] != 1 else ''}[/]")
+
+
+async def run_terminal(sup: Any, node: AgentNode | None, *, history: Path | None) -> None:
+    """The whole session on an open supervisor; forks end (cancelled) with it."""
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    console = Console(highlight=False)
+    prompt = _Prompt(history)
+    async with trio.open_nursery() as forks:
+        chat = ChatSession(sup, forks, node)
+        term = Terminal(chat, console, prompt)
+        sup.text_listeners.append(term.on_text)
+        sup.policy = _showing_tools(term.tools_ran)
+        if prompt.session is not None:
+            with patch_stdout(raw=True):
+                await term.run()
+        else:
+            await term.run()
+        forks.cancel_scope.cancel()

@@ -1,0 +1,96 @@
+"""``mnemon mcp RUN_ROOT`` — the run's transcript door as an MCP server (stdio, or ``--http``).
+
+Read-only and confined to the run root. Over HTTP it binds loopback by default and needs the
+bearer token as ``mnemon serve`` does: ``--token``, ``MNEMON_TOKEN``, or one generated and
+printed once; a non-loopback host without a chosen token is refused.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..cli import COMMANDS, UserError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("mcp", help=COMMANDS["mcp"])
+    p.add_argument("run_root", metavar="RUN_ROOT", help="the run root to serve (read-only)")
+    p.add_argument("--http", action="store_true",
+                   help="serve streamable HTTP at /mcp instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="--http: address to bind (loopback)")
+    p.add_argument("--port", type=int, default=8766, help="--http: port (0: any free port)")
+    p.add_argument("--token", default=None,
+                   help="--http: the bearer token (default: $MNEMON_TOKEN, else one is "
+                        "generated and printed once)")
+
+
+def run(args) -> int:
+    import trio
+
+    from ..mcp.door import DoorError, RunDoor
+
+    try:
+        door = RunDoor(Path(args.run_root))
+    except DoorError as e:
+        raise UserError(str(e)) from None
+    from ... import __version__
+    from ..mcp.server import build_server, serve_http, serve_stdio
+
+    server = build_server(door, version=__version__)
+    if not args.http:
+        trio.run(_until_signal, lambda task_status: _started(serve_stdio(server), task_status))
+        return 0
+    from ..service.auth import AuthConfigError, check_bind, resolve_token
+
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be 0..65535, not {args.port}")
+    try:
+        token, generated = resolve_token(args.token)
+        check_bind(args.host, not generated)
+    except AuthConfigError as e:
+        raise UserError(str(e)) from None
+
+    def ready(binds: list[str]) -> None:
+        url = (binds[0] if binds else f"http://{args.host}:{args.port}") + "/mcp"
+        sys.stderr.write(f"mnemon: serving {door.root} over MCP at {url}\n")
+        if generated:
+            sys.stderr.write(f"mnemon: token {token}\n")
+        sys.stderr.flush()
+
+    try:
+        trio.run(_until_signal, lambda task_status: serve_http(
+            server, token=token, host=args.host, port=args.port, task_status=task_status),
+            ready)
+    except OSError as e:
+        raise UserError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
+    sys.stderr.write("mnemon: stopped\n")
+    return 0
+
+
+async def _started(serving, task_status) -> None:
+    task_status.started([])
+    await serving
+
+
+async def _until_signal(serve, ready=None) -> None:
+    """Serve until the server ends (stdio: the client closed the pipe) or SIGINT/SIGTERM."""
+    import signal
+
+    import trio
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            async def watch() -> None:
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    return
+
+            async def serving(task_status=trio.TASK_STATUS_IGNORED) -> None:
+                await serve(task_status)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            binds = await nursery.start(serving)
+            if ready is not None:
+                ready(binds)
