@@ -91,7 +91,8 @@ class JobRunner:
 
     def __init__(self, job: Job, tasks: list[Task], *, root: Path, output: Path, provider: Any,
                  settings: Any, user_tools: list | None = None, provider_name: str | None = None,
-                 on_change: Callable[["JobRunner"], None] | None = None):
+                 on_change: Callable[["JobRunner"], None] | None = None,
+                 watch_sigint: bool = True):
         self.job = job
         self.spec = job.spec
         self.tasks = tasks
@@ -103,6 +104,7 @@ class JobRunner:
         self.counts = Counts(total=len(tasks))
         self.on_change = on_change or (lambda runner: None)
         self.interrupted = False
+        self.watch_sigint = watch_sigint  # off when a host (the service) owns the signals
         self._file: ResultsFile | None = None
         self._existing = set(list_agents(root))  # one listing, not a stat per task
         self._prepared: set[Path] = set()  # directories made ahead of their tasks
@@ -142,7 +144,8 @@ class JobRunner:
         self._file = ResultsFile(self.output)
         try:
             async with trio.open_nursery() as outer:
-                outer.start_soon(self._watch_sigint, outer.cancel_scope)
+                if self.watch_sigint:
+                    outer.start_soon(self._watch_sigint, outer.cancel_scope)
                 await self._feed(pending)
                 outer.cancel_scope.cancel()
         finally:

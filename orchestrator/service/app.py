@@ -269,6 +269,37 @@ class Handlers:
         except FileNotFoundError:
             raise HTTPError(404, f"no static file {name!r}") from None
 
+    async def create_job(self, request: Request) -> Any:
+        from .jobs import JobError
+
+        if self.run.read_only:
+            raise HTTPError(409, "this service is read-only: it runs no jobs")
+        body = await _body(request, S.JobIn)
+        try:
+            return self.run.jobs.start(body).out()
+        except JobError as e:
+            raise HTTPError(422, str(e)) from None
+
+    async def list_jobs(self, request: Request) -> Any:
+        return S.JobList(jobs=[j.out() for j in self.run.jobs.jobs.values()])
+
+    def _job(self, request: Request):
+        jid = request.path_params["id"]
+        job = self.run.jobs.jobs.get(jid)
+        if job is None:
+            raise HTTPError(404, f"no job {jid!r}")
+        return job
+
+    async def get_job(self, request: Request) -> Any:
+        return self._job(request).out()
+
+    async def cancel_job(self, request: Request) -> Any:
+        job = self._job(request)
+        if job.state != "running":
+            raise HTTPError(409, f"job {job.id} is not running ({job.state})")
+        job.scope.cancel()
+        return job.out()
+
     async def openapi(self, request: Request) -> Any:
         return Response(openapi_bytes(self.version), media_type="application/json")
 
@@ -330,6 +361,14 @@ ROUTES: tuple[Spec, ...] = (
     Spec("GET", "/v1/agents/{id}/events", "agent_events", "One agent's events (SSE)",
          stream=True),
     Spec("GET", "/v1/events", "run_events", "The whole run's events (SSE)", stream=True),
+    Spec("POST", "/v1/jobs", "create_job", "Run a job file (as `mnemon run`) in its own run root",
+         body=S.JobIn, out=S.JobOut, status=202),
+    Spec("GET", "/v1/jobs", "list_jobs", "The jobs this service runs, with their progress",
+         out=S.JobList),
+    Spec("GET", "/v1/jobs/{id}", "get_job", "One job's progress: tasks done, failed, running, "
+         "cost, ETA", out=S.JobOut),
+    Spec("POST", "/v1/jobs/{id}/cancel", "cancel_job", "Cancel a running job (it resumes when "
+         "run again)", out=S.JobOut),
     Spec("GET", "/v1/tree", "tree", "The lineage tree (as `mnemon tree --json`)", out=S.TreeOut),
     Spec("GET", "/v1/cost", "cost", "Tokens, cache and price (as `mnemon cost --json`)",
          out=S.CostOut),
@@ -424,7 +463,8 @@ def openapi(version: str) -> dict:
         params = []
         if "{id}" in s.path:
             params.append({"name": "id", "in": "path", "required": True,
-                           "schema": {"type": "string"}, "description": "an agent id"})
+                           "schema": {"type": "string"},
+                           "description": "a job id" if "/jobs/" in s.path else "an agent id"})
         for name, desc, required in s.query:
             params.append({"name": name, "in": "query", "required": required,
                            "description": desc, "schema": {"type": "string"}})

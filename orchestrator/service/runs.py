@@ -131,8 +131,10 @@ class Run:
         self.closing = False  # the service is shutting down: event streams end
         self.previews: set["Previews"] = set()  # each open event stream's streamed text
         from .events import Hub
+        from .jobs import Jobs
 
         self.hub = Hub(self.root, self.settings.cache_ttl)  # reads the logs for every stream
+        self.jobs = Jobs()  # job files run by this service, each in its own run root
 
     def on_text(self, agent: str, text: str) -> None:
         """The supervisor's text listener: streamed answer text, fanned out to every stream."""

@@ -121,3 +121,33 @@ class Health(Struct, kw_only=True):
 
 class ErrorOut(Struct, kw_only=True):
     error: str
+
+
+class JobIn(_In):
+    """Run a job file (docs/jobs.md) on this machine: its own run root and results file, as
+    ``mnemon run`` would use them unless given here."""
+    path: Annotated[str, Meta(min_length=1)]
+    run_root: str | None = None
+    output: str | None = None
+
+
+class JobOut(Struct, kw_only=True):
+    id: str
+    path: str
+    run_root: str
+    output: str
+    state: Literal["running", "ended", "failed", "cancelled"]
+    error: str | None = None
+    total: int = 0
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    budget: int = 0
+    cancelled: int = 0
+    running: int = 0
+    cost_usd: float = 0.0
+    eta_s: float | None = None
+
+
+class JobList(Struct, kw_only=True):
+    jobs: list[JobOut]

@@ -31,9 +31,10 @@ def _config(host: str, port: int) -> Config:
 
 
 async def shutdown_agents(run: Run) -> None:
-    """Cancel every running agent and wait until each has recorded its end."""
+    """Cancel every running agent and job and wait until each has recorded its end."""
     run.closing = True
     run.changed.set()
+    await run.jobs.stop_all()
     if run.sup is None:
         return
     nodes = [n for n in run.sup.agents.values() if n.state == "running"]
@@ -77,6 +78,7 @@ async def serve(run: Run, *, token: str, host: str = "127.0.0.1", port: int = 87
     async with trio.open_nursery() as outer:
         if threading_main():
             outer.start_soon(watch_signals)
+        run.jobs.nursery = outer
         outer.start_soon(run.hub.run, lambda: run.changed, lambda: run.closing)
         if run.read_only or provider is None:
             await http()

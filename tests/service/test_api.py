@@ -257,3 +257,45 @@ async def test_edits_to_agents_recorded_before_the_service_started(tmp_path):
     assert text.count(b'"t":"SessionResumed"') == 1
     assert subprocess.run([sys.executable, "-m", "mnemon", "verify", str(run)],
                           capture_output=True).returncode == 0
+
+
+async def test_a_job_runs_in_its_own_run_root_and_reports_progress(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "docs" / "examples" / "capitals"
+    job_dir = tmp_path / "job"
+    shutil.copytree(src, job_dir)
+    async with live_service(tmp_path / "run") as svc:
+        bad = await svc.client.post("/v1/jobs", json={"path": str(job_dir / "nope.toml")})
+        assert bad.status_code == 422 and "\n" not in bad.json()["error"]
+        broken = job_dir / "broken.toml"
+        broken.write_text((job_dir / "capitals.toml").read_text().replace("max_turns", "max_trns"))
+        r = await svc.client.post("/v1/jobs", json={"path": str(broken)})
+        assert r.status_code == 422 and "max_trns" in r.json()["error"]
+        r = await svc.client.post("/v1/jobs", json={"path": str(job_dir / "capitals.toml"),
+                                                     "run_root": str(tmp_path / "job-run")})
+        assert r.status_code == 202, r.text
+        jid = r.json()["id"]
+        for _ in range(1500):
+            got = (await svc.client.get(f"/v1/jobs/{jid}")).json()
+            if got["state"] != "running":
+                break
+            await trio.sleep(0.02)
+        assert got["state"] == "ended", got
+        assert got["done"] == got["total"] > 0 and got["failed"] == 0 and got["cost_usd"] > 0
+        listed = (await svc.client.get("/v1/jobs")).json()["jobs"]
+        assert [j["id"] for j in listed] == [jid]
+        assert (await svc.client.post(f"/v1/jobs/{jid}/cancel")).status_code == 409
+        assert (await svc.client.get("/v1/jobs/j99")).status_code == 404
+        # the served run root holds none of the job's agents
+        assert (await svc.client.get("/v1/agents")).json()["agents"] == []
+    lines = (tmp_path / "job-run" / "results.jsonl").read_text().splitlines()
+    assert len(lines) == got["total"]
+
+
+async def test_a_read_only_service_runs_no_jobs(tmp_path):
+    run = await _demo(tmp_path)
+    async with live_service(run, read_only=True) as svc:
+        r = await svc.client.post("/v1/jobs", json={"path": "x.toml"})
+        assert r.status_code == 409

@@ -1,0 +1,97 @@
+"""Jobs the service runs: each a ``JobRunner`` in the service's nursery, over its own run root
+(a job's agents are not the served run's: two supervisors never share a run root)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .schema import JobIn, JobOut
+
+
+class JobError(Exception):
+    """A job file or run root the service cannot run (422), named by its key and line."""
+
+
+class ServiceJob:
+    def __init__(self, jid: str, path: Path, root: Path, output: Path, runner: Any, provider: Any):
+        self.id, self.path, self.root, self.output = jid, path, root, output
+        self.runner, self.provider = runner, provider
+        self.state = "running"
+        self.error: str | None = None
+        self.scope = trio.CancelScope()
+
+    def out(self) -> JobOut:
+        c = self.runner.counts
+        return JobOut(id=self.id, path=str(self.path), run_root=str(self.root),
+                      output=str(self.output), state=self.state, error=self.error,
+                      total=c.total, skipped=c.skipped, done=c.done, failed=c.failed,
+                      budget=c.budget, cancelled=c.cancelled, running=c.running,
+                      cost_usd=round(c.cost_usd, 6),
+                      eta_s=(round(e, 1) if (e := c.eta_s(time.monotonic())) is not None
+                             else None))
+
+
+class Jobs:
+    def __init__(self) -> None:
+        self.jobs: dict[str, ServiceJob] = {}
+        self.nursery: trio.Nursery | None = None
+
+    def start(self, body: JobIn) -> ServiceJob:
+        """Validate everything before anything is written, then run the job in the background."""
+        from ...lineage.runroot import RunRootError, create_run_root
+        from ..jobs.build import provider_for, settings_for, user_tools_for
+        from ..jobs.runner import JobRunner
+        from ..jobs.spec import JobError as SpecError, load_job
+        from ..jobs.state import check_manifest
+        from ..jobs.tasks import load_tasks
+
+        if self.nursery is None:
+            raise JobError("the service is not running jobs")
+        try:
+            job = load_job(body.path)
+            tasks = load_tasks(job)
+            settings = settings_for(job)
+            tools = user_tools_for(job)
+            provider = provider_for(job)
+        except SpecError as e:
+            raise JobError(str(e)) from None
+        except OSError as e:
+            raise JobError(f"{body.path}: {e.strerror or e}") from None
+        root = Path(body.run_root) if body.run_root else job.run_root
+        output = Path(body.output) if body.output else job.output(root)
+        for other in self.jobs.values():
+            if other.state == "running" and other.root.resolve() == root.resolve():
+                raise JobError(f"job {other.id} is already running in {root}")
+        try:
+            create_run_root(root, f"mnemon serve: job {job.path}")
+            check_manifest(root, job, tasks)
+        except (RunRootError, SpecError) as e:
+            raise JobError(str(e)) from None
+        runner = JobRunner(job, tasks, root=root, output=output, provider=provider,
+                           settings=settings, user_tools=tools,
+                           provider_name=job.spec.provider.name, watch_sigint=False)
+        sj = ServiceJob(f"j{len(self.jobs) + 1}", job.path, root, output, runner, provider)
+        self.jobs[sj.id] = sj
+        self.nursery.start_soon(self._run, sj, name=f"job {sj.id}")
+        return sj
+
+    async def _run(self, sj: ServiceJob) -> None:
+        try:
+            with sj.scope:
+                summary = await sj.runner.run()
+                sj.state = "cancelled" if summary.interrupted else "ended"
+            if sj.scope.cancelled_caught:
+                sj.state = "cancelled"
+        except Exception as e:  # noqa: BLE001 - a job's failure is its state, not the service's
+            sj.state, sj.error = "failed", " ".join(f"{type(e).__name__}: {e}".split())[:500]
+        finally:
+            with trio.CancelScope(shield=True):
+                await sj.provider.aclose()
+
+    async def stop_all(self) -> None:
+        for sj in self.jobs.values():
+            sj.scope.cancel()
