@@ -118,3 +118,19 @@ def run_root_from(args, started_by: str) -> Path:
         return create_run_root(path, started_by)
     except RunRootError as e:
         raise UserError(str(e)) from None
+
+
+def listen_from(args) -> tuple[str, bool]:
+    """``(token, generated)`` for a server's ``--host/--port/--token`` (``mnemon serve``,
+    ``mnemon mcp --http``): the port checked, the token resolved, a public address refused
+    without a chosen token."""
+    from .service.auth import AuthConfigError, check_bind, resolve_token
+
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be 0..65535, not {args.port}")
+    try:
+        token, generated = resolve_token(args.token)
+        check_bind(args.host, not generated)
+    except AuthConfigError as e:
+        raise UserError(str(e)) from None
+    return token, generated

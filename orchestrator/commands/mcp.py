@@ -41,15 +41,9 @@ def run(args) -> int:
     if not args.http:
         trio.run(_until_signal, lambda task_status: _started(serve_stdio(server), task_status))
         return 0
-    from ..service.auth import AuthConfigError, check_bind, resolve_token
+    from ..options import listen_from
 
-    if not 0 <= args.port <= 65535:
-        raise UserError(f"--port must be 0..65535, not {args.port}")
-    try:
-        token, generated = resolve_token(args.token)
-        check_bind(args.host, not generated)
-    except AuthConfigError as e:
-        raise UserError(str(e)) from None
+    token, generated = listen_from(args)
 
     def ready(binds: list[str]) -> None:
         url = (binds[0] if binds else f"http://{args.host}:{args.port}") + "/mcp"

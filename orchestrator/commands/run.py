@@ -20,41 +20,22 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     import json
-    from pathlib import Path
-
     import msgspec
     import trio
 
-    from ...lineage.runroot import RunRootError, create_run_root
     from .. import logs
-    from ..jobs.build import provider_for, settings_for, user_tools_for
+    from ..jobs.build import prepare
     from ..jobs.display import JobProgress, final_table
-    from ..jobs.runner import JobRunner
-    from ..jobs.state import check_manifest
-    from ..jobs.spec import JobError, load_job
-    from ..jobs.tasks import load_tasks
+    from ..jobs.spec import JobError
 
     try:  # every check before anything is written or any agent starts
-        job = load_job(args.job)
-        tasks = load_tasks(job)
-        settings = settings_for(job)
-        tools = user_tools_for(job)
-        provider = provider_for(job)
+        runner, provider = prepare(args.job, run_root=args.run_root, output=args.output)
     except JobError as e:
         raise UserError(str(e)) from None
-    root = Path(args.run_root) if args.run_root else job.run_root
-    output = Path(args.output) if args.output else job.output(root)
-    try:
-        create_run_root(root, f"mnemon run {job.path}")
-        check_manifest(root, job, tasks)
-    except (RunRootError, JobError) as e:
-        raise UserError(str(e)) from None
+    root, output = runner.root, runner.output
     logs.configure(root, verbose=args.verbose)
 
     async def main():
-        runner = JobRunner(job, tasks, root=root, output=output, provider=provider,
-                           settings=settings, user_tools=tools,
-                           provider_name=job.spec.provider.name)
         try:
             async with trio.open_nursery() as n:
                 n.start_soon(JobProgress(runner, enabled=sys.stderr.isatty()

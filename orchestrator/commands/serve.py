@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from ..cli import COMMANDS, UserError
-from ..options import add_provider_args, provider_from, run_root_from, settings_from
+from ..options import (add_provider_args, listen_from, provider_from, run_root_from,
+                       settings_from)
 
 
 def add_parser(sub) -> None:
@@ -29,17 +30,10 @@ def run(args) -> int:
     import trio
 
     from ... import __version__
-    from ..service.auth import AuthConfigError, check_bind, resolve_token
     from ..service.runs import Run
     from ..service.server import serve
 
-    if not 0 <= args.port <= 65535:
-        raise UserError(f"--port must be 0..65535, not {args.port}")
-    try:
-        token, generated = resolve_token(args.token)
-        check_bind(args.host, not generated)
-    except AuthConfigError as e:
-        raise UserError(str(e)) from None
+    token, generated = listen_from(args)
     settings = settings_from(args)
     if args.run_root_ro:
         from ...lineage.runroot import RunRootError, find_run_root, read_run_json

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..settings import Settings
@@ -89,3 +90,39 @@ def load_object(job: Job, ref: str, key: tuple[str, ...]) -> Any:
     if not callable(obj):
         raise JobError(f"{where}: {ref!r} is not callable")
     return obj
+
+
+def prepare(path: str | Path, *, run_root: str | Path | None = None,
+            output: str | Path | None = None, started_by: str = "mnemon run",
+            watch_sigint: bool = True):
+    """Every check of a job before anything is written or any agent starts, then its run root
+    and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
+
+    Raises:
+        JobError: the job file, its tasks or its run root, named by key, line or path.
+    """
+    from ...lineage.runroot import RunRootError, create_run_root
+    from .runner import JobRunner
+    from .spec import load_job
+    from .state import check_manifest
+    from .tasks import load_tasks
+
+    try:
+        job = load_job(path)
+    except OSError as e:
+        raise JobError(f"{path}: {e.strerror or e}") from None
+    tasks = load_tasks(job)
+    settings = settings_for(job)
+    tools = user_tools_for(job)
+    provider = provider_for(job)
+    root = Path(run_root) if run_root else job.run_root
+    out = Path(output) if output else job.output(root)
+    try:
+        create_run_root(root, f"{started_by} {job.path}")
+    except RunRootError as e:
+        raise JobError(str(e)) from None
+    check_manifest(root, job, tasks)
+    runner = JobRunner(job, tasks, root=root, output=out, provider=provider, settings=settings,
+                       user_tools=tools, provider_name=job.spec.provider.name,
+                       watch_sigint=watch_sigint)
+    return runner, provider

@@ -42,39 +42,25 @@ class Jobs:
 
     def start(self, body: JobIn) -> ServiceJob:
         """Validate everything before anything is written, then run the job in the background."""
-        from ...lineage.runroot import RunRootError, create_run_root
-        from ..jobs.build import provider_for, settings_for, user_tools_for
-        from ..jobs.runner import JobRunner
-        from ..jobs.spec import JobError as SpecError, load_job
-        from ..jobs.state import check_manifest
-        from ..jobs.tasks import load_tasks
+        from ..jobs.build import prepare
+        from ..jobs.spec import JobError as SpecError
 
         if self.nursery is None:
             raise JobError("the service is not running jobs")
+        wanted = Path(body.run_root).resolve() if body.run_root else None
+        for other in self.jobs.values():
+            if other.state == "running" and wanted is not None and other.root.resolve() == wanted:
+                raise JobError(f"job {other.id} is already running in {other.root}")
         try:
-            job = load_job(body.path)
-            tasks = load_tasks(job)
-            settings = settings_for(job)
-            tools = user_tools_for(job)
-            provider = provider_for(job)
+            runner, provider = prepare(body.path, run_root=body.run_root, output=body.output,
+                                       started_by="mnemon serve: job", watch_sigint=False)
         except SpecError as e:
             raise JobError(str(e)) from None
-        except OSError as e:
-            raise JobError(f"{body.path}: {e.strerror or e}") from None
-        root = Path(body.run_root) if body.run_root else job.run_root
-        output = Path(body.output) if body.output else job.output(root)
-        for other in self.jobs.values():
-            if other.state == "running" and other.root.resolve() == root.resolve():
-                raise JobError(f"job {other.id} is already running in {root}")
-        try:
-            create_run_root(root, f"mnemon serve: job {job.path}")
-            check_manifest(root, job, tasks)
-        except (RunRootError, SpecError) as e:
-            raise JobError(str(e)) from None
-        runner = JobRunner(job, tasks, root=root, output=output, provider=provider,
-                           settings=settings, user_tools=tools,
-                           provider_name=job.spec.provider.name, watch_sigint=False)
-        sj = ServiceJob(f"j{len(self.jobs) + 1}", job.path, root, output, runner, provider)
+        for other in self.jobs.values():  # the job's own run root, once it is known
+            if other.state == "running" and other.root.resolve() == runner.root.resolve():
+                raise JobError(f"job {other.id} is already running in {runner.root}")
+        sj = ServiceJob(f"j{len(self.jobs) + 1}", runner.job.path, runner.root, runner.output,
+                        runner, provider)
         self.jobs[sj.id] = sj
         self.nursery.start_soon(self._run, sj, name=f"job {sj.id}")
         return sj
