@@ -16,6 +16,13 @@ def add_parser(sub) -> None:
     p.add_argument("--output", default=None,
                    help="results.jsonl path (default: the job's output, else in the run root)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("--engine", choices=["local", "dask"], default="local",
+                   help="local: one process (default); dask: root tasks spread over Dask worker "
+                        "processes (needs mnemon[dask]; docs/scale.md)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="--engine dask: a running scheduler (default: start a LocalCluster)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="--engine dask without --scheduler: worker processes to start")
 
 
 def run(args) -> int:
@@ -28,6 +35,8 @@ def run(args) -> int:
     from ..jobs.display import JobProgress, final_table
     from ..jobs.spec import JobError
 
+    if args.engine == "dask":
+        return _run_dask(args)
     try:  # every check before anything is written or any agent starts
         runner, provider = prepare(args.job, run_root=args.run_root, output=args.output)
     except JobError as e:
@@ -57,4 +66,44 @@ def run(args) -> int:
         return 130
     if summary.failed and not (summary.done or summary.budget):
         raise Failure(f"every task failed (results in {output}, logs in {root})")
+    return 0
+
+
+def _run_dask(args) -> int:
+    import json
+
+    from ..jobs.spec import JobError
+
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise UserError("--engine dask needs Dask: pip install 'mnemon[dask]'") from None
+    if args.workers < 1:
+        raise UserError(f"--workers must be at least 1, not {args.workers}")
+    from ..jobs.spread import run_job
+
+    def on_chunk(summary, done, total):
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\rmnemon: {done}/{total} chunks, {summary.get('done', 0)} tasks "
+                             f"done in the last")
+            sys.stderr.flush()
+
+    try:
+        summary = run_job(args.job, run_root=args.run_root, output=args.output,
+                          scheduler=args.scheduler, workers=args.workers, on_chunk=on_chunk)
+    except JobError as e:
+        raise UserError(str(e)) from None
+    except OSError as e:
+        raise Failure(f"the Dask cluster failed: {e}") from None
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{summary['done']} done, {summary['failed']} failed, {summary['budget']} budget, "
+              f"{summary['cancelled']} cancelled of {summary['tasks']} tasks in "
+              f"{summary['elapsed_s']:.1f} s on {summary['workers']} Dask worker(s); results in "
+              f"{summary['output']}, logs in {summary['run_root']}")
+    if summary["failed"] and not (summary["done"] or summary["budget"]):
+        raise Failure(f"every task failed (results in {summary['output']})")
     return 0

@@ -94,7 +94,7 @@ def load_object(job: Job, ref: str, key: tuple[str, ...]) -> Any:
 
 def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
-            watch_sigint: bool = True):
+            watch_sigint: bool = True, only: "set[str] | None" = None):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
 
@@ -122,7 +122,8 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     except RunRootError as e:
         raise JobError(str(e)) from None
     check_manifest(root, job, tasks)
-    runner = JobRunner(job, tasks, root=root, output=out, provider=provider, settings=settings,
+    mine = tasks if only is None else [t for t in tasks if t.id in only]
+    runner = JobRunner(job, mine, root=root, output=out, provider=provider, settings=settings,
                        user_tools=tools, provider_name=job.spec.provider.name,
                        watch_sigint=watch_sigint)
     return runner, provider

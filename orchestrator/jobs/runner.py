@@ -105,6 +105,9 @@ class JobRunner:
         self.on_change = on_change or (lambda runner: None)
         self.interrupted = False
         self.watch_sigint = watch_sigint  # off when a host (the service) owns the signals
+        # read what earlier runs spent (every log of the run root) for the job's budget and
+        # total; a Dask chunk without a job budget leaves that to the driver
+        self.count_prior = True
         self._file: ResultsFile | None = None
         self._existing = set(list_agents(root))  # one listing, not a stat per task
         self._prepared: set[Path] = set()  # directories made ahead of their tasks
@@ -122,7 +125,7 @@ class JobRunner:
         from ..costs import run_cost
 
         prior = read_results(self.output)
-        spent = run_cost(self.root) if list_agents(self.root) else []
+        spent = run_cost(self.root) if self.count_prior and list_agents(self.root) else []
         self.sup.usage = sum((Usage(input_tokens=c.input_tokens, output_tokens=c.output_tokens,
                                     cache_read_tokens=c.cache_read_tokens,
                                     cache_write_tokens=c.cache_write_tokens) for c in spent),

@@ -68,6 +68,19 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+class _Where:
+    """A ``path:line`` found only when an error is written (``f"{where}: …"``): looking a key's
+    line up scans the file, and doing it for every task made loading quadratic."""
+
+    __slots__ = ("job", "key")
+
+    def __init__(self, job: Job, key: tuple):
+        self.job, self.key = job, key
+
+    def __str__(self) -> str:
+        return f"{self.job.path}:{_line(self.job.text, self.key) or '?'}"
+
+
 def load_tasks(job: Job) -> list[Task]:
     """Every task of the job, each prompt filled in; raises ``JobError`` before anything runs."""
     spec = job.spec
@@ -75,7 +88,7 @@ def load_tasks(job: Job) -> list[Task]:
     tasks: list[Task] = []
     if spec.input is None:
         for i, t in enumerate(spec.tasks):
-            where = f"{job.path}:{_line(job.text, ('tasks', i, 'prompt')) or '?'}"
+            where = _Where(job, ('tasks', i, 'prompt'))
             q = None
             if qtemplate is not None:
                 q = fill(qtemplate, {"id": t.id, "prompt": t.prompt},
