@@ -49,7 +49,10 @@ class AgentSpec(_S):
     tools: list[str] = []
     """User tools by import path, ``module:callable``."""
     context_window: Annotated[int, Meta(ge=1)] | None = None
-    keep: Annotated[float, Meta(gt=0, lt=1)] = 0.5
+    keep: Annotated[float, Meta(gt=0, lt=1)] | Literal["auto"] = "auto"
+    """``auto`` (the default, as everywhere): the plan chooses; or a share of history to keep."""
+    keep_floor_tokens: Annotated[int, Meta(ge=0)] | None = None
+    """Under ``auto``: tokens of recorded turns a cut keeps (the run's default when unset)."""
     max_turns: Annotated[int, Meta(ge=1)] = 250
 
 

@@ -163,3 +163,20 @@ def _struct(table: str):
 
     return {"provider": spec.ProviderSpec, "agent": spec.AgentSpec, "budget": spec.BudgetSpec,
             "synod": spec.SynodSpec}[table]
+
+
+def test_keep_is_auto_unless_the_job_names_a_share(tmp_path):
+    from mnemon.orchestrator.jobs.build import settings_for
+    from mnemon.orchestrator.jobs.spec import JobError, load_job
+
+    base = '[[tasks]]\nid = "a"\nprompt = "p"\n'
+    (tmp_path / "a.toml").write_text(base)
+    assert settings_for(load_job(tmp_path / "a.toml")).keep == "auto"
+    (tmp_path / "b.toml").write_text('[agent]\nkeep = 0.3\nkeep_floor_tokens = 100\n' + base)
+    s = settings_for(load_job(tmp_path / "b.toml"))
+    assert s.keep == 0.3 and s.keep_floor_tokens == 100
+    (tmp_path / "c.toml").write_text('[agent]\nkeep = "most"\n' + base)
+    import pytest
+
+    with pytest.raises(JobError, match="keep"):
+        load_job(tmp_path / "c.toml")
