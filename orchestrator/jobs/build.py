@@ -26,19 +26,24 @@ def _namespace(job: Job) -> argparse.Namespace:
         max_tokens=p.max_tokens, script=str(job.resolve(p.script)) if p.script else None,
         cache_ttl=p.cache_ttl, keep=a.keep, keep_floor=a.keep_floor_tokens,
         max_turns=a.max_turns, system=job.system(),
+        mcp=str(job.resolve(job.spec.mcp)) if job.spec.mcp else None,
         budget_usd=b.usd, budget_tokens=b.tokens)
 
 
 def settings_for(job: Job) -> Settings:
+    from ..cli import UserError
     from ..options import settings_from
 
     spec = job.spec
     width = spec.synod.n + 1 if spec.synod is not None else 1
-    return settings_from(
-        _namespace(job), task_budget_tokens=spec.budget.task_tokens,
-        task_budget_usd=spec.budget.task_usd, price_model=spec.provider.price_as,
-        concurrency=spec.concurrency * width,
-        max_agents=spec.concurrency * width + 64)  # finished tasks leave the table
+    try:
+        return settings_from(
+            _namespace(job), task_budget_tokens=spec.budget.task_tokens,
+            task_budget_usd=spec.budget.task_usd, price_model=spec.provider.price_as,
+            concurrency=spec.concurrency * width,
+            max_agents=spec.concurrency * width + 64)  # finished tasks leave the table
+    except UserError as e:  # what the CLI would refuse (a bad --mcp config, say), as a job error
+        raise JobError(f"{job.path}: {e}") from None
 
 
 def provider_for(job: Job):

@@ -29,7 +29,7 @@ from msgspec import Struct
 
 from ...lineage.runroot import agent_source, list_agents
 from ...session.records import Usage
-from ..supervisor import AgentNode, Supervisor
+from ..supervisor import _open_mcp, AgentNode, Supervisor
 from ..synod import fork_synod, vote as tally, wait_synod
 from .results import FINAL, Result, ResultsFile, read_results, rewrite
 from .spec import Job
@@ -146,7 +146,10 @@ class JobRunner:
         self.counts.cost_usd = self.sup.cost_usd
         self._file = ResultsFile(self.output)
         try:
-            async with trio.open_nursery() as outer:
+            async with _open_mcp(self.root, self.sup.settings) as mcp_tools, \
+                    trio.open_nursery() as outer:
+                # the job's MCP servers live as long as its run, then stop with it
+                self.sup.user_tools.update({t.name: t for t in mcp_tools})
                 if self.watch_sigint:
                     outer.start_soon(self._watch_sigint, outer.cancel_scope)
                 await self._feed(pending)

@@ -103,6 +103,9 @@ class JobSpec(_S):
     tasks: list[TaskSpec] = []
     budget: BudgetSpec = BudgetSpec()
     synod: SynodSpec | None = None
+    mcp: str | None = None
+    """MCP servers every task's agents are offered: a config file in the ``mcpServers`` shape
+    (JSON or TOML, as ``--mcp``; docs/mcp.md), relative to the job file."""
 
 
 class Job(Struct, kw_only=True, frozen=True):

@@ -239,3 +239,38 @@ async def test_a_task_cut_off_during_its_synod_is_cancelled_not_done(tmp_path):
     last = records(root / "agents" / "t1" / "record.jsonl")[-1]
     assert (last["t"], last["reason"]) == ("SessionEnded", "done"), "its agent had answered"
     assert any((root / "agents").glob("t1.s*")), "cut off during the synod"
+
+
+def test_a_jobs_agents_are_offered_its_mcp_servers_tools(tmp_path):
+    """``mcp = "servers.json"`` in a job: every task's agent may call the servers' tools; the
+    servers stop with the run."""
+    import json as _json
+    import subprocess as _sp
+    import sys as _sys
+    from pathlib import Path as _P
+
+    toolserver = _P(__file__).resolve().parents[2] / "mcp" / "toolserver.py"
+    (tmp_path / "servers.json").write_text(_json.dumps({"mcpServers": {"tools": {
+        "command": _sys.executable, "args": [str(toolserver)]}}}))
+    (tmp_path / "play.py").write_text(
+        "def policy(request, state):\n"
+        "    said = sum(1 for m in request.messages if m['role'] == 'assistant')\n"
+        "    if said == 0:\n"
+        "        return [{'type': 'tool_use', 'id': 'c1', 'name': 'tools__add',\n"
+        "                 'input': {'a': 2, 'b': 40}}], 'tool_use'\n"
+        "    got = request.messages[-1]['content'][-1]['content']\n"
+        "    return [{'type': 'text', 'text': 'sum ' + str(got)}], 'end_turn'\n")
+    (tmp_path / "job.toml").write_text(
+        'mcp = "servers.json"\n\n[provider]\nname = "scripted"\npolicy = "play:policy"\n\n'
+        '[[tasks]]\nid = "one"\nprompt = "add"\n\n[[tasks]]\nid = "two"\nprompt = "add"\n')
+    proc = _sp.run([_sys.executable, "-m", "mnemon", "run", str(tmp_path / "job.toml"), "--json"],
+                   capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [_json.loads(x) for x in (tmp_path / "job.run" / "results.jsonl").read_text().splitlines()]
+    assert [x["status"] for x in lines] == ["done", "done"]
+    assert all("42" in x["answer"] for x in lines), lines
+    bad = tmp_path / "bad.toml"
+    bad.write_text((tmp_path / "job.toml").read_text().replace("servers.json", "missing.json"))
+    proc = _sp.run([_sys.executable, "-m", "mnemon", "run", str(bad)], capture_output=True,
+                   text=True, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
