@@ -60,11 +60,7 @@ def crashes(n: int, tmp: Path) -> dict:
 def provider_faults(turns: int, rate: float, tmp: Path) -> dict:
     from mnemon.lineage.runroot import agent_source
     from mnemon.orchestrator import logs
-    from mnemon.orchestrator.settings import Settings
-    from mnemon.orchestrator.supervisor import open_supervisor
-    from mnemon.providers.anthropic import AnthropicProvider
-    from mnemon.providers.retry import RetryPolicy
-    from tests.reliability.faultserver import FaultServer
+    from tests.reliability.faultserver import FaultServer, run_agents
 
     logs.quiet()
     per = 20
@@ -72,24 +68,8 @@ def provider_faults(turns: int, rate: float, tmp: Path) -> dict:
     server = FaultServer(rate=rate, seed=11, turns=per, stall_s=3.0)
     root = tmp / "faults"
 
-    async def main():
-        async with trio.open_nursery() as n:
-            port = await n.start(server.serve)
-            provider = AnthropicProvider(None, "sk-soak", "claude-sonnet-4-5",
-                                         base_url=f"http://127.0.0.1:{port}", timeout=0.5,
-                                         retry=RetryPolicy(max_attempts=8, initial_backoff_s=0.01,
-                                                           max_backoff_s=0.05))
-            settings = Settings(model="claude-sonnet-4-5", concurrency=32, max_agents=agents + 1)
-            async with open_supervisor(root, provider, settings) as sup:
-                nodes = [sup.new_root(f"task {i}") for i in range(agents)]
-                for node in nodes:
-                    sup.start(node)
-            await provider.aclose()
-            n.cancel_scope.cancel()
-        return nodes
-
     t0 = time.monotonic()
-    nodes = trio.run(main)
+    nodes = trio.run(lambda: run_agents(root, server, agents, concurrency=32))
     unnamed = dup = 0
     for node in nodes:
         if not node.reason:

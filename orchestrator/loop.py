@@ -53,6 +53,12 @@ def _price(sup: "Supervisor", node: "AgentNode", usage: Usage, model: str | None
     return cost_usd(usage, priced_model(sup, model, node), sup.settings_for(node).cache_ttl)
 
 
+def state_of(reason: str) -> str:
+    """An agent's state from the reason its log ended with."""
+    return ("ended" if reason in ("done", "max_turns", "budget") else
+            "cancelled" if reason == "cancelled" else "failed")
+
+
 async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
     """Run one agent inside its own cancel scope and nursery (its children live there)."""
     reason = "failed: unknown"
@@ -90,8 +96,7 @@ async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
     finally:
         with trio.CancelScope(shield=True):
             node.reason = reason
-            node.state = ("ended" if reason in ("done", "max_turns", "budget") else
-                          "cancelled" if reason == "cancelled" else "failed")
+            node.state = state_of(reason)
             try:
                 node.log.append(SessionEnded(reason=reason, at=now_iso()))
             except Exception as e:  # a closed or broken log must not hide the outcome

@@ -15,6 +15,7 @@ from ...providers.prices import cost_usd
 from ...session.errors import Refusal
 from ...session.log import iter_lines
 from ...session.records import Cleared, Rewound, SessionResumed, Usage
+from ..loop import state_of
 from ..settings import Settings
 from .schema import AgentCreate, AgentOut, UsageOut
 
@@ -165,8 +166,7 @@ class Run:
             state, reason = "running", None
         elif scan.ended:
             reason = scan.reason
-            state = ("ended" if reason in ("done", "max_turns", "budget") else
-                     "cancelled" if reason == "cancelled" else "failed")
+            state = state_of(reason)
         else:
             state, reason = "open", None  # a log with no end recorded, not running here
         u = scan.usage

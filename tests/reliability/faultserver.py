@@ -129,3 +129,28 @@ class FaultServer:
                 await trio.sleep(self.stall_s)
                 return
             await stream.send_all(head.encode() + payload)
+
+
+async def run_agents(root, server: "FaultServer", agents: int, *, concurrency: int = 16):
+    """``agents`` root agents through the real Anthropic adapter against ``server`` on loopback
+    (short timeout, fast retries); returns their nodes once every one has ended."""
+    from mnemon.orchestrator.settings import Settings
+    from mnemon.orchestrator.supervisor import open_supervisor
+    from mnemon.providers.anthropic import AnthropicProvider
+    from mnemon.providers.retry import RetryPolicy
+
+    async with trio.open_nursery() as n:
+        port = await n.start(server.serve)
+        provider = AnthropicProvider(
+            None, "sk-test", "claude-sonnet-4-5", base_url=f"http://127.0.0.1:{port}",
+            timeout=0.5, retry=RetryPolicy(max_attempts=8, initial_backoff_s=0.01,
+                                           max_backoff_s=0.05))
+        settings = Settings(model="claude-sonnet-4-5", concurrency=concurrency,
+                            max_agents=agents + 1)
+        async with open_supervisor(root, provider, settings) as sup:
+            nodes = [sup.new_root(f"task {i}") for i in range(agents)]
+            for node in nodes:
+                sup.start(node)
+        await provider.aclose()
+        n.cancel_scope.cancel()
+    return nodes

@@ -7,19 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
-import trio
 
 from mnemon.lineage.runroot import agent_source
 from mnemon.lineage.view import open_agent
 from mnemon.orchestrator import logs
-from mnemon.orchestrator.settings import Settings
-from mnemon.orchestrator.supervisor import open_supervisor
-from mnemon.providers.anthropic import AnthropicProvider
 from mnemon.providers.prices import cost_usd
-from mnemon.providers.retry import RetryPolicy
 from mnemon.session.records import Usage
 
-from .faultserver import FAULTS, FaultServer
+from .faultserver import FAULTS, FaultServer, run_agents
 
 AGENTS, TURNS = 50, 20  # 1 000 turns
 
@@ -32,19 +27,7 @@ def _quiet():
 async def test_a_thousand_turns_through_a_faulty_provider(tmp_path):
     server = FaultServer(rate=0.15, seed=7, turns=TURNS, stall_s=3.0)
     root = tmp_path / "run"
-    retry = RetryPolicy(max_attempts=8, initial_backoff_s=0.01, max_backoff_s=0.05)
-    async with trio.open_nursery() as n:
-        port = await n.start(server.serve)
-        provider = AnthropicProvider(None, "sk-test", "claude-sonnet-4-5",
-                                     base_url=f"http://127.0.0.1:{port}", retry=retry,
-                                     timeout=0.5)
-        settings = Settings(model="claude-sonnet-4-5", concurrency=16, max_agents=AGENTS + 1)
-        async with open_supervisor(root, provider, settings) as sup:
-            nodes = [sup.new_root(f"task {i}") for i in range(AGENTS)]
-            for node in nodes:
-                sup.start(node)
-        await provider.aclose()
-        n.cancel_scope.cancel()
+    nodes = await run_agents(root, server, AGENTS)
     assert set(FAULTS) <= set(server.stats), server.stats
     done = failed = 0
     attempts_recorded = 0
