@@ -31,7 +31,7 @@ from ..session.records import (
     Usage,
     compact,
 )
-from ..session.render import render
+from ..session.render import render, rendered_bytes
 
 if TYPE_CHECKING:
     from .supervisor import AgentNode, Supervisor
@@ -156,7 +156,7 @@ async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
         text = "\n".join(b.text for b in response.blocks if isinstance(b, Text) and b.text)
         if text:
             node.answer = text
-        log.info("turn", turn=tid, stop_reason=response.stop_reason, calls=len(calls),
+        log.debug("turn", turn=tid, stop_reason=response.stop_reason, calls=len(calls),
                  input_tokens=response.usage.total_input, output_tokens=response.usage.output_tokens,
                  history_bytes=ctx.history_bytes())
         if not calls:
@@ -167,12 +167,33 @@ async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
         sup.policy.after_tools(sup, node)
 
 
-def request_bytes(request: Request) -> int:
-    n = len(compact(request.messages))
+def request_bytes(request: Request, node: "AgentNode | None" = None) -> int:
+    """The request's size in compact JSON (messages, system, tools): what its input tokens are
+    measured against. The messages' size comes from the renderer when they are what it last
+    rendered for ``node``; the system's and tools' from a memo, since they rarely change."""
+    n = rendered_bytes(node.ctx, request.messages) if node is not None else None
+    if n is None:
+        n = len(compact(request.messages))
     if request.system:
-        n += len(request.system.encode("utf-8"))
+        n += _size_of(request.system)
     if request.tools:
-        n += len(compact(request.tools))
+        n += _size_of(request.tools)
+    return n
+
+
+_SIZES: dict[int, tuple[object, int]] = {}
+
+
+def _size_of(value: str | list) -> int:
+    """Encoded size of a system prompt or a tools list, remembered by identity (the object is
+    held, so its id is not reused while remembered)."""
+    hit = _SIZES.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    n = len(value.encode("utf-8")) if isinstance(value, str) else len(compact(value))
+    if len(_SIZES) >= 64:
+        _SIZES.clear()
+    _SIZES[id(value)] = (value, n)
     return n
 
 
@@ -185,7 +206,7 @@ def _account(sup: "Supervisor", node: "AgentNode", request: Request, usage: Usag
     sup.cost_usd += cost
     total = usage.total_input
     if total:
-        node.tokens_per_byte = total / max(1, request_bytes(request))
+        node.tokens_per_byte = total / max(1, request_bytes(request, node))
     node.growth.observe(total, node.edited)
     node.edited = False
 
@@ -205,7 +226,11 @@ async def _complete(sup: "Supervisor", node: "AgentNode", request: Request):
         sup.provider_calls += 1
         node.log.append(ProviderCall(attempt=attempt, latency_s=round(latency_s, 6), usage=usage,
                                      error=error, model=priced_model(sup, None, node), at=now_iso()))
-        log.info("provider call", attempt=attempt, latency_s=round(latency_s, 4), error=error)
+        if error is None:
+            log.debug("provider call", attempt=attempt, latency_s=round(latency_s, 4))
+        else:
+            log.warning("provider call failed", attempt=attempt, latency_s=round(latency_s, 4),
+                        error=error)
 
     kw: dict = {}
     if sup.text_listeners and getattr(sup.provider, "streams_text", False):
@@ -324,6 +349,16 @@ async def run_calls(sup: "Supervisor", node: "AgentNode", calls: list[ToolUse]) 
     async def run_one(i: int, call: ToolUse) -> None:
         results[i] = await call_tool(sup, node, call)
 
+    if len(calls) == 1:  # nothing to run beside it: no nursery to open and close
+        call = calls[0]
+        if not isinstance(call.input, dict) and not (
+                sup.tool_fallback is not None and call.name not in sup.user_tools and (
+                    not sup.settings.builtin_tools or call.name not in EXCLUSIVE)):
+            results[0] = ToolResult(tool_use_id=call.id, content=CUT_OFF, is_error=True)
+        else:
+            await run_one(0, call)
+        node.log.append(ToolResults(results=[r for r in results if r is not None]))
+        return
     async with trio.open_nursery() as nursery:
         for i, call in enumerate(calls):
             if sup.tool_fallback is not None and call.name not in sup.user_tools and (

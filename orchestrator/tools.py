@@ -116,9 +116,21 @@ BUILTIN: list[ToolDef] = [
 ]
 
 
+_NO_TOOLS: list[ToolDef] = []
+
+
 def tool_defs(sup: "Supervisor") -> list[ToolDef]:
-    builtin = BUILTIN if sup.settings.builtin_tools else []
-    return builtin + [t.definition for t in sup.user_tools.values()]
+    """The tools offered: the same list object while they are the same, so what is derived
+    from it per request (its encoded size, the cache model's hash) is derived once."""
+    builtin = BUILTIN if sup.settings.builtin_tools else _NO_TOOLS
+    user = [t.definition for t in sup.user_tools.values()]
+    key = (id(builtin), *map(id, user))
+    hit = getattr(sup, "_tool_defs", None)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    defs = builtin + user
+    sup._tool_defs = (key, defs)  # the list holds the definitions: their ids stay theirs
+    return defs
 
 
 def _json(value: Any) -> str:

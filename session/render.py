@@ -19,6 +19,7 @@ from .records import (
     ToolResults,
     ToolUse,
     UserPrompt,
+    compact,
 )
 
 if TYPE_CHECKING:
@@ -181,32 +182,79 @@ def _steer(tid: int, idx: int, s: Steering, sw: dict[int, str]) -> dict[str, Any
     return {"type": "text", "text": text} if text else None
 
 
+def _sized(msgs: list[Message]) -> tuple[list[Message], list[list[int]]]:
+    """Messages with the compact-JSON size of each of their blocks, for ``rendered_bytes``."""
+    return msgs, [[len(compact(b)) for b in m["content"]] for m in msgs]
+
+
 def render(ctx: "Context") -> list[Message]:
     """The frontier as neutral messages: well-formed for every provider.
 
     The first message is the user's; each tool call is answered in the next message; adjacent
     messages of the same role are merged; no message is empty.
+
+    Incremental: each turn's messages are kept in ``ctx.memo`` and made again only when the turn
+    changed (a record appended, its records loaded or dropped, a block swept), so a turn costs
+    what changed, not the whole context. The memo holds the turn itself, so an id is never
+    reused under it; turns that left the frontier leave the memo. The messages are shared
+    between renders and must not be mutated (no caller does: adapters copy what they send).
     """
     from .context import Turn
 
+    old: dict[int, tuple] = ctx.memo.get("render", {})
+    memo: dict[int, tuple] = {}
     raw: list[Message] = []
+    sizes: list[list[int]] = []
     frontier = ctx.frontier()
     for item in frontier:
         if isinstance(item, Turn):
-            raw.extend(turn_messages(item))
+            recs = item.records
+            sw = item.swept
+            key = (id(recs), len(recs) if recs is not None else -1, id(sw),
+                   tuple(sw.items()) if sw else ())
+            hit = old.get(id(item))
+            if hit is None or hit[0] is not item or hit[1] != key:
+                hit = (item, key, *_sized(turn_messages(item)))
         else:
-            raw.append({"role": "user", "content": [{"type": "text",
-                                                     "text": residue_message(ctx, item)}]})
-    raw = [m for m in raw if m["content"]]
+            hit = old.get(id(item))
+            if hit is None or hit[0] is not item:
+                hit = (item, None, *_sized([{"role": "user", "content": [
+                    {"type": "text", "text": residue_message(ctx, item)}]}]))
+        memo[id(item)] = hit
+        for m, z in zip(hit[2], hit[3]):
+            if m["content"]:
+                raw.append(m)
+                sizes.append(z)
+    ctx.memo["render"] = memo
     if raw and raw[0]["role"] != "user":
         first = frontier[0]
         tid = first.id if isinstance(first, Turn) else first.first
-        raw.insert(0, {"role": "user", "content": [{"type": "text",
-                                                    "text": opening_line(tid)}]})
+        m = {"role": "user", "content": [{"type": "text", "text": opening_line(tid)}]}
+        raw.insert(0, m)
+        sizes.insert(0, [len(compact(m["content"][0]))])
     out: list[Message] = []
-    for m in raw:
+    out_sizes: list[list[int]] = []
+    for m, z in zip(raw, sizes):
         if out and out[-1]["role"] == m["role"]:
             out[-1] = {"role": m["role"], "content": out[-1]["content"] + m["content"]}
+            out_sizes[-1] = out_sizes[-1] + z
         else:
             out.append(m)
+            out_sizes.append(z)
+    # the byte size of ``compact(out)``, from the blocks' sizes: '[' + messages + ']', each
+    # '{"role":"<role>","content":[' + blocks joined by ',' + ']}'
+    n = 2 + max(0, len(out) - 1)
+    for m, z in zip(out, out_sizes):
+        n += len(_HEAD[m["role"]]) + sum(z) + max(0, len(z) - 1) + 2
+    ctx.memo["rendered"] = (out, n)
     return out
+
+
+_HEAD = {role: f'{{"role":"{role}","content":['.encode() for role in ("user", "assistant")}
+
+
+def rendered_bytes(ctx: "Context", messages: list[Message]) -> int | None:
+    """``len(compact(messages))`` when ``messages`` is the list ``render(ctx)`` last returned
+    (known without encoding it again), else None."""
+    got = ctx.memo.get("rendered")
+    return got[1] if got is not None and got[0] is messages else None
