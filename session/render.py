@@ -182,9 +182,20 @@ def _steer(tid: int, idx: int, s: Steering, sw: dict[int, str]) -> dict[str, Any
     return {"type": "text", "text": text} if text else None
 
 
-def _sized(msgs: list[Message]) -> tuple[list[Message], list[list[int]]]:
-    """Messages with the compact-JSON size of each of their blocks, for ``rendered_bytes``."""
-    return msgs, [[len(compact(b)) for b in m["content"]] for m in msgs]
+def _entry(ctx: "Context", item: Any, turn: bool) -> tuple:
+    """A frontier item's memo entry: (item, whether a turn, its records, their count, swept,
+    its items, the messages with content, each message's block sizes). A residue entry never
+    changes while it stands; a turn is remade when any of the four after the flag differ."""
+    if turn:
+        recs, sw = item.records, item.swept
+        msgs = turn_messages(item)
+        key = (recs, len(recs) if recs is not None else -1, sw, tuple(sw.items()))
+    else:
+        msgs = [{"role": "user", "content": [{"type": "text",
+                                              "text": residue_message(ctx, item)}]}]
+        key = (None, -1, None, ())
+    msgs = [m for m in msgs if m["content"]]
+    return (item, turn, *key, msgs, [[len(compact(b)) for b in m["content"]] for m in msgs])
 
 
 def render(ctx: "Context") -> list[Message]:
@@ -201,56 +212,47 @@ def render(ctx: "Context") -> list[Message]:
     """
     from .context import Turn
 
-    old: dict[int, tuple] = ctx.memo.get("render", {})
+    old: dict[int, tuple] = ctx.memo.get("render") or {}
     memo: dict[int, tuple] = {}
-    raw: list[Message] = []
+    out: list[Message] = []
     sizes: list[list[int]] = []
     frontier = ctx.frontier()
     for item in frontier:
-        if isinstance(item, Turn):
-            recs = item.records
-            sw = item.swept
-            key = (id(recs), len(recs) if recs is not None else -1, id(sw),
-                   tuple(sw.items()) if sw else ())
-            hit = old.get(id(item))
-            if hit is None or hit[0] is not item or hit[1] != key:
-                hit = (item, key, *_sized(turn_messages(item)))
-        else:
-            hit = old.get(id(item))
-            if hit is None or hit[0] is not item:
-                hit = (item, None, *_sized([{"role": "user", "content": [
-                    {"type": "text", "text": residue_message(ctx, item)}]}]))
+        hit = old.get(id(item))
+        if hit is None or hit[0] is not item:
+            hit = _entry(ctx, item, isinstance(item, Turn))
+        elif hit[1]:  # a turn: still as it was?
+            recs, sw = item.records, item.swept
+            if (hit[2] is not recs or hit[3] != (len(recs) if recs is not None else -1)
+                    or hit[4] is not sw or (sw and hit[5] != tuple(sw.items()))):
+                hit = _entry(ctx, item, True)
         memo[id(item)] = hit
-        for m, z in zip(hit[2], hit[3]):
-            if m["content"]:
-                raw.append(m)
+        for m, z in zip(hit[6], hit[7]):
+            if out and out[-1]["role"] == m["role"]:
+                out[-1] = {"role": m["role"], "content": out[-1]["content"] + m["content"]}
+                sizes[-1] = sizes[-1] + z
+            else:
+                out.append(m)
                 sizes.append(z)
     ctx.memo["render"] = memo
-    if raw and raw[0]["role"] != "user":
+    if out and out[0]["role"] != "user":
         first = frontier[0]
         tid = first.id if isinstance(first, Turn) else first.first
-        m = {"role": "user", "content": [{"type": "text", "text": opening_line(tid)}]}
-        raw.insert(0, m)
-        sizes.insert(0, [len(compact(m["content"][0]))])
-    out: list[Message] = []
-    out_sizes: list[list[int]] = []
-    for m, z in zip(raw, sizes):
-        if out and out[-1]["role"] == m["role"]:
-            out[-1] = {"role": m["role"], "content": out[-1]["content"] + m["content"]}
-            out_sizes[-1] = out_sizes[-1] + z
-        else:
-            out.append(m)
-            out_sizes.append(z)
+        line = {"type": "text", "text": opening_line(tid)}
+        out.insert(0, {"role": "user", "content": [line]})
+        sizes.insert(0, [len(compact(line))])
     # the byte size of ``compact(out)``, from the blocks' sizes: '[' + messages + ']', each
     # '{"role":"<role>","content":[' + blocks joined by ',' + ']}'
-    n = 2 + max(0, len(out) - 1)
-    for m, z in zip(out, out_sizes):
-        n += len(_HEAD[m["role"]]) + sum(z) + max(0, len(z) - 1) + 2
+    n = 1 + len(out)
+    for m, z in zip(out, sizes):
+        n += _HEAD[m["role"]] + sum(z) + len(z) + 1
+    if not out:
+        n = 2
     ctx.memo["rendered"] = (out, n)
     return out
 
 
-_HEAD = {role: f'{{"role":"{role}","content":['.encode() for role in ("user", "assistant")}
+_HEAD = {role: len(f'{{"role":"{role}","content":[') for role in ("user", "assistant")}
 
 
 def rendered_bytes(ctx: "Context", messages: list[Message]) -> int | None:
