@@ -171,8 +171,13 @@ class Supervisor:
         from .tools import tool_defs
 
         s = settings or self.settings
-        tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                 for t in tool_defs(self)]
+        defs = tool_defs(self)
+        memo = getattr(self, "_started_tools", None)
+        if memo is None or memo[0] is not defs:  # one list per tool set, shared by the records
+            memo = self._started_tools = (defs, [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in defs])
+        tools = memo[1]
         return SessionStarted(agent=agent, at=now_iso(), system=s.system, tools=tools,
                               provider=self.provider_name, model=s.model,
                               context_window=s.context_window, **extra)

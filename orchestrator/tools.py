@@ -120,16 +120,17 @@ _NO_TOOLS: list[ToolDef] = []
 
 
 def tool_defs(sup: "Supervisor") -> list[ToolDef]:
-    """The tools offered: the same list object while they are the same, so what is derived
-    from it per request (its encoded size, the cache model's hash) is derived once."""
+    """The tools offered: the same list object while they are the same tools with the same
+    name, description and schema, so what is derived from it per request (its encoded size,
+    the opening record's tool list) is derived once. (Tuples compare element identity first,
+    so the check costs no deep comparison while nothing changed.)"""
     builtin = BUILTIN if sup.settings.builtin_tools else _NO_TOOLS
-    user = [t.definition for t in sup.user_tools.values()]
-    key = (id(builtin), *map(id, user))
+    key = (builtin, tuple((t, t.name, t.description, t.schema) for t in sup.user_tools.values()))
     hit = getattr(sup, "_tool_defs", None)
     if hit is not None and hit[0] == key:
         return hit[1]
-    defs = builtin + user
-    sup._tool_defs = (key, defs)  # the list holds the definitions: their ids stay theirs
+    defs = builtin + [t.definition for t in sup.user_tools.values()]
+    sup._tool_defs = (key, defs)
     return defs
 
 
