@@ -116,9 +116,11 @@ BUILTIN: list[ToolDef] = [
 ]
 
 
-def tool_defs(sup: "Supervisor") -> list[ToolDef]:
+def tool_defs(sup: "Supervisor", node: "AgentNode | None" = None) -> list[ToolDef]:
+    """The tools offered to ``node``: the built-ins, the run's, then its lineage's own MCP
+    servers' (``Supervisor.tools_for``)."""
     builtin = BUILTIN if sup.settings.builtin_tools else []
-    return builtin + [t.definition for t in sup.user_tools.values()]
+    return builtin + [t.definition for t in sup.tools_for(node).values()]
 
 
 def _json(value: Any) -> str:
@@ -140,15 +142,16 @@ def _tpb(node: "AgentNode") -> float:
 
 async def call_tool(sup: "Supervisor", node: "AgentNode", call: ToolUse) -> ToolResult:
     fn = _HANDLERS.get(call.name) if sup.settings.builtin_tools else None
+    tools = sup.tools_for(node)
     try:
         if fn is not None:
             out = await fn(sup, node, call.input)
-        elif call.name in sup.user_tools:
-            out = await sup.user_tools[call.name](call.input)
+        elif call.name in tools:
+            out = await tools[call.name](call.input)
         elif sup.tool_fallback is not None:
             return await sup.tool_fallback(node, call)
         else:
-            known = ", ".join([t.name for t in tool_defs(sup)])
+            known = ", ".join([t.name for t in tool_defs(sup, node)])
             return ToolResult(tool_use_id=call.id, content=f"unknown tool {call.name!r}; the "
                               f"known tools are: {known}", is_error=True)
         return ToolResult(tool_use_id=call.id, content=out, is_error=False)
