@@ -204,3 +204,38 @@ async def test_a_mnemon_child_may_not_have_servers_of_its_own(tmp_path):
         assert not (root / "agents" / "a2").exists()
         await sup.run(parent)
     verify(root)
+
+
+async def test_an_agent_cancelled_while_its_server_starts_leaves_nothing(tmp_path):
+    """A server that never answers the handshake holds the agent before its log opens;
+    cancelling the agent then stops the server process and writes no log: nothing outlives the
+    agent, and the run still verifies. ``spawn`` says why the agent has no log."""
+    root, pidfile = tmp_path / "run", tmp_path / "pid"
+    mute = McpServerSpec(name="mute", transport="stdio", command=sys.executable,
+                         args=("-c", f"import os, time; open({str(pidfile)!r}, 'w')"
+                                     ".write(str(os.getpid())); time.sleep(600)"),
+                         startup_timeout_s=60)
+    with trio.fail_after(60):
+        async with open_supervisor(root, ScriptedProvider([END]), Settings()) as sup:
+            node = sup.new_root("never asked", mcp_servers=(mute,))
+            assert node.log is None
+            with pytest.raises(Refusal, match="has not opened its log"):
+                node.ctx
+            said: list[str] = []
+
+            async def start_it() -> None:
+                try:
+                    await sup.spawn(node, agents)
+                except Refusal as e:
+                    said.append(str(e))
+
+            async with trio.open_nursery() as agents:
+                agents.start_soon(start_it)
+                while not pidfile.exists() or not pidfile.read_text():
+                    await trio.sleep(0.05)
+                node.scope.cancel()
+            assert said == ["agent a1 ended before its log opened (cancelled)"]
+            assert (node.state, node.log) == ("cancelled", None)
+            await wait_gone(int(pidfile.read_text()))
+    assert not (root / "agents" / "a1").exists()
+    verify(root)
