@@ -231,8 +231,8 @@ class Supervisor:
             alog.prompt(task)
             return alog
 
-        self._born(node, birth)
         self._taken.add(aid)
+        self._born(node, birth)
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         self.agents[aid] = node
         return node
@@ -270,8 +270,8 @@ class Supervisor:
                         depth=parent.depth + 1, tokens_per_byte=tpb, fsync=self.settings.fsync,
                         **extra)
 
-        self._born(node, birth)
         self._taken.add(aid)
+        self._born(node, birth)
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         node.tokens_per_byte = tpb
         parent.children[aid] = node

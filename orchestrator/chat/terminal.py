@@ -233,7 +233,10 @@ class Terminal:
         if cmd.name == "prompt":
             self.streamed = False
             c.print("[dim]… (Ctrl-C cancels this turn)[/]")
-            node = await chat.send(cmd.text)
+            try:
+                node = await chat.send(cmd.text)
+            finally:  # an answer cut off by an error keeps its rendering; the live region ends
+                self.stream.end()
             self.said(node)
         elif cmd.name == "clear":
             chat.clear()
