@@ -125,10 +125,10 @@ async def run_agent(sup: "Supervisor", node: "AgentNode",
 
 
 @asynccontextmanager
-async def _own_servers(sup: "Supervisor", node: "AgentNode") -> AsyncIterator[None]:
-    """The agent's own MCP servers, started in a nursery inside its cancel scope, their tools
-    in ``node.own_tools``; then its log opened (``node.birth``). Leaving stops the servers; the
-    tools stay in the table (a call then answers that the server is not running), so a
+async def serving(sup: "Supervisor", node: "AgentNode") -> AsyncIterator[None]:
+    """The agent's own MCP servers, running for the block in a nursery of the caller's, their
+    tools in ``node.own_tools`` (none configured: nothing started). Leaving stops the servers;
+    the tools stay in the table (a call then answers that the server is not running), so a
     descendant still running elsewhere keeps the tool list it recorded."""
     from .supervisor import open_servers
     from .tools import BUILTIN
@@ -142,6 +142,14 @@ async def _own_servers(sup: "Supervisor", node: "AgentNode") -> AsyncIterator[No
                     log.warning("mcp tool name taken", tool=t.name)
                     continue
                 node.own_tools[t.name] = t
+        yield
+
+
+@asynccontextmanager
+async def _own_servers(sup: "Supervisor", node: "AgentNode") -> AsyncIterator[None]:
+    """The agent's own MCP servers, started inside its cancel scope (``serving``); then its
+    log opened (``node.birth``) — so its ``SessionStarted`` lists their tools."""
+    async with serving(sup, node):
         if node.log is None:
             birth, node.birth = node.birth, None
             assert birth is not None, "an agent without a log has a birth"

@@ -239,3 +239,25 @@ async def test_an_agent_cancelled_while_its_server_starts_leaves_nothing(tmp_pat
             await wait_gone(int(pidfile.read_text()))
     assert not (root / "agents" / "a1").exists()
     verify(root)
+
+
+async def test_a_synod_after_its_parent_ended_has_the_parents_servers_again(tmp_path):
+    """Children forked from an agent whose loop has ended (a job's synod) are offered its
+    tools: its servers start again around their nursery, and stop when the synod is over."""
+    root, pidfile = tmp_path / "run", tmp_path / "pid"
+    script = [{**END, "agent": "a1"},
+              mine("a2", call("s1", "par__add", a=2, b=2)), {**END, "agent": "a2"},
+              mine("a3", call("s2", "par__add", a=2, b=2)), {**END, "agent": "a3"}]
+    with trio.fail_after(90):
+        async with open_supervisor(root, ScriptedProvider(script), Settings()) as sup:
+            a1 = await sup.ask("think", mcp_servers=(pid_server("par", pidfile),))
+            first = int(pidfile.read_text())
+            await wait_gone(first)
+            result = await sup.synod(a1, "two plus two?", n=2)
+            again = int(pidfile.read_text())
+            assert again != first
+            await wait_gone(again)
+    assert [c["state"] for c in result.children] == ["ended", "ended"]
+    assert results(root, "a2") == results(root, "a3") == [("4", False)]
+    assert opening(root, "a2").tools == opening(root, "a1").tools
+    verify(root)
