@@ -67,12 +67,22 @@ class CacheEntry(Struct, kw_only=True):
     expires_at: float
 
 
+MEMO_MAX = 200_000  # blocks a ``CacheModel`` remembers before it starts over
+
+
 def flatten(request: Any, *, model: str | None = None,
-            heads: dict[tuple, tuple[list[FlatBlock], bytes]] | None = None) -> list[FlatBlock]:
+            heads: dict[tuple, tuple[list[FlatBlock], bytes]] | None = None,
+            memo: dict[tuple, tuple] | None = None) -> list[FlatBlock]:
     """The request as blocks: each tool, the system prompt, each message's content blocks.
 
     ``heads`` (a ``CacheModel``'s memo) keeps the blocks of the tools and system prompt by
     their bytes: every agent of a run sends the same ones, so they are hashed once.
+
+    ``memo`` (also the model's) makes an agent's next request cost what it added: a message
+    block already hashed after the same prefix, with the same tag, is the same block object
+    (the renderer shares unchanged turns' blocks between requests), so its size and chained
+    hash are looked up, not encoded and hashed again. The entry holds the block, so its id is
+    not reused while remembered. Blocks are not mutated once sent (the renderer's contract).
     """
     seed = (model if model is not None else (request.model or "")).encode()
     out: list[FlatBlock] = []
@@ -83,9 +93,22 @@ def flatten(request: Any, *, model: str | None = None,
         # The tag (section, role, message start) is hashed but not counted: it is what makes
         # the same text in another role or another message a different prefix.
         nonlocal h
+        if memo is not None:
+            key = (h, id(value), tag)
+            hit = memo.get(key)
+            if hit is not None and hit[0] is value:
+                h = hit[2]
+                out.append(FlatBlock(section, message, hit[1], hit[3]))
+                return
         raw = compact(value)
+        prev = h
         h = blake3.blake3(h + tag.encode() + b"\x00" + raw).digest()
-        out.append(FlatBlock(section, message, len(raw), h.hex()[:32]))
+        hx = h.hex()[:32]
+        out.append(FlatBlock(section, message, len(raw), hx))
+        if memo is not None:
+            if len(memo) >= MEMO_MAX:
+                memo.clear()
+            memo[(prev, id(value), tag)] = (value, len(raw), h, hx)
 
     key = (seed, compact(list(request.tools)), request.system) if heads is not None else None
     head = heads.get(key) if heads is not None else None
@@ -173,6 +196,7 @@ class CacheModel:
         self.lookback = lookback
         self.entries: dict[str, CacheEntry] = {}
         self._heads: dict[tuple, tuple[list[FlatBlock], bytes]] = {}  # see ``flatten``
+        self._blocks: dict[tuple, tuple] = {}  # see ``flatten``
         self._scan_at = math.inf  # no entry expires before this; entries only live longer
 
     def tokens(self, nbytes: int) -> int:
@@ -185,7 +209,7 @@ class CacheModel:
         monotonic clock), and the cache as it stands afterwards.
         """
         ttl_s = TTL_S[ttl or self.ttl]
-        blocks = flatten(request, model=model, heads=self._heads)
+        blocks = flatten(request, model=model, heads=self._heads, memo=self._blocks)
         if not blocks:
             return Usage(output_tokens=output_tokens)
         self._expire(now)

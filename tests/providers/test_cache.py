@@ -181,3 +181,49 @@ def test_the_memoised_head_gives_the_same_blocks():
                               model=model, meta={})
                 assert flatten(req, heads=heads) == flatten(req)
     assert len(heads) == 3 * 3 * 2, "one head per (model, tools, system) seen"
+
+
+# --------------------------------------------------------------------------- the block memo
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from tests.strategies import sessions  # noqa: E402
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(records=sessions())
+def test_the_block_memo_gives_what_hashing_every_block_gives(tmp_path, records):
+    """A model's memo (blocks hashed after the same prefix, looked up by identity) never
+    changes a flattened request or a usage: requests rendered after every record of random
+    sessions — appends, evictions, sweeps, clears — through one model with its memo and one
+    whose memo is emptied before each request."""
+    from mnemon.session.agentlog import AgentLog
+    from mnemon.session.render import render
+
+    path = tmp_path / "agents" / "a1" / "record.jsonl"
+    if path.exists():
+        path.unlink()
+    log = AgentLog.create(path, "agents/a1/record.jsonl", records[0])
+    warm, cold = CacheModel(min_prefix_tokens=1), CacheModel(min_prefix_tokens=1)
+    for i, r in enumerate(records[1:]):
+        log.append(r)
+        req = Request(system="You help.", messages=render(log.ctx), tools=[WEATHER])
+        memo: dict = {}
+        assert flatten(req, memo=memo) == flatten(req)
+        assert flatten(req, memo=memo) == flatten(req)  # the second time from the memo
+        cold._blocks.clear()
+        assert warm.usage_for(req, 10, float(i)) == cold.usage_for(req, 10, float(i))
+    log.close()
+
+
+def test_a_changed_block_object_is_hashed_again():
+    blk = {"type": "text", "text": "one"}
+    req = Request(system=None, messages=[{"role": "user", "content": [blk]}])
+    memo: dict = {}
+    first = flatten(req, memo=memo)
+    other = {"type": "text", "text": "two"}
+    second = flatten(Request(system=None, messages=[{"role": "user", "content": [other]}]),
+                     memo=memo)
+    assert first[-1].prefix_hash != second[-1].prefix_hash
+    assert flatten(req, memo=memo) == first
