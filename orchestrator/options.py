@@ -12,6 +12,7 @@ import secrets
 from pathlib import Path
 
 from ..lineage.runroot import RunRootError, create_run_root
+from ..session.constants import KEEP_FLOOR_TOKENS
 
 from .cli import UserError
 from .settings import Settings
@@ -37,7 +38,8 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
                    help="share of history an eviction keeps, or auto (default): the plan chooses "
                         "from the cache arithmetic, at most half, keeping the verbatim floor")
     r.add_argument("--keep-floor", type=int, default=None,
-                   help="under --keep auto: tokens of recorded turns a cut keeps (default 6144)")
+                   help="under --keep auto: tokens of recorded turns a cut keeps "
+                        f"(default {KEEP_FLOOR_TOKENS})")
     r.add_argument("--max-turns", type=int, default=250)
     r.add_argument("--system", default=None, help="the system prompt")
     r.add_argument("--budget-usd", type=float, default=None)

@@ -9,7 +9,8 @@ RESERVE_SHARE = 0.15
 RESERVE_FLOOR_TOKENS = 16_384
 EVICT_THRESHOLD_BYTES = 500 * 1024
 KEEP = 0.5
-KEEP_FLOOR_TOKENS = 6144  # under keep "auto": the verbatim floor (decision 0220)
+KEEP_FLOOR_TOKENS = 6500  # under keep "auto": the verbatim floor, the most compaction restores
+# verbatim (decisions 0220, 0222)
 MAX_TURNS = 250
 DIGEST_BYTES = 8
 RESIDUE_MAX_BYTES = 800

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ...session.constants import KEEP_FLOOR_TOKENS
 from ..cli import COMMANDS, UserError
 from ..options import keep_arg
 
@@ -23,7 +24,8 @@ def add_parser(sub) -> None:
     p.add_argument("--keep", default="auto",
                    help="auto (default: chosen per eviction from the cache arithmetic) or a share")
     p.add_argument("--keep-floor", type=int, default=None,
-                   help="under --keep auto: tokens of recorded turns a cut keeps (default 6144)")
+                   help="under --keep auto: tokens of recorded turns a cut keeps "
+                        f"(default {KEEP_FLOOR_TOKENS})")
     p.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"])
     p.add_argument("--model", default="claude-sonnet-4-5", help="the model whose prices apply")
     p.add_argument("--prices", default=None, help="a TOML or JSON price table overriding ours")

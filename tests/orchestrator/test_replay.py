@@ -254,3 +254,28 @@ def test_cli_replay_without_matplotlib_says_so_in_one_line(tmp_path, capsys, mon
     captured = capsys.readouterr()
     assert "plot.png" not in captured.out and not (out / "plot.png").exists()
     assert captured.err == "mnemon: no plot: it needs matplotlib (pip install 'mnemon[plot]')\n"
+
+
+def test_the_hardest_long_session_at_32k_reads_90_percent_on_steady_requests(tmp_path):
+    """Issue 20's goal on `chain0` of bench/strategies.py (the first four dev trajectories in
+    one agent) at 32k, where it was missed (89.95 % under the floor of 6 144, decision 0222):
+    steady requests read ≥ 90 % from the cache, for less than compaction, all recoverable. The
+    margin is thin (90.2 %): a change that moves it is re-measured with bench/strategies.py."""
+    steps = []
+    system = None
+    for p in sorted(TRAJECTORIES.glob("*.jsonl"))[:4]:
+        t = load(p)
+        system = system or t.system
+        steps += [UserStep(text=f"Next task ({p.stem}):"), *t.steps]
+    traj = Trajectory(system=system, steps=steps, source_format="neutral", name="chain")
+    ev = replay(traj, tmp_path / "e", "evict", window=32_000).summary()
+    co = replay(traj, tmp_path / "c", "compact", window=32_000).summary()
+    assert ev["steady_cache_read_share"] >= 0.90 > co["steady_cache_read_share"]
+    assert ev["cost_usd"] < co["cost_usd"] and ev["recoverability"] == 1.0
+    # every cut keeps the floor (or all the ceiling keeps): none goes past the 6 250-token read
+    # of recent work just before the turn in hand, as the floor of 6 144 did
+    plans = [json.loads(line)["plan"] for line in
+             (tmp_path / "e" / "agents" / "a1" / "record.jsonl").read_text().splitlines()
+             if line.startswith('{"t":"Evicted"')]
+    assert len(plans) == ev["harness_evictions"] == 14
+    assert all(p["verbatim_tokens"] >= p["floor_tokens"] for p in plans)

@@ -3,9 +3,12 @@ arithmetic, and the Evicted record's optional figures on disk."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mnemon.session.constants import KEEP_FLOOR_TOKENS
 from mnemon.session.context import Context, Turn
 from mnemon.session.eviction import AUTO, item_span, plan_eviction
 from mnemon.session.keep import Cut, Economy, choose, cost_per_request, eligible
@@ -139,6 +142,52 @@ def test_an_oversize_turn_does_not_hold_the_cut():
     assert plan.span == (1, 11)
 
 
+def _default_economy(**kw) -> Economy:
+    """A 32k context at 1 token per 4 bytes, the floor left at its default."""
+    args = dict(tokens_per_byte=0.25, write_mult=1.25, read_mult=0.1, output_mult=5.0,
+                growth_tokens=1000.0, due_tokens=16_000.0, fixed_tokens=150.0)
+    return Economy(**{**args, **kw}, floor_tokens=KEEP_FLOOR_TOKENS)
+
+
+def test_the_default_floor_is_the_most_compaction_restores():
+    """The floor is what the peer re-injects at most (up to 5 reads, in total half its
+    13 000-token buffer), so a cut keeps at least what compaction can keep (decision 0222)."""
+    from mnemon.orchestrator.strategies import COMPACT_BUFFER_TOKENS, REINJECT_FILE_TOKENS
+
+    assert KEEP_FLOOR_TOKENS == COMPACT_BUFFER_TOKENS // 2 > REINJECT_FILE_TOKENS
+
+
+def test_a_turn_just_above_6144_tokens_is_recent_work_not_a_bulk_result():
+    """chain0 at 32k (decision 0222): a read of about 6 250 tokens just before the turn in hand
+    counted as one step larger than the floor of 6 144, so the cut took it and left 266 tokens
+    in the context. Under the floor of 6 500 such a turn is kept, with what holds the floor."""
+    ctx = _table([4000] * 12 + [25_000, 400])  # turn 13: 6 250 tokens; 14 is in hand
+    plan = plan_eviction(ctx, AUTO, _default_economy())
+    assert plan.span[1] < 13 and plan.figures.verbatim_tokens >= KEEP_FLOOR_TOKENS
+    low = plan_eviction(ctx, AUTO, replace(_default_economy(), floor_tokens=6144.0))
+    assert low.span == (1, 13) and low.figures.verbatim_tokens < 200
+    # a turn larger than the floor itself still goes: the floor protects the work, not a bulk
+    big = _table([4000] * 12 + [27_000, 400])  # 6 750 tokens
+    assert plan_eviction(big, AUTO, _default_economy()).span == (1, 13)
+
+
+@given(st.lists(st.integers(0, 30_000), min_size=2, max_size=40))
+def test_the_default_floor_holds_on_every_cut_that_is_not_past_a_bulk_turn(sizes):
+    """Under the defaults a chosen cut keeps 6 500 tokens of recorded turns, unless the ceiling
+    keeps less, or the turn just before the cut alone outweighs the floor."""
+    ctx = _table(sizes)
+    plan = plan_eviction(ctx, AUTO, _default_economy())
+    if plan is None or plan.figures is None:
+        return
+    f = plan.figures
+    assert f.floor_tokens <= KEEP_FLOOR_TOKENS
+    if f.floor_tokens < KEEP_FLOOR_TOKENS:  # capped: the ceiling keeps less than the floor
+        assert f.keep == f.ceiling_keep
+    if f.verbatim_tokens < f.floor_tokens:
+        last = ctx.turn(plan.span[1])
+        assert last.bytes * 0.25 > f.floor_tokens
+
+
 def test_a_turn_named_again_later_is_worth_keeping():
     def table(named: bool) -> Context:
         recs = [SessionStarted(agent="a1"), UserPrompt(turn=1, text="task " * 200)]
@@ -189,7 +238,7 @@ def test_settings_take_auto_or_a_share():
 
     from mnemon.orchestrator.settings import Settings
 
-    assert Settings().keep == "auto" and Settings().keep_floor_tokens == 6144
+    assert Settings().keep == "auto" and Settings().keep_floor_tokens == KEEP_FLOOR_TOKENS == 6500
     assert Settings(keep=0.3).keep == 0.3
     for bad in ("most", 0.0, 1.0, 2, True):
         with pytest.raises(ValueError, match="keep"):
