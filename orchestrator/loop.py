@@ -9,7 +9,7 @@ shielded finally; a crash leaves none.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 import structlog
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .supervisor import AgentNode, Supervisor
 
 log = structlog.get_logger("mnemon.agent")
+_NOTHING = nullcontext()
 
 
 def priced_model(sup: "Supervisor", response_model: str | None,
@@ -75,7 +76,10 @@ async def run_agent(sup: "Supervisor", node: "AgentNode",
     structlog.contextvars.bind_contextvars(agent=node.id)
     try:
         with node.scope:
-            async with _own_servers(sup, node):
+            # no servers of its own and its log open: nothing to start (two context
+            # managers per agent are measurable in a job of many short tasks)
+            async with (_own_servers(sup, node) if node.mcp_servers or node.log is None
+                        else _NOTHING):
                 async with trio.open_nursery() as nursery:
                     node.nursery = nursery
                     node.started = True
