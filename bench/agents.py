@@ -361,7 +361,7 @@ class Waiting:
 
 
 async def sample_idle(sup, waiting: Waiting, rss0: int, seen: dict) -> None:
-    """Every 0.1 s: the RSS and the agents idle — in a provider call, or a root waiting for its
+    """Every 0.25 s: the RSS and the agents idle — in a provider call, or a root waiting for its
     children; keeps the sample with the most idle agents (every agent, once the children have
     all sent their first request)."""
     while True:
@@ -371,7 +371,7 @@ async def sample_idle(sup, waiting: Waiting, rss0: int, seen: dict) -> None:
         if idle >= seen.get("idle", 0):
             seen.update(idle=idle, in_calls=len(waiting.inside), rss_delta=rss_bytes() - rss0,
                         alive=sum(a.state == "running" for a in sup.agents.values()))
-        await trio.sleep(0.1)
+        await trio.sleep(0.25)
 
 
 async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: int,
@@ -568,9 +568,9 @@ def main() -> int:
         logs.configure(root)
         if args.idle_rss:  # warm up first: imports, caches, the thread cache and its malloc
             # arenas are no agent's memory
-            trio.run(lambda: swarm(_mkroot(base / "warm-up"), trajs, roots=min(args.roots, 100),
-                                   children=args.children, child_turns=args.child_turns,
-                                   latency=0.0))
+            trio.run(lambda: swarm(_mkroot(base / "warm-up"), trajs,
+                                   roots=min(args.roots, 100), children=args.children,
+                                   child_turns=args.child_turns, latency=0.0))
         prof = cProfile.Profile() if args.profile else None
         if prof:
             prof.enable()

@@ -193,6 +193,7 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     from distributed import Client, LocalCluster
 
     from .build import prepare
+    from ...session.records import Usage
     from .ledger import Reader, clear, folder_of
     from .results import FINAL, read_results, rewrite
     from .runner import _usage
@@ -209,6 +210,7 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     watch = Watch(root, run, tasks, prior, base_usd)
     interrupted = False
     cluster = None
+    parts: list[list[str]] = []
     if scheduler:
         client = Client(scheduler)
     else:
@@ -254,14 +256,18 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
             if lines.get(task, {}).get("status") not in FINAL:
                 lines[task] = line
     rewrite(out, [lines[t.id] for t in tasks if t.id in lines])
-    own_usage, own_usd = Reader(folder_of(root, run)).total()
+    attempts = Reader(folder_of(root, run)).entries()
+    if len(attempts) <= len(parts):  # every turn's spend is in the ledgers
+        own_usage = sum((e.usage for e in attempts.values()), Usage())
+        usage, usd = base_usage + own_usage, base_usd + sum(e.usd for e in attempts.values())
+    else:  # a worker died: the turn it was in may not be in its ledger; the logs have it all
+        usage, usd = _spent(root)
     statuses = [lines[t.id]["status"] for t in tasks if t.id in lines]
     summary = JobSummary(
         run_root=str(root), output=str(out), tasks=len(tasks), done=statuses.count("done"),
         failed=statuses.count("failed"), budget=statuses.count("budget"),
         cancelled=statuses.count("cancelled"), pending=len(tasks) - len(statuses),
-        skipped=len(tasks) - len(pending), usage=_usage(base_usage + own_usage),
-        cost_usd=round(base_usd + own_usd, 6),
+        skipped=len(tasks) - len(pending), usage=_usage(usage), cost_usd=round(usd, 6),
         elapsed_s=round(time.monotonic() - watch.counts.started_at, 3),
         interrupted=interrupted)
     return {**msgspec.to_builtins(summary), "chunks": len(parts), "workers": nworkers,

@@ -86,6 +86,8 @@ def test_a_worker_killed_mid_job_loses_nothing(tmp_path):
     assert summary["done"] == TASKS and summary["pending"] == 0
     results = _results(root / "results.jsonl")
     assert {s for s, _, _ in results.values()} == {"done"}
+    lines = [json.loads(x) for x in (root / "results.jsonl").read_text().splitlines()]
+    assert summary["usage"] == {k: sum(x["usage"][k] for x in lines) for k in summary["usage"]}
     _verify(root)
     for agent in (root / "agents").iterdir():
         recs = [json.loads(x) for x in (agent / "record.jsonl").read_text().splitlines()]
