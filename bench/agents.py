@@ -2,7 +2,8 @@
 
     python bench/agents.py [--roots 250] [--children 3] [--child-turns 8] [--latency 0.1]
                            [--context-tokens 150000] [--overhead-turns 40]
-                           [--only overhead|swarm|memory] [--profile] [--json] [--dir DIR]
+                           [--only overhead|swarm|memory] [--goal 1.2] [--idle-rss]
+                           [--profile] [--json] [--dir DIR]
 
 Three figures (docs/performance.md, "Orchestrator"):
 
@@ -23,6 +24,13 @@ Three figures (docs/performance.md, "Orchestrator"):
     greps its inherited transcript, reads ``child-turns − 2`` documents, answers. Ideal wall time
     = the critical path of sequential provider calls × latency = (3 + child-turns + 1) × 0.1 s.
     Goal: within 1.2× of it.
+    Issue #17's two swarms at scale are the same shape with other arguments:
+    ``--only swarm --latency 1 --goal 1.1 --idle-rss`` (1 000 agents at 1 s, goal ≤ 1.1×) and
+    ``--only swarm --roots 2500 --latency 5 --goal 1.3 --idle-rss`` (10 000 agents at 5 s in
+    one process, goal ≤ 1.3×). ``--idle-rss`` adds memory per idle agent measured in the running
+    swarm: the RSS when every agent is waiting (in a provider call, or a root waiting for its
+    children) less the RSS before the supervisor opened, over the agents; and the growth from
+    every root waiting to every agent waiting, over the children (``idle_figures``).
 (c) **Memory per idle agent**: the same swarm shape with every child parked inside its first
     provider call (the roots parked in ``agents_wait``): ``tracemalloc`` current minus the
     baseline before the supervisor opened, and the RSS delta, divided by the number of agents.
@@ -360,18 +368,22 @@ class Waiting:
         await self.inner.aclose()
 
 
-async def sample_idle(sup, waiting: Waiting, rss0: int, seen: dict) -> None:
-    """Every 0.25 s: the RSS and the agents idle — in a provider call, or a root waiting for its
-    children; keeps the sample with the most idle agents (every agent, once the children have
-    all sent their first request)."""
-    while True:
-        idle = len(waiting.inside | {a.id for a in sup.agents.values() if a.state == "running"
-                                     and any(c.state == "running"
-                                             for c in a.children.values())})
+async def sample_idle(roots: list, waiting: Waiting, agents: int, rss0: int,
+                      seen: dict) -> None:
+    """Every 0.1 s until every agent is idle at once: the RSS and the agents idle — in a
+    provider call, or a root waiting for its children. Two samples are kept: the first with
+    every root in a provider call (no child yet) and the one with the most agents idle. It
+    walks only the roots (a child has no children) and stops once it has seen all ``agents``
+    idle, so that it costs the swarm next to nothing."""
+    while seen.get("idle", 0) < agents:
+        idle = len(waiting.inside | {r.id for r in roots if r.state == "running" and any(
+            c.state == "running" for c in r.children.values())})
+        rss = rss_bytes() - rss0
+        if "roots_rss_delta" not in seen and len(waiting.inside) >= len(roots):
+            seen["roots_rss_delta"] = rss
         if idle >= seen.get("idle", 0):
-            seen.update(idle=idle, in_calls=len(waiting.inside), rss_delta=rss_bytes() - rss0,
-                        alive=sum(a.state == "running" for a in sup.agents.values()))
-        await trio.sleep(0.25)
+            seen.update(idle=idle, in_calls=len(waiting.inside), rss_delta=rss)
+        await trio.sleep(0.1)
 
 
 async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: int,
@@ -415,7 +427,7 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
         for n in nodes:
             sup.start(n)
         if idle_rss:
-            sup.nursery.start_soon(sample_idle, sup, prov, rss0, seen)
+            sup.nursery.start_soon(sample_idle, nodes, prov, agents, rss0, seen)
         if park is not None:
             while len(parked) < roots * children:
                 await trio.sleep(0.01)
@@ -425,7 +437,7 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
         if idle_rss:
             for n in nodes:
                 await n.done.wait()
-            sup.nursery.cancel_scope.cancel()  # the sampler
+            sup.nursery.cancel_scope.cancel()  # the sampler, if it never saw them all idle
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
     turns = sum(a.turns_taken for a in sup.agents.values())
@@ -442,12 +454,24 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
             "harness_cpu_ms_per_turn": round((cpu - sim["s"]) / max(1, turns) * 1e3, 3),
             "reasons": reasons, "goal_ratio": goal,
             "met": wall <= goal * ideal,
-            **({"idle": {"agents_idle": seen.get("idle"), "in_provider_calls":
-                         seen.get("in_calls"), "agents_alive": seen.get("alive"), "rss_delta_bytes": seen.get("rss_delta"),
-                         "rss_bytes_per_idle_agent": round(seen["rss_delta"] / seen["idle"])
-                         if seen.get("idle") else None,
-                         "peak_rss_mb": round(_peak_rss() / 2**20)}}
-               if idle_rss else {})}
+            **({"idle": idle_figures(seen, roots, agents)} if idle_rss else {})}
+
+
+def idle_figures(seen: dict, roots: int, agents: int) -> dict:
+    """Memory per idle agent, two ways: the RSS delta since before the supervisor opened over
+    every agent (an upper bound: it holds what the run allocates once — the thread cache and its
+    malloc arenas, caches), and the growth from the sample with only the roots alive and idle
+    to the one with every agent idle, over the children (the marginal cost of one more idle
+    agent, a mnemon child with its inherited link)."""
+    out = {"agents_idle": seen.get("idle"), "in_provider_calls": seen.get("in_calls"),
+           "rss_delta_bytes": seen.get("rss_delta"),
+           "rss_bytes_per_idle_agent": round(seen["rss_delta"] / seen["idle"])
+           if seen.get("idle") else None,
+           "peak_rss_mb": round(_peak_rss() / 2**20)}
+    if seen.get("idle") == agents and "roots_rss_delta" in seen and agents > roots:
+        out["marginal_rss_bytes_per_idle_child"] = round(
+            (seen["rss_delta"] - seen["roots_rss_delta"]) / (agents - roots))
+    return out
 
 
 def _peak_rss() -> int:
@@ -566,11 +590,11 @@ def main() -> int:
     if args.only in (None, "swarm"):
         root = _mkroot(base / "swarm")
         logs.configure(root)
-        if args.idle_rss:  # warm up first: imports, caches, the thread cache and its malloc
-            # arenas are no agent's memory
-            trio.run(lambda: swarm(_mkroot(base / "warm-up"), trajs,
-                                   roots=min(args.roots, 100), children=args.children,
-                                   child_turns=args.child_turns, latency=0.0))
+        if args.idle_rss:  # warm up first (imports, first-use caches), on a swarm too small
+            # to leave much freed memory for the measured one to reuse
+            trio.run(lambda: swarm(_mkroot(base / "warm-up"), trajs, roots=2,
+                                   children=args.children, child_turns=args.child_turns,
+                                   latency=0.0))
         prof = cProfile.Profile() if args.profile else None
         if prof:
             prof.enable()
