@@ -17,8 +17,10 @@ An attempt that dies keeps its file: what it spent stays counted, and its retry 
 a new file — counts only its own. What a run spent before this one is in the logs: the driver
 reads it once (``run_cost``) and hands it to every chunk as the job's ``base``.
 
-A record is ``v1 <input> <output> <cache read> <cache write> <usd> <running> <crc32>`` padded to
-``RECORD`` bytes; a reader that catches a write half done sees a bad CRC and reads again.
+A record is ``v1 <input> <output> <cache read> <cache write> <usd> <running> <ended> <crc32>``
+padded to ``RECORD`` bytes; a reader that catches a write half done sees a bad CRC and reads
+again. An attempt that ended says so (``ended`` 1) and is never read again by that reader, so a
+turn reads only the attempts still running.
 """
 
 from __future__ import annotations
@@ -40,19 +42,20 @@ FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tok
 
 
 class Entry:
-    """One attempt's record: its spend and its tasks running."""
+    """One attempt's record: its spend, its tasks running, whether it has ended."""
 
-    __slots__ = ("usage", "usd", "running")
+    __slots__ = ("usage", "usd", "running", "ended")
 
-    def __init__(self, usage: Usage, usd: float, running: int):
+    def __init__(self, usage: Usage, usd: float, running: int, ended: bool = False):
         self.usage = usage
         self.usd = usd
         self.running = running
+        self.ended = ended
 
 
-def encode(usage: Usage, usd: float, running: int) -> bytes:
+def encode(usage: Usage, usd: float, running: int, ended: bool = False) -> bytes:
     body = " ".join(["v1", *(str(getattr(usage, f)) for f in FIELDS), repr(float(usd)),
-                     str(running)])
+                     str(running), "1" if ended else "0"])
     line = f"{body} {zlib.crc32(body.encode()):08x}"
     if len(line) >= RECORD:
         raise ValueError(f"a ledger record over {RECORD} bytes: {line!r}")
@@ -65,9 +68,9 @@ def decode(data: bytes) -> Entry | None:
         body, _, crc = data.decode().strip().rpartition(" ")
         if not body.startswith("v1 ") or int(crc, 16) != zlib.crc32(body.encode()):
             return None
-        _, a, b, c, d, usd, running = body.split(" ")
+        _, a, b, c, d, usd, running, ended = body.split(" ")
         return Entry(Usage(input_tokens=int(a), output_tokens=int(b), cache_read_tokens=int(c),
-                           cache_write_tokens=int(d)), float(usd), int(running))
+                           cache_write_tokens=int(d)), float(usd), int(running), ended == "1")
     except ValueError:
         return None
 
@@ -95,7 +98,7 @@ class Reader:
         except FileNotFoundError:
             return {}
         for name in names:
-            if name == self.skip or name.endswith(".tmp"):
+            if name == self.skip or (name in self.last and self.last[name].ended):
                 continue
             for _ in range(3):
                 try:  # open and close each time: on NFS that is what shows another's write
@@ -128,8 +131,8 @@ class Ledger:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.published_at = 0.0
 
-    def publish(self, usage: Usage, usd: float) -> None:
-        os.pwrite(self._fd, encode(usage, usd, self.running), 0)
+    def publish(self, usage: Usage, usd: float, *, ended: bool = False) -> None:
+        os.pwrite(self._fd, encode(usage, usd, self.running, ended), 0)
         self.published_at = time.monotonic()
 
     def close(self) -> None:
@@ -180,10 +183,11 @@ class SharedSpend(Supervisor):
                                          - self._ledger.published_at >= QUIET_S):
             self.publish()
 
-    def publish(self) -> None:
-        """Write this attempt's spend and tasks running to its ledger now."""
+    def publish(self, *, ended: bool = False) -> None:
+        """Write this attempt's spend and tasks running to its ledger now (``ended``: its
+        last record)."""
         if self._ledger is not None:
-            self._ledger.publish(self._own_usage, self._own_usd)
+            self._ledger.publish(self._own_usage, self._own_usd, ended=ended)
 
     def over_budget(self, node=None) -> str | None:
         """The base class's answer, the other workers' spend read first (with a job budget)."""

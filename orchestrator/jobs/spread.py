@@ -77,7 +77,7 @@ def run_chunk(job_path: str, run_root: str, chunk: str, task_ids: list[str], run
     try:
         summary = trio.run(main)
         ledger.running = 0
-        sup.publish()
+        sup.publish(ended=True)
     finally:
         ledger.close()
     return {"chunk": chunk, "pid": os.getpid(), **msgspec.to_builtins(summary)}
