@@ -38,6 +38,7 @@ from ..supervisor import Supervisor
 FOLDER = "ledger"
 RECORD = 96
 QUIET_S = 0.2  # without a budget, publish at most this often: the figures are only shown
+RELIST_S = 1.0  # list a run's ledgers again at least this often, whatever the folder's mtime
 FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
@@ -85,38 +86,63 @@ def clear(root: Path) -> None:
 
 
 class Reader:
-    """Reads a run's ledgers; a record caught mid-write keeps the last good one of its file."""
+    """Reads a run's ledgers; a record caught mid-write keeps the last good one of its file.
+
+    Each file stays open and is read with one ``pread`` per call, and the folder is listed
+    again only when its mtime says an attempt was added (or ``RELIST_S`` passed, for a file
+    system with coarse times): a budgeted turn costs one ``stat`` and one ``pread`` per attempt
+    still running. On NFS, a read sees another machine's write once the client revalidates the
+    file (at once with ``actimeo=0`` / ``noac``).
+    """
 
     def __init__(self, folder: Path, skip: str | None = None):
         self.folder = folder
         self.skip = skip
         self.last: dict[str, Entry] = {}
+        self._raw: dict[str, bytes] = {}
+        self._fds: dict[str, int] = {}
+        self._listed: tuple[int, float] = (-1, 0.0)  # folder mtime, when listed
+
+    def _list(self) -> None:
+        try:
+            mtime = os.stat(self.folder).st_mtime_ns
+        except FileNotFoundError:
+            return
+        now = time.monotonic()
+        if mtime == self._listed[0] and now - self._listed[1] < RELIST_S:
+            return
+        self._listed = (mtime, now)
+        for e in os.scandir(self.folder):
+            if e.name == self.skip or e.name in self._fds or e.name in self.last:
+                continue
+            try:
+                self._fds[e.name] = os.open(e.path, os.O_RDONLY)
+            except FileNotFoundError:
+                pass
 
     def entries(self) -> dict[str, Entry]:
-        try:
-            names = [e.name for e in os.scandir(self.folder)]
-        except FileNotFoundError:
-            return {}
-        for name in names:
-            if name == self.skip or (name in self.last and self.last[name].ended):
-                continue
+        self._list()
+        for name, fd in list(self._fds.items()):
             for _ in range(3):
-                try:  # open and close each time: on NFS that is what shows another's write
-                    fd = os.open(self.folder / name, os.O_RDONLY)
-                except FileNotFoundError:
+                raw = os.pread(fd, RECORD, 0)
+                if raw == self._raw.get(name):
                     break
-                try:
-                    entry = decode(os.pread(fd, RECORD, 0))
-                finally:
-                    os.close(fd)
+                entry = decode(raw)
                 if entry is not None:
-                    self.last[name] = entry
+                    self.last[name], self._raw[name] = entry, raw
+                    if entry.ended:  # its last record: never read again
+                        os.close(self._fds.pop(name))
                     break
         return dict(self.last)
 
     def total(self) -> tuple[Usage, float]:
         entries = self.entries().values()
         return sum((e.usage for e in entries), Usage()), sum(e.usd for e in entries)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
 
 class Ledger:
@@ -136,6 +162,7 @@ class Ledger:
         self.published_at = time.monotonic()
 
     def close(self) -> None:
+        self.others.close()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

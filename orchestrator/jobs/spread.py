@@ -256,7 +256,10 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
             if lines.get(task, {}).get("status") not in FINAL:
                 lines[task] = line
     rewrite(out, [lines[t.id] for t in tasks if t.id in lines])
-    attempts = Reader(folder_of(root, run)).entries()
+    watch.reader.close()
+    final = Reader(folder_of(root, run))
+    attempts = final.entries()
+    final.close()
     if len(attempts) <= len(parts):  # every turn's spend is in the ledgers
         own_usage = sum((e.usage for e in attempts.values()), Usage())
         usage, usd = base_usage + own_usage, base_usd + sum(e.usd for e in attempts.values())
