@@ -407,13 +407,14 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
     usage_for = cache.usage_for
 
     def timed_usage_for(*a, **kw):  # the provider's simulation, not the harness's work
-        t = time.perf_counter()
+        t = time.thread_time()  # CPU of this thread: a busy machine must not inflate it
         try:
             return usage_for(*a, **kw)
         finally:
-            sim["s"] += time.perf_counter() - t
+            sim["s"] += time.thread_time() - t
 
     cache.usage_for = timed_usage_for  # type: ignore[method-assign]
+    door = _time_door_bodies()
     prov = Waiting(ScriptedProvider(policy=swarm_policy(children, child_turns, park, parked),
                                     cache_model=cache, latency_s=latency))
     seen: dict = {}
@@ -452,6 +453,9 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
             "cpu_ms_per_turn": round(cpu / max(1, turns) * 1e3, 3),
             "cache_model_s": round(sim["s"], 3),
             "harness_cpu_ms_per_turn": round((cpu - sim["s"]) / max(1, turns) * 1e3, 3),
+            "door_bodies_s": round(door["s"], 3), "door_bodies_calls": door["n"],
+            "harness_cpu_ms_per_turn_without_door_bodies":
+                round((cpu - sim["s"] - door["s"]) / max(1, turns) * 1e3, 3),
             "reasons": reasons, "goal_ratio": goal,
             "met": wall <= goal * ideal,
             **({"idle": idle_figures(seen, roots, agents)} if idle_rss else {})}
@@ -478,6 +482,31 @@ def _peak_rss() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _time_door_bodies() -> dict:
+    """CPU of the door's grep and read bodies (they run in worker threads, off the Trio
+    thread): the transcript tools' own work, reported beside the harness figure."""
+    from mnemon.session.door import api
+
+    spent = {"s": 0.0, "n": 0}
+    for name in ("grep_wants", "read_wants"):
+        fn = getattr(api, name)
+        if getattr(fn, "_timed", False):
+            fn = fn.__wrapped__
+
+        def timed(*a, _fn=fn, **kw):
+            t = time.thread_time()
+            try:
+                return _fn(*a, **kw)
+            finally:
+                spent["s"] += time.thread_time() - t
+                spent["n"] += 1
+
+        timed._timed = True  # type: ignore[attr-defined]
+        timed.__wrapped__ = fn  # type: ignore[attr-defined]
+        setattr(api, name, timed)
+    return spent
 
 
 def amortised_expire() -> None:

@@ -26,7 +26,9 @@ class RunRootError(SessionError):
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """UTC, microseconds, ``Z``: ``2026-12-02T01:00:00.000123Z`` (``isoformat`` is several times
+    cheaper than ``strftime``, and every record carries one)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def create_run_root(path: Path, started_by: str) -> Path:

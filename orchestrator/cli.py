@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: every command and its one-line help, in the order ``--help`` lists them; the module
@@ -27,6 +28,9 @@ COMMANDS = {
     "mcp": "the transcript door of a run as an MCP server (stdio, or streamable HTTP)",
     "chat": "an interactive session with one root agent: streaming, history, slash commands",
 }
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")  # as ``logs.LEVELS``, without importing it
 
 
 class UserError(Exception):
@@ -94,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from ..session.errors import SessionError
 
+    level = os.environ.get("MNEMON_LOG_LEVEL")
+    if level is not None and level.strip().lower() not in LOG_LEVELS:
+        sys.stderr.write(f"mnemon: MNEMON_LOG_LEVEL={level!r} is not one of "
+                         f"{', '.join(LOG_LEVELS)}\n")
+        return 2
     try:
         return int(handlers[args.command](args) or 0)
     except UserError as e:

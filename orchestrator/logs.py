@@ -1,9 +1,16 @@
 """structlog, configured once at entry: JSON lines to ``<run root>/mnemon.log``; with ``-v`` also
 to stderr (console renderer on a terminal, JSON otherwise). Per-agent fields are bound through
-``structlog.contextvars``, which Trio tasks inherit at spawn."""
+``structlog.contextvars``, which Trio tasks inherit at spawn.
+
+The level is ``info`` unless ``MNEMON_LOG_LEVEL`` says otherwise (``debug``, ``info``,
+``warning``, ``error``). Per-turn events (each turn, each provider call) are ``debug``: the log
+records hold all of it already, and a line per turn was a measurable part of a turn's cost.
+Below the level an event is dropped before any processor runs (decision 0260)."""
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,7 +50,19 @@ def _render(logger: Any, name: str, event_dict: dict) -> tuple[tuple, dict]:
     return (_encode(event_dict).decode(),), {"event_dict": event_dict}
 
 
-def configure(run_root: Path | None, *, verbose: bool = False) -> None:
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+          "error": logging.ERROR}
+
+
+def level_from_env() -> int:
+    """``MNEMON_LOG_LEVEL`` as a logging level; an unknown name is refused by name."""
+    name = os.environ.get("MNEMON_LOG_LEVEL", "info").strip().lower()
+    if name not in LEVELS:
+        raise ValueError(f"MNEMON_LOG_LEVEL={name!r} is not one of {', '.join(LEVELS)}")
+    return LEVELS[name]
+
+
+def configure(run_root: Path | None, *, verbose: bool = False, level: int | None = None) -> None:
     for f in _open:
         f.close()
     _open.clear()
@@ -52,7 +71,15 @@ def configure(run_root: Path | None, *, verbose: bool = False) -> None:
         file = open(Path(run_root) / "mnemon.log", "a", encoding="utf-8")
         _open.append(file)
     tee = _Tee(file, sys.stderr if verbose else None)
+    if level is None:
+        try:
+            level = level_from_env()
+        except ValueError as e:
+            tee.msg(_encode({"event": "bad log level", "error": str(e),
+                             "level": "warning"}).decode())
+            level = logging.INFO
     structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
@@ -71,7 +98,8 @@ def _drop(_logger: Any, _name: str, _event: Any) -> Any:
 
 def quiet() -> None:
     """No output at all (tests and library use before configure)."""
-    structlog.configure(processors=[_drop], logger_factory=lambda *a: _Tee(None, None))
+    structlog.configure(processors=[_drop], logger_factory=lambda *a: _Tee(None, None),
+                        wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
 
 
 def flush() -> None:

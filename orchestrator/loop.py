@@ -8,6 +8,8 @@ shielded finally; a crash leaves none.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import structlog
@@ -31,7 +33,7 @@ from ..session.records import (
     Usage,
     compact,
 )
-from ..session.render import render
+from ..session.render import render, rendered_bytes
 
 if TYPE_CHECKING:
     from .supervisor import AgentNode, Supervisor
@@ -59,20 +61,31 @@ def state_of(reason: str) -> str:
             "cancelled" if reason == "cancelled" else "failed")
 
 
-async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
-    """Run one agent inside its own cancel scope and nursery (its children live there)."""
+async def run_agent(sup: "Supervisor", node: "AgentNode",
+                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Run one agent inside its own cancel scope and nursery (its children live there).
+
+    An agent with MCP servers of its own starts them first, inside its cancel scope and around
+    its nursery, then opens its log (``SessionStarted`` lists their tools): so they stop when it
+    ends, after its children, which may call them. ``task_status.started()`` is called once the
+    log is open, or once the agent has ended without one (``Supervisor.spawn`` then says why).
+    """
     reason = "failed: unknown"
+    reported = False
     structlog.contextvars.bind_contextvars(agent=node.id)
     try:
         with node.scope:
-            async with trio.open_nursery() as nursery:
-                node.nursery = nursery
-                node.started = True
-                for child in list(node.children.values()):  # resumed children go on inside it
-                    if not child.started and child.state == "running":
-                        sup.start(child, nursery)
-                reason = await _loop(sup, node)
-                nursery.cancel_scope.cancel()  # children it did not wait for
+            async with _own_servers(sup, node):
+                async with trio.open_nursery() as nursery:
+                    node.nursery = nursery
+                    node.started = True
+                    task_status.started()
+                    reported = True
+                    for child in list(node.children.values()):  # resumed children go on inside
+                        if not child.started and child.state == "running":
+                            sup.start(child, nursery)
+                    reason = await _loop(sup, node)
+                    nursery.cancel_scope.cancel()  # children it did not wait for
         if node.scope.cancelled_caught:
             reason = "cancelled"
     except trio.Cancelled:
@@ -97,13 +110,51 @@ async def run_agent(sup: "Supervisor", node: "AgentNode") -> None:
         with trio.CancelScope(shield=True):
             node.reason = reason
             node.state = state_of(reason)
-            try:
-                node.log.append(SessionEnded(reason=reason, at=now_iso()))
-            except Exception as e:  # a closed or broken log must not hide the outcome
-                log.error("could not record SessionEnded", error=str(e))
+            if node.log is None:  # ended before its log opened: nothing to record it in
+                log.warning("agent ended before its log opened", reason=reason)
+            else:
+                try:
+                    node.log.append(SessionEnded(reason=reason, at=now_iso()))
+                except Exception as e:  # a closed or broken log must not hide the outcome
+                    log.error("could not record SessionEnded", error=str(e))
             node.done.set()
+            if not reported:
+                task_status.started()
             log.info("agent ended", reason=reason, turns=node.turns_taken,
                      cost_usd=round(node.cost_usd, 6))
+
+
+@asynccontextmanager
+async def serving(sup: "Supervisor", node: "AgentNode") -> AsyncIterator[None]:
+    """The agent's own MCP servers, running for the block in a nursery of the caller's, their
+    tools in ``node.own_tools`` (none configured: nothing started). Leaving stops the servers;
+    the tools stay in the table (a call then answers that the server is not running), so a
+    descendant still running elsewhere keeps the tool list it recorded."""
+    from .supervisor import open_servers
+    from .tools import BUILTIN
+
+    async with open_servers(node.mcp_servers, sup.root / "mcp" / node.id) as tools:
+        if node.mcp_servers:
+            taken = set(sup.tools_for(node.parent)) | {t.name for t in BUILTIN}
+            node.own_tools = {}
+            for t in tools:
+                if t.name in taken or t.name in node.own_tools:
+                    log.warning("mcp tool name taken", tool=t.name)
+                    continue
+                node.own_tools[t.name] = t
+        yield
+
+
+@asynccontextmanager
+async def _own_servers(sup: "Supervisor", node: "AgentNode") -> AsyncIterator[None]:
+    """The agent's own MCP servers, started inside its cancel scope (``serving``); then its
+    log opened (``node.birth``) — so its ``SessionStarted`` lists their tools."""
+    async with serving(sup, node):
+        if node.log is None:
+            birth, node.birth = node.birth, None
+            assert birth is not None, "an agent without a log has a birth"
+            node.log = birth()
+        yield
 
 
 def finished_turn(node: "AgentNode") -> str | None:
@@ -156,7 +207,7 @@ async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
         text = "\n".join(b.text for b in response.blocks if isinstance(b, Text) and b.text)
         if text:
             node.answer = text
-        log.info("turn", turn=tid, stop_reason=response.stop_reason, calls=len(calls),
+        log.debug("turn", turn=tid, stop_reason=response.stop_reason, calls=len(calls),
                  input_tokens=response.usage.total_input, output_tokens=response.usage.output_tokens,
                  history_bytes=ctx.history_bytes())
         if not calls:
@@ -167,12 +218,33 @@ async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
         sup.policy.after_tools(sup, node)
 
 
-def request_bytes(request: Request) -> int:
-    n = len(compact(request.messages))
+def request_bytes(request: Request, node: "AgentNode | None" = None) -> int:
+    """The request's size in compact JSON (messages, system, tools): what its input tokens are
+    measured against. The messages' size comes from the renderer when they are what it last
+    rendered for ``node``; the system's and tools' from a memo, since they rarely change."""
+    n = rendered_bytes(node.ctx, request.messages) if node is not None else None
+    if n is None:
+        n = len(compact(request.messages))
     if request.system:
-        n += len(request.system.encode("utf-8"))
+        n += _size_of(request.system)
     if request.tools:
-        n += len(compact(request.tools))
+        n += _size_of(request.tools)
+    return n
+
+
+_SIZES: dict[int, tuple[object, int]] = {}
+
+
+def _size_of(value: str | list) -> int:
+    """Encoded size of a system prompt or a tools list, remembered by identity (the object is
+    held, so its id is not reused while remembered)."""
+    hit = _SIZES.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    n = len(value.encode("utf-8")) if isinstance(value, str) else len(compact(value))
+    if len(_SIZES) >= 64:
+        _SIZES.clear()
+    _SIZES[id(value)] = (value, n)
     return n
 
 
@@ -185,7 +257,7 @@ def _account(sup: "Supervisor", node: "AgentNode", request: Request, usage: Usag
     sup.cost_usd += cost
     total = usage.total_input
     if total:
-        node.tokens_per_byte = total / max(1, request_bytes(request))
+        node.tokens_per_byte = total / max(1, request_bytes(request, node))
     node.growth.observe(total, node.edited)
     node.edited = False
 
@@ -194,7 +266,7 @@ def build_request(sup: "Supervisor", node: "AgentNode") -> Request:
     from .tools import tool_defs
 
     s = sup.settings_for(node)
-    return Request(system=s.system, messages=render(node.ctx), tools=tool_defs(sup),
+    return Request(system=s.system, messages=render(node.ctx), tools=tool_defs(sup, node),
                    max_tokens=s.max_tokens, model=s.model,
                    meta={"agent": node.id, "kind": node.kind, "depth": node.depth,
                          "parent": node.parent.id if node.parent else None})
@@ -205,7 +277,11 @@ async def _complete(sup: "Supervisor", node: "AgentNode", request: Request):
         sup.provider_calls += 1
         node.log.append(ProviderCall(attempt=attempt, latency_s=round(latency_s, 6), usage=usage,
                                      error=error, model=priced_model(sup, None, node), at=now_iso()))
-        log.info("provider call", attempt=attempt, latency_s=round(latency_s, 4), error=error)
+        if error is None:
+            log.debug("provider call", attempt=attempt, latency_s=round(latency_s, 4))
+        else:
+            log.warning("provider call failed", attempt=attempt, latency_s=round(latency_s, 4),
+                        error=error)
 
     kw: dict = {}
     if sup.text_listeners and getattr(sup.provider, "streams_text", False):
@@ -320,13 +396,24 @@ async def run_calls(sup: "Supervisor", node: "AgentNode", calls: list[ToolUse]) 
     from .tools import EXCLUSIVE, call_tool
 
     results: list[ToolResult | None] = [None] * len(calls)
+    tools = sup.tools_for(node)
 
     async def run_one(i: int, call: ToolUse) -> None:
         results[i] = await call_tool(sup, node, call)
 
+    if len(calls) == 1:  # nothing to run beside it: no nursery to open and close
+        call = calls[0]
+        if not isinstance(call.input, dict) and not (
+                sup.tool_fallback is not None and call.name not in tools and (
+                    not sup.settings.builtin_tools or call.name not in EXCLUSIVE)):
+            results[0] = ToolResult(tool_use_id=call.id, content=CUT_OFF, is_error=True)
+        else:
+            await run_one(0, call)
+        node.log.append(ToolResults(results=[r for r in results if r is not None]))
+        return
     async with trio.open_nursery() as nursery:
         for i, call in enumerate(calls):
-            if sup.tool_fallback is not None and call.name not in sup.user_tools and (
+            if sup.tool_fallback is not None and call.name not in tools and (
                     not sup.settings.builtin_tools or call.name not in EXCLUSIVE):
                 nursery.start_soon(run_one, i, call)  # answered by the fallback, as recorded
             elif not isinstance(call.input, dict):

@@ -36,6 +36,9 @@ class Settings(Struct, kw_only=True, frozen=True):
     # MCP servers whose tools every agent of the run is offered (``--mcp``; docs/mcp.md); they
     # start in the run's nursery and stop with it
     mcp_servers: tuple[McpServerSpec, ...] = ()
+    # MCP servers each root agent started with these settings starts for itself, in its own
+    # nursery: they stop when that agent ends (a job's ``[agent] mcp``; decision 0244)
+    agent_mcp_servers: tuple[McpServerSpec, ...] = ()
 
     def __post_init__(self) -> None:
         """A keep the plan cannot use is refused here, not at the first eviction."""

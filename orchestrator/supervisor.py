@@ -21,6 +21,7 @@ from ..session.eviction import PressureLatch
 from ..session.sweep import Growth
 from ..session.records import SessionStarted, Usage
 
+from .mcp.config import McpServerSpec
 from .settings import Settings
 from .usertools import UserTool
 
@@ -30,10 +31,10 @@ log = structlog.get_logger("mnemon.supervisor")
 class AgentNode:
     """One live agent: its log, its place in the lineage, its cancel scope and its outcome."""
 
-    def __init__(self, agent_id: str, log_: AgentLog, *, kind: str | None, depth: int,
+    def __init__(self, agent_id: str, log_: AgentLog | None, *, kind: str | None, depth: int,
                  parent: "AgentNode | None"):
         self.id = agent_id
-        self.log = log_
+        self.log: AgentLog = log_  # type: ignore[assignment]  # None until born (see ``birth``)
         self.kind = kind or "root"
         self.depth = depth
         self.parent = parent
@@ -56,9 +57,19 @@ class AgentNode:
         self.started = False  # its loop has begun (a resumed child waits for its parent's)
         self.resumed = False  # reopened from its log: a turn that ended the agent ends it again
         self.on_edit: Any = lambda kind, before: None  # the supervisor's hook, bound per node
+        # MCP servers this agent starts for itself, in its own nursery, before its log opens
+        self.mcp_servers: tuple[Any, ...] = ()
+        # the tools of those servers, once started: offered to it and to its descendants
+        self.own_tools: dict[str, Any] = {}
+        # writes the agent's opening records once its own servers have listed their tools (an
+        # agent with servers of its own is born in its loop's task, not when it is created)
+        self.birth: Callable[[], AgentLog] | None = None
 
     @property
     def ctx(self):
+        if self.log is None:
+            raise Refusal(f"agent {self.id} has not opened its log yet (its MCP servers are "
+                          "starting)")
         return self.log.ctx
 
     def descendants(self) -> dict[str, "AgentNode"]:
@@ -167,58 +178,129 @@ class Supervisor:
 
     # ------------------------------------------------------------------ creating agents
 
-    def _started(self, agent: str, settings: Settings | None = None, **extra: Any) -> SessionStarted:
+    def tools_for(self, node: AgentNode | None) -> dict[str, Any]:
+        """The tools an agent is offered beyond the built-ins, by name: the run's (user tools,
+        the run's MCP servers), then the tools of the MCP servers its ancestors and it started
+        for themselves, oldest first (decision 0244). An agent's own tool never shadows one
+        already in the table."""
+        table = dict(self.user_tools)
+        chain: list[AgentNode] = []
+        while node is not None:
+            chain.append(node)
+            node = node.parent
+        for n in reversed(chain):
+            for name, t in n.own_tools.items():
+                table.setdefault(name, t)
+        return table
+
+    def _started(self, agent: str, settings: Settings | None = None,
+                 node: AgentNode | None = None, **extra: Any) -> SessionStarted:
         from .tools import tool_defs
 
         s = settings or self.settings
-        tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                 for t in tool_defs(self)]
+        defs = tool_defs(self, node)
+        memo = getattr(self, "_started_tools", None)
+        if memo is None or memo[0] is not defs:  # one list per tool set, shared by the records
+            memo = self._started_tools = (defs, [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in defs])
+        tools = memo[1]
         return SessionStarted(agent=agent, at=now_iso(), system=s.system, tools=tools,
                               provider=self.provider_name, model=s.model,
                               context_window=s.context_window, **extra)
 
     def new_root(self, task: str, agent_id: str | None = None, *,
-                 settings: Settings | None = None) -> AgentNode:
-        """Create a root agent's log with its task as the first prompt; ``settings``, when
-        given, are this agent's own (and its descendants')."""
+                 settings: Settings | None = None,
+                 mcp_servers: "tuple[McpServerSpec, ...] | None" = None) -> AgentNode:
+        """Create a root agent with its task as the first prompt; ``settings``, when given, are
+        this agent's own (and its descendants').
+
+        ``mcp_servers`` (default: the settings' ``agent_mcp_servers``) are MCP servers this
+        agent starts for itself: they start in its nursery when it runs, and its log —
+        ``SessionStarted`` listing their tools, then the task — is written once they have
+        listed their tools. Until then ``node.log`` is None.
+        """
         self.check_limits(None)
         aid = agent_id or self.mint_agent_id()
-        self._taken.add(aid)
-        src = agent_source(aid)
-        alog = AgentLog.create(self.root / src, src, self._started(aid, settings, depth=0),
-                               loader=self.loader, fsync=self.settings.fsync)  # type: ignore[arg-type]
-        alog.prompt(task)
-        node = AgentNode(aid, alog, kind=None, depth=0, parent=None)
+        servers = tuple((settings or self.settings).agent_mcp_servers
+                        if mcp_servers is None else mcp_servers)
+        node = AgentNode(aid, None, kind=None, depth=0, parent=None)
         node.settings = settings
+        node.mcp_servers = servers
+
+        def birth() -> AgentLog:
+            src = agent_source(aid)
+            alog = AgentLog.create(self.root / src, src,
+                                   self._started(aid, settings, node, depth=0),
+                                   loader=self.loader, fsync=self.settings.fsync)  # type: ignore[arg-type]
+            alog.prompt(task)
+            return alog
+
+        self._taken.add(aid)
+        self._born(node, birth)
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         self.agents[aid] = node
         return node
 
     def new_child(self, parent: AgentNode, task: str, kind: str,
-                  agent_id: str | None = None) -> AgentNode:
+                  agent_id: str | None = None, *,
+                  mcp_servers: "tuple[McpServerSpec, ...]" = ()) -> AgentNode:
+        """Fork a child of ``parent`` (``mnemon``: it inherits the parent's table; ``fresh``:
+        an empty context). Either kind is offered every tool its parent is, the parent's own
+        MCP servers' included (they outlive it). A fresh child may be given ``mcp_servers``
+        of its own, started in its nursery (born as ``new_root`` says); a mnemon child may not:
+        it keeps its parent's tools, byte for byte, so that its prefix is the parent's
+        (decision 0244).
+        """
         from ..lineage.fork import fork
 
         if kind not in ("mnemon", "fresh"):
             raise Refusal(f"kind must be 'mnemon' or 'fresh', not {kind!r}")
+        if mcp_servers and kind == "mnemon":
+            raise Refusal("a mnemon child keeps its parent's tools (its context begins "
+                          "byte-identical to the parent's): give MCP servers to a fresh child, "
+                          "or to the parent")
         self.check_limits(parent)
         aid = agent_id or self.mint_agent_id()
-        self._taken.add(aid)
-        alog = fork(self.root, parent.log, aid, kind=kind, task=task,
-                    depth=parent.depth + 1, tokens_per_byte=parent.tokens_per_byte,
-                    fsync=self.settings.fsync)
-        node = AgentNode(aid, alog, kind=kind, depth=parent.depth + 1, parent=parent)
+        node = AgentNode(aid, None, kind=kind, depth=parent.depth + 1, parent=parent)
         node.settings = parent.settings
+        node.mcp_servers = tuple(mcp_servers)
+        tpb = parent.tokens_per_byte
+
+        def birth() -> AgentLog:
+            extra: dict[str, Any] = {}
+            if node.mcp_servers:  # fresh: the parent's tools, then its own servers'
+                extra["tools"] = self._started(aid, node.settings, node).tools
+            return fork(self.root, parent.log, aid, kind=kind, task=task,  # type: ignore[arg-type]
+                        depth=parent.depth + 1, tokens_per_byte=tpb, fsync=self.settings.fsync,
+                        **extra)
+
+        self._taken.add(aid)
+        self._born(node, birth)
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
-        node.tokens_per_byte = parent.tokens_per_byte
+        node.tokens_per_byte = tpb
         parent.children[aid] = node
         self.agents[aid] = node
         return node
 
+    @staticmethod
+    def _born(node: AgentNode, birth: Callable[[], AgentLog]) -> None:
+        """Open the agent's log now, or — when it has MCP servers of its own — leave ``birth``
+        for its loop to call once they have started (``loop.run_agent``)."""
+        if node.mcp_servers:
+            node.birth = birth
+        else:
+            node.log = birth()
+
     def resume_agent(self, agent_id: str, parent: AgentNode | None = None, *,
-                     spend: bool | None = None) -> AgentNode:
+                     spend: bool | None = None,
+                     mcp_servers: "tuple[McpServerSpec, ...] | None" = None) -> AgentNode:
         """Reopen an agent's log (torn tail moved aside, replayed through ``step``). Its turns
         so far count towards ``max_turns``; its usage and cost so far are read back from the
-        log when ``spend`` (default: when the settings hold a budget), a second pass over it."""
+        log when ``spend`` (default: when the settings hold a budget), a second pass over it.
+        ``mcp_servers`` are started again when it runs (default: a root's are the settings'
+        ``agent_mcp_servers``; a child's, none — configuration with commands and secrets is
+        never recorded, so the caller supplies it again)."""
         src = agent_source(agent_id)
         alog, _torn = AgentLog.resume(self.root / src, src, loader=self.loader,
                                       fsync=self.settings.fsync)  # type: ignore[arg-type]
@@ -229,6 +311,9 @@ class Supervisor:
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         node.tokens_per_byte = st.tokens_per_byte if st else None
         node.resumed = True
+        node.mcp_servers = tuple(
+            mcp_servers if mcp_servers is not None else
+            (self.settings.agent_mcp_servers if parent is None else ()))
         node.turns_taken = sum(1 for t in node.ctx.turns
                                if t.origin == "own" and t.role == "assistant")
         s = self.settings
@@ -299,8 +384,23 @@ class Supervisor:
             raise RuntimeError("the supervisor is not open")
         target.start_soon(run_agent, self, node, name=f"agent {node.id}")
 
-    async def ask(self, task: str, agent_id: str | None = None) -> AgentNode:
-        return await self.run(self.new_root(task, agent_id))
+    async def spawn(self, node: AgentNode, nursery: trio.Nursery | None = None) -> None:
+        """Start an agent like ``start``, and return once its log is open — after its own MCP
+        servers have started (at most their ``startup_timeout_sec``) — so ``node.ctx`` can be
+        read. An error before then (a fork refused) is raised here."""
+        from .loop import run_agent
+
+        target = nursery or self.nursery
+        if target is None:
+            raise RuntimeError("the supervisor is not open")
+        await target.start(run_agent, self, node, name=f"agent {node.id}")
+        if node.log is None:
+            raise Refusal(f"agent {node.id} ended before its log opened ({node.reason})")
+
+    async def ask(self, task: str, agent_id: str | None = None, *,
+                  mcp_servers: "tuple[McpServerSpec, ...] | None" = None) -> AgentNode:
+        """Run a root agent on ``task`` to its end; ``mcp_servers`` are its own (``new_root``)."""
+        return await self.run(self.new_root(task, agent_id, mcp_servers=mcp_servers))
 
     async def synod(self, parent: AgentNode, question: str, *, n: int, reduce: str = "vote",
                     stances: list[str] | None = None):
@@ -338,7 +438,8 @@ class Supervisor:
         from .logs import flush
 
         for node in self.agents.values():
-            node.log.close(checkpoint=True)  # a clean stop: the next resume need not refold
+            if node.log is not None:  # an agent cancelled before its log opened has none
+                node.log.close(checkpoint=True)  # a clean stop: the next resume need not refold
         flush()  # the run's log lines are buffered, not flushed line by line
 
 
@@ -434,10 +535,19 @@ async def open_supervisor(root: Path, provider: Provider, settings: Settings, *,
 @asynccontextmanager
 async def _open_mcp(root: Path, settings: Settings) -> AsyncIterator[list[Any]]:
     """The run's MCP servers' tools (none, and no SDK imported, when none are configured)."""
-    if not settings.mcp_servers:
+    async with open_servers(settings.mcp_servers, root / "mcp") as tools:
+        yield tools
+
+
+@asynccontextmanager
+async def open_servers(specs: "tuple[McpServerSpec, ...]",
+                       log_dir: Path) -> AsyncIterator[list[Any]]:
+    """Start MCP servers in a nursery of the caller's and yield their tools; leaving the block
+    stops them. None configured: no tools, and the SDK is not imported."""
+    if not specs:
         yield []
         return
     from .mcp.client import open_mcp_tools
 
-    async with open_mcp_tools(settings.mcp_servers, log_dir=root / "mcp") as mcp:
+    async with open_mcp_tools(specs, log_dir=log_dir) as mcp:
         yield mcp.tools

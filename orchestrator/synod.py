@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -131,8 +132,10 @@ def fork_synod(sup: "Supervisor", parent: "AgentNode", question: str, *, n: int,
 async def wait_synod(sup: "Supervisor", parent: "AgentNode", children: list["AgentNode"],
                      reduce: str) -> SynodResult:
     """Run every child not yet running — in the parent's nursery while the parent's loop runs
-    (a tool call), else in a nursery of this call — wait for all, and reduce."""
-    from .loop import run_agent
+    (a tool call), else in a nursery of this call, with the parent's own MCP servers started
+    again around it (the children are offered their tools; decision 0244) — wait for all, and
+    reduce."""
+    from .loop import run_agent, serving
 
     idle = [c for c in children if not c.started and not c.done.is_set()]
     if parent.nursery is not None and parent.state == "running" and parent.started:
@@ -141,9 +144,10 @@ async def wait_synod(sup: "Supervisor", parent: "AgentNode", children: list["Age
         for c in children:
             await c.done.wait()
     else:
-        async with trio.open_nursery() as nursery:
-            for c in idle:
-                nursery.start_soon(run_agent, sup, c, name=f"agent {c.id}")
+        async with serving(sup, parent) if idle else nullcontext():
+            async with trio.open_nursery() as nursery:
+                for c in idle:
+                    nursery.start_soon(run_agent, sup, c, name=f"agent {c.id}")
         for c in children:
             await c.done.wait()
     outcomes = [c.outcome() for c in children]

@@ -116,9 +116,29 @@ BUILTIN: list[ToolDef] = [
 ]
 
 
-def tool_defs(sup: "Supervisor") -> list[ToolDef]:
-    builtin = BUILTIN if sup.settings.builtin_tools else []
-    return builtin + [t.definition for t in sup.user_tools.values()]
+_NO_TOOLS: list[ToolDef] = []
+
+
+def tool_defs(sup: "Supervisor", node: "AgentNode | None" = None) -> list[ToolDef]:
+    """The tools offered to ``node``: the built-ins, the run's, then its lineage's own MCP
+    servers' (``Supervisor.tools_for``).
+
+    The same list object while they are the same tools with the same name, description and
+    schema, so what is derived from it per request (its encoded size, the opening record's tool
+    list) is derived once. A few tool sets are remembered (agents with servers of their own
+    have theirs); tuples compare element identity first, so a check costs no deep comparison
+    while nothing changed."""
+    builtin = BUILTIN if sup.settings.builtin_tools else _NO_TOOLS
+    table = sup.tools_for(node)
+    key = (builtin, tuple((t, t.name, t.description, t.schema) for t in table.values()))
+    slots: list = sup.__dict__.setdefault("_tool_defs", [])
+    for k, defs in slots:
+        if k == key:
+            return defs
+    defs = builtin + [t.definition for t in table.values()]
+    slots.insert(0, (key, defs))
+    del slots[8:]
+    return defs
 
 
 def _json(value: Any) -> str:
@@ -140,15 +160,16 @@ def _tpb(node: "AgentNode") -> float:
 
 async def call_tool(sup: "Supervisor", node: "AgentNode", call: ToolUse) -> ToolResult:
     fn = _HANDLERS.get(call.name) if sup.settings.builtin_tools else None
+    tools = sup.tools_for(node)
     try:
         if fn is not None:
             out = await fn(sup, node, call.input)
-        elif call.name in sup.user_tools:
-            out = await sup.user_tools[call.name](call.input)
+        elif call.name in tools:
+            out = await tools[call.name](call.input)
         elif sup.tool_fallback is not None:
             return await sup.tool_fallback(node, call)
         else:
-            known = ", ".join([t.name for t in tool_defs(sup)])
+            known = ", ".join([t.name for t in tool_defs(sup, node)])
             return ToolResult(tool_use_id=call.id, content=f"unknown tool {call.name!r}; the "
                               f"known tools are: {known}", is_error=True)
         return ToolResult(tool_use_id=call.id, content=out, is_error=False)

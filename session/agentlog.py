@@ -38,7 +38,11 @@ class AgentLog:
     @classmethod
     def create(cls, path: Path, source: str, started: SessionStarted, *,
                loader: Loader | None = None, fsync: Fsync = "none") -> "AgentLog":
-        if path.exists() and path.stat().st_size > 0:
+        try:
+            held = path.stat().st_size > 0
+        except FileNotFoundError:
+            held = False
+        if held:
             raise FileExistsError(f"{path} already holds a log")
         log = RecordLog(path, fsync=fsync)
         agent = cls(path, source, Context(source, loader=loader), log)

@@ -170,10 +170,12 @@ class RecordLog:
                     from None
             raise
         try:
-            torn = find_torn_tail(path)
+            size = os.fstat(fd).st_size
+            torn = find_torn_tail(path) if size else None  # a new file has no tail to tear
             if torn is not None:
                 self.torn = self._move_aside(torn)
-            self._size = os.fstat(fd).st_size
+                size = os.fstat(fd).st_size
+            self._size = size
         except BaseException:
             os.close(fd)
             raise

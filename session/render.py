@@ -19,6 +19,7 @@ from .records import (
     ToolResults,
     ToolUse,
     UserPrompt,
+    compact,
 )
 
 if TYPE_CHECKING:
@@ -181,32 +182,81 @@ def _steer(tid: int, idx: int, s: Steering, sw: dict[int, str]) -> dict[str, Any
     return {"type": "text", "text": text} if text else None
 
 
+def _entry(ctx: "Context", item: Any, turn: bool) -> tuple:
+    """A frontier item's memo entry: (item, whether a turn, its records, their count, swept,
+    its items, the messages with content, each message's block sizes). A residue entry never
+    changes while it stands; a turn is remade when any of the four after the flag differ."""
+    if turn:
+        recs, sw = item.records, item.swept
+        msgs = turn_messages(item)
+        key = (recs, len(recs) if recs is not None else -1, sw, tuple(sw.items()))
+    else:
+        msgs = [{"role": "user", "content": [{"type": "text",
+                                              "text": residue_message(ctx, item)}]}]
+        key = (None, -1, None, ())
+    msgs = [m for m in msgs if m["content"]]
+    return (item, turn, *key, msgs, [[len(compact(b)) for b in m["content"]] for m in msgs])
+
+
 def render(ctx: "Context") -> list[Message]:
     """The frontier as neutral messages: well-formed for every provider.
 
     The first message is the user's; each tool call is answered in the next message; adjacent
     messages of the same role are merged; no message is empty.
+
+    Incremental: each turn's messages are kept in ``ctx.memo`` and made again only when the turn
+    changed (a record appended, its records loaded or dropped, a block swept), so a turn costs
+    what changed, not the whole context. The memo holds the turn itself, so an id is never
+    reused under it; turns that left the frontier leave the memo. The messages are shared
+    between renders and must not be mutated (no caller does: adapters copy what they send).
     """
     from .context import Turn
 
-    raw: list[Message] = []
+    old: dict[int, tuple] = ctx.memo.get("render") or {}
+    memo: dict[int, tuple] = {}
+    out: list[Message] = []
+    sizes: list[list[int]] = []
     frontier = ctx.frontier()
     for item in frontier:
-        if isinstance(item, Turn):
-            raw.extend(turn_messages(item))
-        else:
-            raw.append({"role": "user", "content": [{"type": "text",
-                                                     "text": residue_message(ctx, item)}]})
-    raw = [m for m in raw if m["content"]]
-    if raw and raw[0]["role"] != "user":
+        hit = old.get(id(item))
+        if hit is None or hit[0] is not item:
+            hit = _entry(ctx, item, isinstance(item, Turn))
+        elif hit[1]:  # a turn: still as it was?
+            recs, sw = item.records, item.swept
+            if (hit[2] is not recs or hit[3] != (len(recs) if recs is not None else -1)
+                    or hit[4] is not sw or (sw and hit[5] != tuple(sw.items()))):
+                hit = _entry(ctx, item, True)
+        memo[id(item)] = hit
+        for m, z in zip(hit[6], hit[7]):
+            if out and out[-1]["role"] == m["role"]:
+                out[-1] = {"role": m["role"], "content": out[-1]["content"] + m["content"]}
+                sizes[-1] = sizes[-1] + z
+            else:
+                out.append(m)
+                sizes.append(z)
+    ctx.memo["render"] = memo
+    if out and out[0]["role"] != "user":
         first = frontier[0]
         tid = first.id if isinstance(first, Turn) else first.first
-        raw.insert(0, {"role": "user", "content": [{"type": "text",
-                                                    "text": opening_line(tid)}]})
-    out: list[Message] = []
-    for m in raw:
-        if out and out[-1]["role"] == m["role"]:
-            out[-1] = {"role": m["role"], "content": out[-1]["content"] + m["content"]}
-        else:
-            out.append(m)
+        line = {"type": "text", "text": opening_line(tid)}
+        out.insert(0, {"role": "user", "content": [line]})
+        sizes.insert(0, [len(compact(line))])
+    # the byte size of ``compact(out)``, from the blocks' sizes: '[' + messages + ']', each
+    # '{"role":"<role>","content":[' + blocks joined by ',' + ']}'
+    n = 1 + len(out)
+    for m, z in zip(out, sizes):
+        n += _HEAD[m["role"]] + sum(z) + len(z) + 1
+    if not out:
+        n = 2
+    ctx.memo["rendered"] = (out, n)
     return out
+
+
+_HEAD = {role: len(f'{{"role":"{role}","content":[') for role in ("user", "assistant")}
+
+
+def rendered_bytes(ctx: "Context", messages: list[Message]) -> int | None:
+    """``len(compact(messages))`` when ``messages`` is the list ``render(ctx)`` last returned
+    (known without encoding it again), else None."""
+    got = ctx.memo.get("rendered")
+    return got[1] if got is not None and got[0] is messages else None

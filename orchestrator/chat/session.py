@@ -51,6 +51,9 @@ class ChatSession:
         finally:
             self.in_flight = False
             self._needs_resume = True
+            if node.log is None:  # cancelled while its own MCP servers started: no agent yet
+                self.sup.agents.pop(node.id, None)
+                self.node = None
         return node
 
     def cancel_turn(self) -> bool:

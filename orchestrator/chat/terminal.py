@@ -1,10 +1,12 @@
 """The chat's terminal: a prompt_toolkit prompt with history, rich rendering, streamed answers.
 
 Trio owns the main thread: the prompt is read in a worker thread (prompt_toolkit runs its own
-event loop there), the agent runs on the Trio thread, and answer text is printed as it streams
-(``Supervisor.text_listeners``). While a turn is in flight the terminal is in cooked mode, so
-Ctrl-C arrives as SIGINT: a Trio signal receiver turns it into a cancel of that turn alone. At
-the prompt, Ctrl-C clears the line and Ctrl-D (or ``/quit``) ends the session.
+event loop there), the agent runs on the Trio thread, and answer text is shown as it streams
+(``Supervisor.text_listeners``). On a terminal the text is Markdown, rendered by rich as it
+arrives (``MarkdownStream``, decision 0245); piped, it is printed as it came. While a turn is in
+flight the terminal is in cooked mode, so Ctrl-C arrives as SIGINT: a Trio signal receiver turns
+it into a cancel of that turn alone. At the prompt, Ctrl-C clears the line and Ctrl-D (or
+``/quit``) ends the session.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 
 import trio
 from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
 from rich.markup import escape
 from rich.table import Table
 
@@ -77,25 +81,90 @@ def _showing_tools(show: Any) -> Any:
     return ShowTools()
 
 
+class MarkdownStream:
+    """One answer's text as Markdown, redrawn in place as it streams in (rich's ``Live``).
+
+    The live region is cropped to the screen's height while it grows (``vertical_overflow
+    "ellipsis"``), so rich's cursor moves never reach rows scrolled off the top; ``end`` draws
+    the whole answer once, below nothing stale. Redraws are manual and at most ``HZ`` a second
+    (a long answer is parsed again at each), no refresh thread; sys.stdout is left alone.
+    Whatever else the chat prints meanwhile (a fork's answer, Ctrl-C) goes through the same
+    console, which rich places above the live region.
+    """
+
+    HZ = 10.0
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.text = ""
+        self.live: Live | None = None
+        self.drawn_at = 0.0
+
+    def add(self, text: str) -> None:
+        import time
+
+        self.text += text
+        now = time.monotonic()
+        if self.live is None:
+            self.live = Live(self._render(), console=self.console, auto_refresh=False,
+                             vertical_overflow="ellipsis", redirect_stdout=False,
+                             redirect_stderr=False)
+            self.live.start(refresh=True)
+            self.drawn_at = now
+        else:
+            due = now - self.drawn_at >= 1.0 / self.HZ
+            self.live.update(self._render(), refresh=due)
+            if due:
+                self.drawn_at = now
+
+    def end(self) -> None:
+        """Draw the whole answer (``Live.stop`` renders it uncropped) and leave it there."""
+        if self.live is not None:
+            self.live.update(self._render())
+            self.live.stop()
+        self.live, self.text = None, ""
+
+    def _render(self) -> Markdown:
+        return Markdown(self.text, hyperlinks=False)
+
+
 class Terminal:
-    def __init__(self, chat: ChatSession, console: Console, prompt: _Prompt):
+    def __init__(self, chat: ChatSession, console: Console, prompt: _Prompt, *,
+                 markdown: bool | None = None):
+        """``markdown``: render answers as Markdown (default: when the console is a
+        terminal; piped output stays the text as written)."""
         self.chat = chat
         self.console = console
         self.prompt = prompt
         self.streamed = False
+        self.markdown = console.is_terminal if markdown is None else markdown
+        self.stream = MarkdownStream(console)
 
     # ------------------------------------------------------------------ output
 
     def on_text(self, agent: str, text: str) -> None:
         if agent == self.chat.agent and self.chat.in_flight:
             self.streamed = True
-            self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+            if self.markdown:
+                self.stream.add(text)
+            else:
+                self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+    def _end_stream(self) -> None:
+        """The answer text of one request is complete: its final rendering stays."""
+        if self.markdown:
+            self.stream.end()
+        else:
+            self.console.print()
 
     def said(self, node: AgentNode) -> None:
         if self.streamed:
-            self.console.print()
+            self._end_stream()
         elif node.answer:
-            self.console.print(node.answer, markup=False, highlight=False)
+            if self.markdown:
+                self.console.print(Markdown(node.answer, hyperlinks=False))
+            else:
+                self.console.print(node.answer, markup=False, highlight=False)
         if node.reason == "cancelled":
             self.console.print("[yellow]turn cancelled[/] (the session goes on)")
         elif node.reason != "done":
@@ -107,15 +176,19 @@ class Terminal:
         if node.id != self.chat.agent:
             return
         if self.streamed:
-            self.console.print()
+            self._end_stream()
             self.streamed = False
         for name, failed in _tool_lines(node):
             mark = "[red]✗[/]" if failed else "[green]✓[/]"
             self.console.print(f"  [dim]↳ {escape(name)}[/] {mark}")
 
     def fork_ended(self, child: AgentNode) -> None:
-        self.console.print(f"\n[bold]fork {child.id}[/] ({child.reason}): "
-                           f"{escape(child.answer or '(no answer)')}")
+        head = f"\n[bold]fork {child.id}[/] ({escape(child.reason or '?')}):"
+        if self.markdown and child.answer:
+            self.console.print(head)
+            self.console.print(Markdown(child.answer, hyperlinks=False))
+        else:
+            self.console.print(f"{head} {escape(child.answer or '(no answer)')}")
 
     # ------------------------------------------------------------------ the loop
 
@@ -160,7 +233,10 @@ class Terminal:
         if cmd.name == "prompt":
             self.streamed = False
             c.print("[dim]… (Ctrl-C cancels this turn)[/]")
-            node = await chat.send(cmd.text)
+            try:
+                node = await chat.send(cmd.text)
+            finally:  # an answer cut off by an error keeps its rendering; the live region ends
+                self.stream.end()
             self.said(node)
         elif cmd.name == "clear":
             chat.clear()
@@ -243,15 +319,17 @@ class Terminal:
             c.print(f"[dim]{ans['total']} matching line{'s' if ans['total'] != 1 else ''}[/]")
 
 
-async def run_terminal(sup: Any, node: AgentNode | None, *, history: Path | None) -> None:
-    """The whole session on an open supervisor; forks end (cancelled) with it."""
+async def run_terminal(sup: Any, node: AgentNode | None, *, history: Path | None,
+                       markdown: bool | None = None) -> None:
+    """The whole session on an open supervisor; forks end (cancelled) with it. ``markdown``:
+    as ``Terminal`` (``mnemon chat --plain`` turns it off)."""
     from prompt_toolkit.patch_stdout import patch_stdout
 
     console = Console(highlight=False)
     prompt = _Prompt(history)
     async with trio.open_nursery() as forks:
         chat = ChatSession(sup, forks, node)
-        term = Terminal(chat, console, prompt)
+        term = Terminal(chat, console, prompt, markdown=markdown)
         sup.text_listeners.append(term.on_text)
         sup.policy = _showing_tools(term.tools_ran)
         if prompt.session is not None:

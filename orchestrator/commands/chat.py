@@ -16,6 +16,9 @@ def add_parser(sub) -> None:
                    help="continue this agent's log (an agent directory of a run root)")
     p.add_argument("--latency", type=float, default=0.0,
                    help="scripted provider: simulated seconds per request")
+    p.add_argument("--plain", action="store_true",
+                   help="print answers as written, not rendered as Markdown (the default "
+                        "when the output is not a terminal)")
     add_provider_args(p)
 
 
@@ -51,7 +54,8 @@ def run(args) -> int:
             async with open_supervisor(root, provider, settings, started_by="mnemon chat",
                                        provider_name=args.provider) as sup:
                 node = sup.resume_agent(agent) if agent else None
-                await run_terminal(sup, node, history=root / "chat-history")
+                await run_terminal(sup, node, history=root / "chat-history",
+                                   markdown=False if args.plain else None)
         finally:
             await provider.aclose()
 

@@ -36,9 +36,18 @@ def settings_for(job: Job) -> Settings:
 
     spec = job.spec
     width = spec.synod.n + 1 if spec.synod is not None else 1
+    own: dict[str, Any] = {}
+    if spec.agent.mcp is not None:  # each task's agent starts these for itself
+        from ..mcp.config import McpConfigError, load_config
+
+        try:
+            own["agent_mcp_servers"] = load_config(job.resolve(spec.agent.mcp))
+        except McpConfigError as e:
+            raise JobError(f"{job.path}:{_line(job.text, ('agent', 'mcp')) or '?'}: "
+                           f"[agent] mcp: {e}") from None
     try:
         return settings_from(
-            _namespace(job), task_budget_tokens=spec.budget.task_tokens,
+            _namespace(job), **own, task_budget_tokens=spec.budget.task_tokens,
             task_budget_usd=spec.budget.task_usd, price_model=spec.provider.price_as,
             concurrency=spec.concurrency * width,
             max_agents=spec.concurrency * width + 64)  # finished tasks leave the table

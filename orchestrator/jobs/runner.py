@@ -217,7 +217,8 @@ class JobRunner:
                 if result is not None:
                     self._finish(t, result)
                 for n in _with_descendants(nodes):
-                    n.log.close()
+                    if n.log is not None:  # None: cancelled before its own servers started
+                        n.log.close()
                     self.sup.agents.pop(n.id, None)
                 limiter.release_on_behalf_of(t.id)
 
@@ -256,8 +257,8 @@ class JobRunner:
         nodes.append(top)
         while True:
             await self.sup.run(top)  # a reopened agent whose last turn ended it: no request
-            if not (top.reason or "").startswith("failed"):
-                break
+            if not (top.reason or "").startswith("failed") or top.log is None:
+                break  # (no log: it failed before its log opened, nothing to resume)
             failures += 1
             if failures > retries:
                 break

@@ -54,6 +54,10 @@ class AgentSpec(_S):
     keep_floor_tokens: Annotated[int, Meta(ge=0)] | None = None
     """Under ``auto``: tokens of recorded turns a cut keeps (the run's default when unset)."""
     max_turns: Annotated[int, Meta(ge=1)] = 250
+    mcp: str | None = None
+    """MCP servers each task's agent starts for itself (a config file in the ``mcpServers``
+    shape, relative to the job file): they start before its log opens and stop when it ends,
+    unlike the top-level ``mcp``, whose servers every task shares for the whole run."""
 
 
 class InputSpec(_S):

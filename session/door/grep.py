@@ -140,7 +140,8 @@ def _in_locus_order(wants: Sequence[Want], idxs: Sequence[int]) -> Iterator[tupl
 def _grep_file(f, source: str, entries: Iterator[tuple], wants: Sequence[Want], m: _Matcher,
                hits: _Hits) -> None:
     """One sequential pass over one file through a fixed buffer, one record decoded at a time."""
-    buf = bytearray(scan.CHUNK)
+    buf = bytearray()  # grown to the windows read (at most CHUNK or the longest record): a
+    # grep over a few small turns must not zero a whole CHUNK per file
     raw_lit = m.raw
     seq = 0
     pos = -1  # the file position after the last read

@@ -31,7 +31,7 @@ def _read_window(f, buf: bytearray, start: int, need: int, pos: int):
     only when the previous read did not end there: ``(buf, view, bytes read)``."""
     need = max(0, min(need, os.fstat(f.fileno()).st_size - start))  # a claimed length is not trusted
     if need > len(buf):
-        buf = bytearray(need)
+        buf = bytearray(max(need, min(CHUNK, 2 * len(buf))))
     if pos != start:
         f.seek(start)
     mv = memoryview(buf)

@@ -1,9 +1,12 @@
 """``mnemon chat`` driven through a pseudo-terminal (pexpect) on the scripted provider: a prompt,
 ``/context``, ``/fork``, ``/rewind``, ``/transcript grep``, ``/cost``, ``/quit``; then a resume
-with Ctrl-C in the middle of a turn and a prompt after it. Every log verifies afterwards."""
+with Ctrl-C in the middle of a turn and a prompt after it; answers rendered as Markdown, checked
+on the screen a terminal emulator (pyte) draws from the bytes. Every log verifies afterwards."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import subprocess
 import sys
@@ -49,7 +52,8 @@ def test_chat_session_then_resume_with_ctrl_c(tmp_path):
         c.expect("used ~")
         c.sendline("/fork find the greeting")
         c.expect("fork a2 started")
-        c.expect(r"fork a2\S* \(done\): \(scripted\) You said: find the greeting")
+        c.expect(r"fork a2\S* \(done\):")  # the answer below, rendered as Markdown
+        c.expect(r"\(scripted\) You said: find the greeting")
         c.sendline("/rewind 1")
         c.expect("rewound to turn 1")
         c.sendline("/rewind 99")
@@ -96,7 +100,7 @@ def test_chat_reads_plain_lines_when_not_a_terminal(tmp_path):
     """Piped input: the same commands, no prompt_toolkit; tool calls are listed as they run."""
     script = tmp_path / "script.jsonl"
     script.write_text(
-        '{"blocks": [{"type": "text", "text": "Let me look."}, {"type": "tool_use", "id": "t1", '
+        '{"blocks": [{"type": "text", "text": "Let me **look**."}, {"type": "tool_use", "id": "t1", '
         '"name": "transcript_grep", "input": {"pattern": "hello"}}, {"type": "tool_use", '
         '"id": "t2", "name": "nonesuch", "input": {}}], "stop_reason": "tool_use"}\n'
         '{"blocks": [{"type": "text", "text": "Found it."}], "stop_reason": "end_turn"}\n')
@@ -106,7 +110,83 @@ def test_chat_reads_plain_lines_when_not_a_terminal(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert "Let me look." in out and "Found it." in out
+    assert "Let me **look**." in out and "Found it." in out  # piped: plain, as written
     assert "↳ transcript_grep ✓" in out and "↳ nonesuch ✗" in out
     assert "context of a1" in out
     verify(root)
+
+
+ITEMS = "".join(f"{i}. item number {i}\n" for i in range(1, 51))
+# streamed in two pieces: the first is taller than the screen (its live frame is cropped) and
+# ends inside a bold span, so the frame drawn first shows raw ``**`` that the last must replace
+MARKDOWN = ["# Harbour report\n\n" + ITEMS + "\nAnd **la",
+            "st** words:\n\n- a `tick` here\n\n```python\nprint('hi')\n```\n"]
+
+
+def screen_lines(raw: str, rows: int = 40, cols: int = 120) -> list[str]:
+    """What a terminal shows after ``raw``: its scrollback, then its screen."""
+    import pyte
+
+    screen = pyte.HistoryScreen(cols, rows, history=5000)
+    pyte.Stream(screen).feed(raw)
+    top = ["".join(line[x].data for x in range(cols)) for line in screen.history.top]
+    return [line.rstrip() for line in [*top, *screen.display]]
+
+
+def markdown_script(tmp_path: Path) -> Path:
+    script = tmp_path / "md.jsonl"
+    script.write_text(json.dumps({"blocks": [{"type": "text", "text": t} for t in MARKDOWN],
+                                  "stop_reason": "end_turn"}) + "\n")
+    return script
+
+
+def test_chat_renders_markdown_answers_on_a_terminal(tmp_path):
+    """The streamed answer is redrawn as Markdown in place: on the emulated screen the heading,
+    list, inline code and code block are rendered, no raw ``#``, ``**``, backticks or cropped
+    frame is left, and every line of an answer taller than the screen is there once, in order."""
+    root = tmp_path / "run"
+    c = spawn("--run-root", str(root), "--script", str(markdown_script(tmp_path)))
+    out = io.StringIO()
+    c.logfile_read = out
+    try:
+        c.sendline("report please")
+        c.expect("so far")
+        c.expect("›")
+        raw = out.getvalue()
+        c.sendline("/quit")
+        c.expect(pexpect.EOF)
+    finally:
+        c.close(force=True)
+    lines = screen_lines(raw)
+    start = next(i for i, line in enumerate(lines) if "Ctrl-C cancels this turn" in line) + 1
+    end = next(i for i, line in enumerate(lines) if "so far" in line)
+    answer = [line for line in lines[start:end] if line.strip()]
+    assert answer[0].strip() == "Harbour report"  # a heading, not "# Harbour report"
+    assert [line.strip() for line in answer[1:51]] == [f"{i} item number {i}"
+                                                      for i in range(1, 51)]
+    text = "\n".join(answer)
+    assert "And last words:" in text and "• a tick here" in text
+    assert "print('hi')" in text
+    for raw_mark in ("#", "**", "`", "...", "…"):
+        assert raw_mark not in text, (raw_mark, text)
+    assert "\x1b[1;4mHarbour report" in raw  # styled by rich: bold and underlined
+    verify(root)
+
+
+def test_chat_plain_keeps_the_text_as_written(tmp_path):
+    """``--plain`` on a terminal (as when piped): the answer exactly as the model wrote it."""
+    root = tmp_path / "run"
+    c = spawn("--run-root", str(root), "--script", str(markdown_script(tmp_path)), "--plain")
+    out = io.StringIO()
+    c.logfile_read = out
+    try:
+        c.sendline("report please")
+        c.expect("so far")
+        raw = out.getvalue()
+        c.sendline("/quit")
+        c.expect(pexpect.EOF)
+    finally:
+        c.close(force=True)
+    text = "\n".join(screen_lines(raw))
+    assert "# Harbour report" in text and "And **last** words:" in text
+    assert "```python" in text

@@ -48,7 +48,8 @@ def test_live_cost_equals_mnemon_cost(tmp_path, capsys):
     assert after["total"]["cost_usd"] == sum(r["cost_usd"] for r in live["cost"]) > 0
 
 
-def test_logs_are_json_lines_with_the_agent_bound(tmp_path, capsys):
+def test_logs_are_json_lines_with_the_agent_bound(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MNEMON_LOG_LEVEL", "debug")
     assert main(["ask", "hi", "--run-root", str(tmp_path / "run")]) == 0
     lines = [json.loads(l) for l in (tmp_path / "run" / "mnemon.log").read_text().splitlines()]
     events = [l["event"] for l in lines]
@@ -56,6 +57,28 @@ def test_logs_are_json_lines_with_the_agent_bound(tmp_path, capsys):
     assert all(l["agent"] == "a1" for l in lines if l["event"] in ("turn", "provider call"))
     err = capsys.readouterr().err
     assert "provider call" not in err, "without -v, stderr carries only the one-line outcome"
+
+
+def test_per_turn_lines_are_debug_and_left_out_at_the_default_level(tmp_path, monkeypatch):
+    monkeypatch.delenv("MNEMON_LOG_LEVEL", raising=False)
+    assert main(["ask", "hi", "--run-root", str(tmp_path / "run")]) == 0
+    lines = [json.loads(l) for l in (tmp_path / "run" / "mnemon.log").read_text().splitlines()]
+    events = [l["event"] for l in lines]
+    assert "agent ended" in events
+    assert "turn" not in events and "provider call" not in events
+    assert {l["level"] for l in lines} <= {"info", "warning", "error"}
+
+
+def test_a_bad_log_level_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    from mnemon.orchestrator import logs
+    from mnemon.orchestrator.cli import LOG_LEVELS
+
+    assert tuple(logs.LEVELS) == LOG_LEVELS
+    monkeypatch.setenv("MNEMON_LOG_LEVEL", "chatty")
+    assert main(["ask", "hi", "--run-root", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MNEMON_LOG_LEVEL='chatty'" in err
+    assert not (tmp_path / "run").exists()
 
 
 def test_bad_input_writes_nothing(tmp_path, capsys, monkeypatch):

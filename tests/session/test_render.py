@@ -91,6 +91,44 @@ def test_render_well_formed_and_deterministic(tmp_path, records):
     assert _bytes(render(folded)) == _bytes(render(log.ctx))
 
 
+@SETTINGS
+@given(records=sessions())
+def test_incremental_render_equals_a_fresh_one_after_every_record(tmp_path, records):
+    """The renderer's per-turn memo (kept across calls in ``ctx.memo``) never shows a stale
+    turn: after each record — appends, evictions, marks, sweeps, clears — it gives what a
+    render with no memo gives, and its byte count is the compact encoding's length."""
+    from mnemon.session.records import compact
+    from mnemon.session.render import rendered_bytes
+
+    path = tmp_path / "agents" / "a1" / "record.jsonl"
+    if path.exists():
+        path.unlink()
+    log = AgentLog.create(path, "agents/a1/record.jsonl", records[0])
+    for r in records[1:]:
+        log.append(r)
+        msgs = render(log.ctx)  # memo from the previous record's render
+        n = rendered_bytes(log.ctx, msgs)
+        assert n == len(compact(msgs))
+        log.ctx.memo.pop("render", None)
+        log.ctx.memo.pop("rendered", None)
+        fresh = render(log.ctx)
+        assert _bytes(msgs) == _bytes(fresh)
+        assert rendered_bytes(log.ctx, msgs) is None  # not the list last rendered any more
+    log.close()
+
+
+def test_rendered_messages_are_shared_not_remade_for_an_unchanged_turn():
+    ctx = _ctx(UserPrompt(turn=1, text="look"), _call(2, "c1"),
+               ToolResults(results=[ToolResult(tool_use_id="c1", content="out")]))
+    first = render(ctx)
+    again = render(ctx)
+    assert again[0] is first[0]  # the first turn's message, from the memo
+    ctx.step(AssistantMessage(turn=3, blocks=[Text("done")], stop_reason="end_turn", model=None,
+                              usage=None))
+    third = render(ctx)
+    assert third[0] is first[0] and third[-1]["content"] == [{"type": "text", "text": "done"}]
+
+
 def _ctx(*records) -> Context:
     ctx = Context("agents/a1/record.jsonl")
     ctx.step(SessionStarted(agent="a1"))
