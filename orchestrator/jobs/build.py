@@ -118,6 +118,7 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
         JobError: the job file, its tasks or its run root, named by key, line or path.
     """
     from ...lineage.runroot import RunRootError, create_run_root
+    from ..supervisor import Supervisor
     from .runner import JobRunner
     from .spec import load_job
     from .state import check_manifest
@@ -141,6 +142,5 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     mine = tasks if only is None else [t for t in tasks if t.id in only]
     runner = JobRunner(job, mine, root=root, output=out, provider=provider, settings=settings,
                        user_tools=tools, provider_name=job.spec.provider.name,
-                       watch_sigint=watch_sigint, **({"supervisor": supervisor} if supervisor
-                                                     else {}))
+                       watch_sigint=watch_sigint, supervisor=supervisor or Supervisor)
     return runner, provider

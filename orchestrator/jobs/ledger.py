@@ -178,8 +178,7 @@ class SharedSpend(Supervisor):
     agent's next turn or any other agent's can start.
     """
 
-    def __init__(self, *args: Any, ledger: Ledger, base: tuple[Usage, float],
-                 budgeted: bool, **kw: Any):
+    def __init__(self, *args: Any, ledger: Ledger, base: tuple[Usage, float], **kw: Any):
         self._ledger = None  # no publishing while Supervisor.__init__ zeroes the figures
         self._base_usage, self._base_usd = base
         self._seen_usage, self._seen_usd = Usage(), 0.0
@@ -187,7 +186,8 @@ class SharedSpend(Supervisor):
         super().__init__(*args, **kw)
         self._own_usage, self._own_usd = Usage(), 0.0
         self._ledger = ledger
-        self.budgeted = budgeted
+        s = self.settings  # the job's budget is the run's: read the others before every turn
+        self.budgeted = s.budget_tokens is not None or s.budget_usd is not None
 
     @property
     def usage(self) -> Usage:

@@ -50,14 +50,12 @@ def run_chunk(job_path: str, run_root: str, chunk: str, task_ids: list[str], run
     root = Path(run_root)
     out = root / RESULTS / f"{chunk}.jsonl"
     ledger = Ledger(folder_of(root, run), f"{chunk}.{time.time_ns():020d}.{os.getpid()}")
-    shared = functools.partial(SharedSpend, ledger=ledger, budgeted=False,
+    shared = functools.partial(SharedSpend, ledger=ledger,
                                base=(Usage(**base["usage"]), float(base["cost_usd"])))
     runner, provider = prepare(job_path, run_root=run_root, output=out, watch_sigint=False,
                                only=set(task_ids), started_by="mnemon run --engine dask",
                                supervisor=shared)
-    b = runner.spec.budget
     sup = runner.sup
-    sup.budgeted = bool(b.usd or b.tokens)  # the job's budget: read the others every turn
     out.parent.mkdir(exist_ok=True)
     runner.count_prior = False  # the driver read the run root's earlier spend once: ``base``
 

@@ -54,7 +54,7 @@ async def test_the_budget_counts_what_the_other_workers_spent(tmp_path):
         return call(state, "fetch", i=turns["n"])
 
     sup = SharedSpend(root, provider(policy), settings(budget_tokens=500_000),
-                      user_tools=[fetch_tool()], ledger=mine, budgeted=True,
+                      user_tools=[fetch_tool()], ledger=mine,
                       base=(Usage(output_tokens=100), 0.0))
     node = sup.new_root("work")
     await sup.run(node)
