@@ -130,9 +130,14 @@ def test_the_job_budget_holds_across_workers(tmp_path):
     from mnemon.orchestrator.jobs.spread import run_job
 
     budget, in_flight = 150_000, 2 * 2  # workers × concurrency
-    job = write_job(tmp_path / "job", 'concurrency = 2\n\n[provider]\nname = "scripted"\n'
-                    'policy = "job_policy:forever"\nlatency_s = 0.1\n\n[agent]\nmax_turns = 500\n'
-                    f'tools = ["job_policy:note"]\n\n[budget]\ntokens = {budget}\n', tasks=8)
+
+    def job_with(tokens: int) -> Path:
+        return write_job(tmp_path / "job", 'concurrency = 2\n\n[provider]\nname = "scripted"\n'
+                         'policy = "job_policy:forever"\nlatency_s = 0.1\n\n[agent]\n'
+                         'max_turns = 500\ntools = ["job_policy:note"]\n\n[budget]\n'
+                         f'tokens = {tokens}\n', tasks=8)
+
+    job = job_with(budget)
     root = tmp_path / "job.run"
     pids: dict[str, int] = {}
 
@@ -158,4 +163,20 @@ def test_the_job_budget_holds_across_workers(tmp_path):
     total = sum(turns)
     assert total == sum(summary["usage"].values())
     assert budget <= total <= budget + in_flight * max(turns), (total, max(turns))
+    _verify(root)
+
+    # raise the budget and run again: the tasks resume, and what the first run spent counts
+    again = run_job(job_with(2 * budget), run_root=root, output=None, scheduler=None, workers=2)
+    assert again["budget"] == 8 and again["skipped"] == 0
+    turns = []
+    for agent in (root / "agents").iterdir():
+        recs = [json.loads(x) for x in (agent / "record.jsonl").read_text().splitlines()]
+        ids = [r["turn"] for r in recs if r["t"] in ("UserPrompt", "AssistantMessage")]
+        assert ids == sorted(set(ids)), f"{agent.name}: a turn recorded twice"
+        turns += [sum(r["usage"].values()) for r in recs
+                  if r["t"] == "ProviderCall" and r.get("usage")]
+    total = sum(turns)
+    assert total == sum(again["usage"].values()), "the job's spend over both runs"
+    assert 2 * budget <= total <= 2 * budget + in_flight * max(turns), (total, max(turns))
+    assert len((root / "results.jsonl").read_text().splitlines()) == 8
     _verify(root)
