@@ -130,10 +130,12 @@ def test_the_job_budget_holds_across_workers(tmp_path):
     from mnemon.orchestrator.jobs.spread import run_job
 
     budget, in_flight = 150_000, 2 * 2  # workers × concurrency
+    # ~75 turns at 0.2 s, four at a time: a few seconds, so both workers are running agents
+    # when the budget runs out even if one started late
 
     def job_with(tokens: int) -> Path:
         return write_job(tmp_path / "job", 'concurrency = 2\n\n[provider]\nname = "scripted"\n'
-                         'policy = "job_policy:forever"\nlatency_s = 0.1\n\n[agent]\n'
+                         'policy = "job_policy:forever"\nlatency_s = 0.2\n\n[agent]\n'
                          'max_turns = 500\ntools = ["job_policy:note"]\n\n[budget]\n'
                          f'tokens = {tokens}\n', tasks=8)
 
