@@ -206,25 +206,27 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     clear(root)
     run = uuid.uuid4().hex[:8]
     watch = Watch(root, run, tasks, prior, base_usd)
-    interrupted = False
-    cluster = None
-    parts: list[list[str]] = []
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
-        client = Client(cluster)
     base = {"usage": msgspec.to_builtins(base_usage), "cost_usd": base_usd}
-    try:
-        nworkers = max(1, len(client.scheduler_info()["workers"]) or workers)
-        parts = chunks_of(pending, nworkers)
-        futures = {client.submit(run_chunk, str(runner.job.path), str(root), f"{run}-{i}", ids,
-                                 run, base, key=f"mnemon-chunk-{run}-{i}", retries=3,
-                                 pure=False): f"{run}-{i}"
-                   for i, ids in enumerate(parts)}
-        left = set(futures)
+    interrupted = False
+    parts: list[list[str]] = []
+    nworkers = workers
+    left: set = set()
+    cluster = client = None
+    try:  # Ctrl-C anywhere here still merges what the chunks finished
         try:
+            if scheduler:
+                client = Client(scheduler)
+            else:
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+                client = Client(cluster)
+            nworkers = max(1, len(client.scheduler_info()["workers"]) or workers)
+            parts = chunks_of(pending, nworkers)
+            futures = {client.submit(run_chunk, str(runner.job.path), str(root), f"{run}-{i}",
+                                     ids, run, base, key=f"mnemon-chunk-{run}-{i}", retries=3,
+                                     pure=False): f"{run}-{i}"
+                       for i, ids in enumerate(parts)}
+            left = set(futures)
             while left:
                 for fut in [f for f in left if f.done()]:
                     left.discard(fut)
@@ -237,13 +239,16 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
                     on_progress(watch)
                 if left:
                     time.sleep(interval_s)
-        except KeyboardInterrupt:
-            interrupted = True
-            client.cancel(list(left), force=True)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        finally:
+            if client is not None:
+                if left:  # interrupted: a LocalCluster's workers stop with it; on a cluster
+                    # you run, a chunk already running finishes its tasks
+                    client.cancel(list(left), force=True)
+                client.close()
+            if cluster is not None:
+                cluster.close()
+    except KeyboardInterrupt:
+        interrupted = True
     lines = dict(prior)
     folder = root / RESULTS
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
