@@ -52,27 +52,27 @@ def run_chunk(job_path: str, run_root: str, chunk: str, task_ids: list[str], run
     ledger = Ledger(folder_of(root, run), f"{chunk}.{time.time_ns():020d}.{os.getpid()}")
     shared = functools.partial(SharedSpend, ledger=ledger,
                                base=(Usage(**base["usage"]), float(base["cost_usd"])))
-    runner, provider = prepare(job_path, run_root=run_root, output=out, watch_sigint=False,
-                               only=set(task_ids), started_by="mnemon run --engine dask",
-                               supervisor=shared)
-    sup = runner.sup
-    out.parent.mkdir(exist_ok=True)
-    runner.count_prior = False  # the driver read the run root's earlier spend once: ``base``
-
-    def on_change(r) -> None:
-        ledger.running = r.counts.running
-        sup.publish()
-
-    runner.on_change = on_change
-
-    async def main():
-        try:
-            return await runner.run()
-        finally:
-            with trio.CancelScope(shield=True):
-                await provider.aclose()
-
     try:
+        runner, provider = prepare(job_path, run_root=run_root, output=out, watch_sigint=False,
+                                   only=set(task_ids), started_by="mnemon run --engine dask",
+                                   supervisor=shared)
+        sup = runner.sup
+        out.parent.mkdir(exist_ok=True)
+        runner.count_prior = False  # the driver read the run root's earlier spend: ``base``
+
+        def on_change(r) -> None:
+            ledger.running = r.counts.running
+            sup.publish()
+
+        runner.on_change = on_change
+
+        async def main():
+            try:
+                return await runner.run()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await provider.aclose()
+
         summary = trio.run(main)
         ledger.running = 0
         sup.publish(ended=True)
