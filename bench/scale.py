@@ -2,11 +2,13 @@
 worker processes × 1 thread), on a CPU-bound swarm (scripted provider, short latency).
 
     python bench/scale.py [--tasks 600] [--turns 6] [--latency 0.02] [--workers 2] [--runs 3]
-                          [--json]
+                          [--with-budget] [--json]
 
 Each task is a root agent that calls ``transcript_index`` for ``--turns`` − 1 turns, then
 answers. Figures: agent-turns per second of each engine (whole ``mnemon run`` process, median of
-``--runs``), and their ratio. This is a benchmark, not a test.
+``--runs``), and their ratio. ``--with-budget`` adds ``--engine dask`` on the same job with a job
+budget it never reaches: what reading the other workers' ledgers before every turn costs
+(decision 0251). This is a benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ def policy(request, state):
 '''
 
 
-def make_job(folder: Path, tasks: int, turns: int, latency: float) -> Path:
+def make_job(folder: Path, tasks: int, turns: int, latency: float,
+             budget: int | None = None) -> Path:
     folder.mkdir(parents=True)
     (folder / "swarm.py").write_text(f"TURNS = {turns}\n" + POLICY)
     rows = "".join(f'[[tasks]]\nid = "t{i}"\nprompt = "task {i}"\n\n' for i in range(tasks))
     (folder / "job.toml").write_text(
         f'concurrency = 64\n\n[provider]\nname = "scripted"\npolicy = "swarm:policy"\n'
-        f'latency_s = {latency}\n\n[agent]\nmax_turns = {turns + 2}\n\n{rows}')
+        f'latency_s = {latency}\n\n[agent]\nmax_turns = {turns + 2}\n\n'
+        + (f'[budget]\ntokens = {budget}\n\n' if budget else '') + rows)
     return folder / "job.toml"
 
 
@@ -62,14 +66,21 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.02)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--with-budget", action="store_true",
+                    help="also --engine dask with a job budget never reached")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="mnemon-scale-"))
     job = make_job(tmp / "job", a.tasks, a.turns, a.latency)
-    times: dict[str, list[float]] = {"local": [], "dask": []}
+    jobs = {"local": job, "dask": job}
+    if a.with_budget:
+        jobs["dask with a job budget"] = make_job(tmp / "budgeted", a.tasks, a.turns, a.latency,
+                                                  budget=10**15)
+    times: dict[str, list[float]] = {k: [] for k in jobs}
     for r in range(a.runs):
-        for engine in ("local", "dask"):
-            times[engine].append(one(job, engine, a.workers, tmp / f"{engine}-{r}.run"))
+        for i, (name, path) in enumerate(jobs.items()):
+            engine = name.split()[0]
+            times[name].append(one(path, engine, a.workers, tmp / f"{i}-{r}.run"))
     turns = a.tasks * a.turns
     med = {e: statistics.median(v) for e, v in times.items()}
     out = {"tasks": a.tasks, "turns_per_task": a.turns, "latency_s": a.latency,

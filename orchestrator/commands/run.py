@@ -47,8 +47,8 @@ def run(args) -> int:
     async def main():
         try:
             async with trio.open_nursery() as n:
-                n.start_soon(JobProgress(runner, enabled=sys.stderr.isatty()
-                                         and not args.verbose).run)
+                n.start_soon(JobProgress(lambda: (runner.counts, runner.sup.cost_usd),
+                                         enabled=sys.stderr.isatty() and not args.verbose).run)
                 summary = await runner.run()
                 n.cancel_scope.cancel()
             return summary
@@ -72,6 +72,8 @@ def run(args) -> int:
 def _run_dask(args) -> int:
     import json
 
+    from ..jobs.display import JobProgress, final_table
+    from ..jobs.runner import JobSummary
     from ..jobs.spec import JobError
 
     try:
@@ -82,28 +84,32 @@ def _run_dask(args) -> int:
         raise UserError(f"--workers must be at least 1, not {args.workers}")
     from ..jobs.spread import run_job
 
-    def on_chunk(summary, done, total):
-        if sys.stderr.isatty():
-            sys.stderr.write(f"\rmnemon: {done}/{total} chunks, {summary.get('done', 0)} tasks "
-                             f"done in the last")
-            sys.stderr.flush()
+    shown: list = []  # the driver's Watch, once it exists
+    display = JobProgress(lambda: (shown[0].counts, shown[0].cost_usd),
+                          enabled=sys.stderr.isatty() and not args.verbose)
+
+    def on_progress(watch) -> None:
+        shown[:] = [watch]
+        display.draw()
 
     try:
         summary = run_job(args.job, run_root=args.run_root, output=args.output,
-                          scheduler=args.scheduler, workers=args.workers, on_chunk=on_chunk)
+                          scheduler=args.scheduler, workers=args.workers,
+                          on_progress=on_progress)
     except JobError as e:
         raise UserError(str(e)) from None
     except OSError as e:
         raise Failure(f"the Dask cluster failed: {e}") from None
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")
+    finally:
+        display.clear()
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"{summary['done']} done, {summary['failed']} failed, {summary['budget']} budget, "
-              f"{summary['cancelled']} cancelled of {summary['tasks']} tasks in "
-              f"{summary['elapsed_s']:.1f} s on {summary['workers']} Dask worker(s); results in "
-              f"{summary['output']}, logs in {summary['run_root']}")
+        print(final_table(JobSummary(**{k: v for k, v in summary.items()
+                                        if k in JobSummary.__struct_fields__})))
+        print(f"engine: dask, {summary['chunks']} chunks on {summary['workers']} worker(s)")
+    if summary["interrupted"]:
+        return 130
     if summary["failed"] and not (summary["done"] or summary["budget"]):
         raise Failure(f"every task failed (results in {summary['output']})")
     return 0

@@ -109,14 +109,16 @@ def load_object(job: Job, ref: str, key: tuple[str, ...]) -> Any:
 
 def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
-            watch_sigint: bool = True, only: "set[str] | None" = None):
+            watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
+    ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).
 
     Raises:
         JobError: the job file, its tasks or its run root, named by key, line or path.
     """
     from ...lineage.runroot import RunRootError, create_run_root
+    from ..supervisor import Supervisor
     from .runner import JobRunner
     from .spec import load_job
     from .state import check_manifest
@@ -140,5 +142,5 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     mine = tasks if only is None else [t for t in tasks if t.id in only]
     runner = JobRunner(job, mine, root=root, output=out, provider=provider, settings=settings,
                        user_tools=tools, provider_name=job.spec.provider.name,
-                       watch_sigint=watch_sigint)
+                       watch_sigint=watch_sigint, supervisor=supervisor or Supervisor)
     return runner, provider

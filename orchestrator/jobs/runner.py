@@ -92,13 +92,13 @@ class JobRunner:
     def __init__(self, job: Job, tasks: list[Task], *, root: Path, output: Path, provider: Any,
                  settings: Any, user_tools: list | None = None, provider_name: str | None = None,
                  on_change: Callable[["JobRunner"], None] | None = None,
-                 watch_sigint: bool = True):
+                 watch_sigint: bool = True, supervisor: Callable[..., Supervisor] = Supervisor):
         self.job = job
         self.spec = job.spec
         self.tasks = tasks
         self.root = root
         self.output = output
-        self.sup = Supervisor(root, provider, settings, user_tools=user_tools,
+        self.sup = supervisor(root, provider, settings, user_tools=user_tools,
                               provider_name=provider_name)
         self.lines: dict[str, dict[str, Any]] = {}
         self.counts = Counts(total=len(tasks))
@@ -106,7 +106,7 @@ class JobRunner:
         self.interrupted = False
         self.watch_sigint = watch_sigint  # off when a host (the service) owns the signals
         # read what earlier runs spent (every log of the run root) for the job's budget and
-        # total; a Dask chunk without a job budget leaves that to the driver
+        # total; a Dask chunk is handed it by the driver instead (``ledger.SharedSpend``)
         self.count_prior = True
         self._file: ResultsFile | None = None
         self._existing = set(list_agents(root))  # one listing, not a stat per task
@@ -125,12 +125,14 @@ class JobRunner:
         from ..costs import run_cost
 
         prior = read_results(self.output)
-        spent = run_cost(self.root) if self.count_prior and list_agents(self.root) else []
-        self.sup.usage = sum((Usage(input_tokens=c.input_tokens, output_tokens=c.output_tokens,
-                                    cache_read_tokens=c.cache_read_tokens,
-                                    cache_write_tokens=c.cache_write_tokens) for c in spent),
-                             Usage())
-        self.sup.cost_usd = sum(c.cost_usd for c in spent)
+        if self.count_prior:
+            spent = run_cost(self.root) if list_agents(self.root) else []
+            self.sup.usage = sum((Usage(input_tokens=c.input_tokens,
+                                        output_tokens=c.output_tokens,
+                                        cache_read_tokens=c.cache_read_tokens,
+                                        cache_write_tokens=c.cache_write_tokens) for c in spent),
+                                 Usage())
+            self.sup.cost_usd = sum(c.cost_usd for c in spent)
         pending: list[Task] = []
         for t in self.tasks:
             line = prior.get(t.id)

@@ -9,45 +9,75 @@ dies, Dask runs its chunk again elsewhere: its finished tasks are read back from
 interrupted agents resume from their logs (a recorded turn never calls the provider again), and
 the per-log writer lock keeps two workers from ever writing one log. The driver merges every
 chunk's lines into ``results.jsonl``, one per task, in task order.
+
+Across workers (decision 0251), everything goes through the shared run root: each chunk attempt
+keeps its spend and its tasks running in its own ledger file (``ledger.py``), which every worker
+of a budgeted job reads before each turn — so the job's budget is one total — and the driver
+reads, with the new lines of the chunks' results files, for the same live progress display and
+the same ``--json`` summary as ``--engine local``.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from .runner import Counts, JobSummary
+
 CHUNKS_PER_WORKER = 2  # more chunks lose less to a dead worker; fewer start faster
+RESULTS = "results.d"
 
 
-def run_chunk(job_path: str, run_root: str, chunk: str, task_ids: list[str]) -> dict[str, Any]:
+def run_chunk(job_path: str, run_root: str, chunk: str, task_ids: list[str], run: str,
+              base: dict[str, Any]) -> dict[str, Any]:
     """On a worker: run the named tasks of the job to their ends (resuming what a lost worker
-    left), in one ``trio.run``; the chunk's results go to ``results.d/<chunk>.jsonl``."""
+    left), in one ``trio.run``; the chunk's results go to ``results.d/<chunk>.jsonl``, its spend
+    and tasks running to its own ledger file. ``base`` is what earlier runs of the job spent."""
+    import functools
+
     import msgspec
     import trio
 
+    from ...session.records import Usage
     from .. import logs
     from .build import prepare
+    from .ledger import Ledger, SharedSpend, folder_of
 
     logs.quiet()
-    out = Path(run_root) / "results.d" / f"{chunk}.jsonl"
-    runner, provider = prepare(job_path, run_root=run_root, output=out, watch_sigint=False,
-                               only=set(task_ids), started_by="mnemon run --engine dask")
-    out.parent.mkdir(exist_ok=True)
-    b = runner.spec.budget
-    runner.count_prior = bool(b.usd or b.tokens)  # the job's budget needs the run's spend
+    root = Path(run_root)
+    out = root / RESULTS / f"{chunk}.jsonl"
+    ledger = Ledger(folder_of(root, run), f"{chunk}.{time.time_ns():020d}.{os.getpid()}")
+    shared = functools.partial(SharedSpend, ledger=ledger,
+                               base=(Usage(**base["usage"]), float(base["cost_usd"])))
+    try:
+        runner, provider = prepare(job_path, run_root=run_root, output=out, watch_sigint=False,
+                                   only=set(task_ids), started_by="mnemon run --engine dask",
+                                   supervisor=shared)
+        sup = runner.sup
+        out.parent.mkdir(exist_ok=True)
+        runner.count_prior = False  # the driver read the run root's earlier spend: ``base``
 
-    async def main():
-        try:
-            return await runner.run()
-        finally:
-            with trio.CancelScope(shield=True):
-                await provider.aclose()
+        def on_change(r) -> None:
+            ledger.running = r.counts.running
+            sup.publish()
 
-    summary = trio.run(main)
+        runner.on_change = on_change
+
+        async def main():
+            try:
+                return await runner.run()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await provider.aclose()
+
+        summary = trio.run(main)
+        ledger.running = 0
+        sup.publish(ended=True)
+    finally:
+        ledger.close()
     return {"chunk": chunk, "pid": os.getpid(), **msgspec.to_builtins(summary)}
 
 
@@ -60,15 +90,111 @@ def chunks_of(ids: list[str], workers: int) -> list[list[str]]:
     return [ids[i:i + size] for i in range(0, len(ids), size)]
 
 
+class Watch:
+    """The driver's live view of a Dask run, read from the shared run root: the new lines of
+    this run's chunk results files (a task counts the moment its worker appends its line) and
+    the chunks' ledgers (cost so far, tasks running). ``counts`` and ``cost_usd`` feed the same
+    progress line as ``--engine local``."""
+
+    def __init__(self, root: Path, run: str, tasks: list, prior: dict[str, dict],
+                 base_usd: float):
+        from .ledger import Reader, folder_of
+        from .results import FINAL
+
+        self.root = root
+        self.run = run
+        self.reader = Reader(folder_of(root, run))
+        self.base_usd = base_usd
+        self.final = {t.id: prior[t.id]["status"] for t in tasks
+                      if prior.get(t.id, {}).get("status") in FINAL}
+        self.lines: dict[str, dict] = {}  # this run's, by task
+        self.ended: set[str] = set()  # chunks whose Dask task has ended
+        self._at: dict[str, tuple[int, int]] = {}  # results file -> (inode, bytes read)
+        self.counts = Counts(total=len(tasks), skipped=len(self.final),
+                             started_at=time.monotonic())
+        self.cost_usd = base_usd
+        self.poll()
+
+    def _tail(self) -> None:
+        import json
+
+        try:
+            files = [e for e in os.scandir(self.root / RESULTS)
+                     if e.name.startswith(self.run + "-") and e.name.endswith(".jsonl")]
+        except FileNotFoundError:
+            return
+        for e in files:
+            st = e.stat()
+            ino, at = self._at.get(e.name, (st.st_ino, 0))
+            if ino != st.st_ino or st.st_size < at:
+                at = 0  # rewritten at the chunk's end, or its torn tail cut: read it again
+            if st.st_size == at:
+                self._at[e.name] = (st.st_ino, at)
+                continue
+            with open(e.path, "rb") as f:
+                f.seek(at)
+                data = f.read(st.st_size - at)
+            whole = data[:data.rfind(b"\n") + 1]
+            for raw in whole.splitlines():
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(line, dict) and isinstance(line.get("task"), str):
+                    self.lines[line["task"]] = line
+            self._at[e.name] = (st.st_ino, at + len(whole))
+
+    def poll(self) -> None:
+        """Read what changed on the run root; update ``counts`` and ``cost_usd``."""
+        self._tail()
+        entries = self.reader.entries()
+        latest: dict[str, str] = {}  # chunk -> its newest attempt's ledger
+        for name in entries:
+            chunk = name.split(".", 1)[0]
+            if name > latest.get(chunk, ""):
+                latest[chunk] = name
+        c = self.counts
+        statuses = dict(self.final)
+        statuses.update((k, v.get("status")) for k, v in self.lines.items())
+        for k in ("done", "failed", "budget", "cancelled"):
+            setattr(c, k, sum(1 for v in statuses.values() if v == k))
+        c.finished_this_run = sum(1 for k in self.lines if k not in self.final)
+        c.running = sum(entries[n].running for ch, n in latest.items() if ch not in self.ended)
+        self.cost_usd = self.base_usd + sum(e.usd for e in entries.values())
+        c.cost_usd = self.cost_usd
+
+
+def _spent(root: Path):
+    """What every earlier run of the job spent, from the run root's logs (``mnemon cost``)."""
+    from ...lineage.runroot import list_agents
+    from ...session.records import Usage
+    from ..costs import run_cost
+
+    spent = run_cost(root) if list_agents(root) else []
+    usage = sum((Usage(input_tokens=c.input_tokens, output_tokens=c.output_tokens,
+                       cache_read_tokens=c.cache_read_tokens,
+                       cache_write_tokens=c.cache_write_tokens) for c in spent), Usage())
+    return usage, sum(c.cost_usd for c in spent)
+
+
 def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | Path | None,
             scheduler: str | None, workers: int,
-            on_chunk: Callable[[dict[str, Any], int, int], None] | None = None) -> dict[str, Any]:
-    """The driver: returns the summary of the whole job after every chunk ended."""
+            on_chunk: Callable[[dict[str, Any], int, int], None] | None = None,
+            on_progress: Callable[[Watch], None] | None = None,
+            interval_s: float = 0.25) -> dict[str, Any]:
+    """The driver: the summary of the whole job (``JobSummary``'s fields, as ``--engine local``
+    gives them, and ``chunks``, ``workers``, ``engine``) after every chunk ended.
+    ``on_progress(watch)`` is called every ``interval_s`` while the chunks run; Ctrl-C cancels
+    the chunks, merges what they finished and returns ``interrupted``."""
+    import msgspec
     import trio
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import Client, LocalCluster
 
     from .build import prepare
+    from ...session.records import Usage
+    from .ledger import Reader, clear, folder_of
     from .results import FINAL, read_results, rewrite
+    from .runner import _usage
 
     runner, provider = prepare(job_path, run_root=run_root, output=output,
                                started_by="mnemon run --engine dask")
@@ -76,43 +202,79 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     root, out, tasks = runner.root, runner.output, runner.tasks
     prior = read_results(out)
     pending = [t.id for t in tasks if prior.get(t.id, {}).get("status") not in FINAL]
-    t0 = time.monotonic()
-    cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
-        client = Client(cluster)
-    try:
-        nworkers = max(1, len(client.scheduler_info()["workers"]) or workers)
-        parts = chunks_of(pending, nworkers)
-        tag = uuid.uuid4().hex[:8]
-        futures = [client.submit(run_chunk, str(runner.job.path), str(root), f"{tag}-{i}", ids,
-                                 key=f"mnemon-chunk-{tag}-{i}", retries=3, pure=False)
-                   for i, ids in enumerate(parts)]
-        done = 0
-        for fut in as_completed(futures):
-            summary = fut.result()
-            done += 1
-            if on_chunk is not None:
-                on_chunk(summary, done, len(futures))
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-    lines = {k: v for k, v in prior.items()}
-    for f in sorted((root / "results.d").glob("*.jsonl")) if (root / "results.d").is_dir() else ():
+    base_usage, base_usd = _spent(root)  # earlier runs: their ledgers are in the logs now
+    clear(root)
+    run = uuid.uuid4().hex[:8]
+    watch = Watch(root, run, tasks, prior, base_usd)
+    base = {"usage": msgspec.to_builtins(base_usage), "cost_usd": base_usd}
+    interrupted = False
+    parts: list[list[str]] = []
+    nworkers = workers
+    left: set = set()
+    cluster = client = None
+    try:  # Ctrl-C anywhere here still merges what the chunks finished
+        try:
+            if scheduler:
+                client = Client(scheduler)
+            else:
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+                client = Client(cluster)
+            nworkers = max(1, len(client.scheduler_info()["workers"]) or workers)
+            parts = chunks_of(pending, nworkers)
+            futures = {client.submit(run_chunk, str(runner.job.path), str(root), f"{run}-{i}",
+                                     ids, run, base, key=f"mnemon-chunk-{run}-{i}", retries=3,
+                                     pure=False): f"{run}-{i}"
+                       for i, ids in enumerate(parts)}
+            left = set(futures)
+            while left:
+                for fut in [f for f in left if f.done()]:
+                    left.discard(fut)
+                    summary = fut.result()  # a chunk that failed every retry: raised here
+                    watch.ended.add(futures[fut])
+                    if on_chunk is not None:
+                        on_chunk(summary, len(futures) - len(left), len(futures))
+                watch.poll()
+                if on_progress is not None:
+                    on_progress(watch)
+                if left:
+                    time.sleep(interval_s)
+        finally:
+            if client is not None:
+                if left:  # interrupted: a LocalCluster's workers stop with it; on a cluster
+                    # you run, a chunk already running finishes its tasks
+                    client.cancel(list(left), force=True)
+                client.close()
+            if cluster is not None:
+                cluster.close()
+    except KeyboardInterrupt:
+        interrupted = True
+    lines = dict(prior)
+    folder = root / RESULTS
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    # this run's chunks last: an older run's file (its driver killed before it merged) only
+    # fills what is not final
+    for f in sorted(files, key=lambda f: f.name.startswith(run + "-")):
         for task, line in read_results(f).items():
             if lines.get(task, {}).get("status") not in FINAL:
                 lines[task] = line
     rewrite(out, [lines[t.id] for t in tasks if t.id in lines])
+    watch.reader.close()
+    final = Reader(folder_of(root, run))
+    attempts = final.entries()
+    final.close()
+    if len(attempts) <= len(parts):  # every turn's spend is in the ledgers
+        own_usage = sum((e.usage for e in attempts.values()), Usage())
+        usage, usd = base_usage + own_usage, base_usd + sum(e.usd for e in attempts.values())
+    else:  # a worker died: the turn it was in may not be in its ledger; the logs have it all
+        usage, usd = _spent(root)
     statuses = [lines[t.id]["status"] for t in tasks if t.id in lines]
-    return {"run_root": str(root), "output": str(out), "tasks": len(tasks),
-            "done": statuses.count("done"), "failed": statuses.count("failed"),
-            "budget": statuses.count("budget"), "cancelled": statuses.count("cancelled"),
-            "pending": len(tasks) - len(statuses), "skipped": len(tasks) - len(pending),
-            "cost_usd": round(sum(float(lines[t.id].get("cost_usd") or 0) for t in tasks
-                                  if t.id in lines), 6),
-            "elapsed_s": round(time.monotonic() - t0, 3), "chunks": len(parts),
-            "workers": nworkers, "engine": "dask"}
+    summary = JobSummary(
+        run_root=str(root), output=str(out), tasks=len(tasks), done=statuses.count("done"),
+        failed=statuses.count("failed"), budget=statuses.count("budget"),
+        cancelled=statuses.count("cancelled"), pending=len(tasks) - len(statuses),
+        skipped=len(tasks) - len(pending), usage=_usage(usage), cost_usd=round(usd, 6),
+        elapsed_s=round(time.monotonic() - watch.counts.started_at, 3),
+        interrupted=interrupted)
+    return {**msgspec.to_builtins(summary), "chunks": len(parts), "workers": nworkers,
+            "engine": "dask"}

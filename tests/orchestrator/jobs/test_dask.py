@@ -1,5 +1,6 @@
 """``mnemon run --engine dask``: a job's root tasks spread over a LocalCluster of worker
-processes; a worker killed mid-job; the same results as ``--engine local``."""
+processes; a worker killed mid-job; the same results and summary as ``--engine local``; the
+progress advancing per task; one job budget over every worker."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from .kit import write_job
 
 pytest.importorskip("distributed")
 
@@ -41,7 +44,7 @@ def _verify(root: Path) -> None:
 
 def test_dask_and_local_give_the_same_results(tmp_path):
     job = _job(tmp_path / "job", latency=0.01)
-    runs = {}
+    runs, summaries = {}, {}
     for engine in ("local", "dask"):
         root = tmp_path / f"{engine}.run"
         proc = subprocess.run([sys.executable, "-m", "mnemon", "run", str(job), "--engine",
@@ -51,8 +54,14 @@ def test_dask_and_local_give_the_same_results(tmp_path):
         summary = json.loads(proc.stdout)
         assert summary["done"] == TASKS
         runs[engine] = _results(root / "results.jsonl")
+        lines = [json.loads(x) for x in (root / "results.jsonl").read_text().splitlines()]
+        assert summary["usage"] == {k: sum(x["usage"][k] for x in lines)
+                                    for k in summary["usage"]}, "the job's spend, every turn"
+        assert summary["cost_usd"] == pytest.approx(sum(x["cost_usd"] for x in lines), abs=1e-5)
+        summaries[engine] = summary
         _verify(root)
     assert runs["local"] == runs["dask"]
+    assert set(summaries["local"]) <= set(summaries["dask"]), "the same --json summary"
     again = subprocess.run([sys.executable, "-m", "mnemon", "run", str(job), "--engine", "dask",
                             "--run-root", str(tmp_path / "dask.run"), "--json"],
                            capture_output=True, text=True, timeout=300)
@@ -77,6 +86,8 @@ def test_a_worker_killed_mid_job_loses_nothing(tmp_path):
     assert summary["done"] == TASKS and summary["pending"] == 0
     results = _results(root / "results.jsonl")
     assert {s for s, _, _ in results.values()} == {"done"}
+    lines = [json.loads(x) for x in (root / "results.jsonl").read_text().splitlines()]
+    assert summary["usage"] == {k: sum(x["usage"][k] for x in lines) for k in summary["usage"]}
     _verify(root)
     for agent in (root / "agents").iterdir():
         recs = [json.loads(x) for x in (agent / "record.jsonl").read_text().splitlines()]
@@ -85,3 +96,89 @@ def test_a_worker_killed_mid_job_loses_nothing(tmp_path):
         ok = [r for r in recs if r["t"] == "ProviderCall" and not r.get("error")]
         assert len(ok) == sum(r["t"] == "AssistantMessage" for r in recs), \
             f"{agent.name}: a provider call repeated for a recorded turn"
+
+
+def test_progress_advances_per_task_before_any_chunk_ends(tmp_path):
+    """The driver's view counts a task when its worker writes its line, not when its chunk
+    ends; tasks running and the cost so far come from the workers' ledgers."""
+    from mnemon.orchestrator.jobs.spread import run_job
+
+    job = _job(tmp_path / "job", latency=0.1)
+    seen: list[tuple] = []
+
+    def on_progress(watch):
+        c = watch.counts
+        seen.append((c.done + c.failed + c.budget + c.cancelled, c.running, watch.cost_usd,
+                     len(watch.ended)))
+
+    summary = run_job(job, run_root=tmp_path / "job.run", output=None, scheduler=None,
+                      workers=2, on_progress=on_progress, interval_s=0.05)
+    assert summary["done"] == TASKS
+    early = [s for s in seen if s[3] == 0]  # no chunk had ended
+    assert any(0 < s[0] < TASKS for s in early), "tasks counted as they finish"
+    assert any(s[1] > 0 for s in early) and any(s[2] > 0 for s in early)
+    assert max(s[1] for s in seen) <= 2 * 2, "at most concurrency × chunks at once"
+    finished = [s[0] for s in seen]
+    assert finished == sorted(finished) and finished[-1] == TASKS
+    assert seen[-1][1] == 0
+    assert seen[-1][2] == pytest.approx(summary["cost_usd"], abs=1e-5)
+
+
+def test_the_job_budget_holds_across_workers(tmp_path):
+    """Two workers spend one budget: both stop their agents with ``budget`` once the job's
+    total is reached, and the overshoot is at most one turn per agent in flight."""
+    from mnemon.orchestrator.jobs.spread import run_job
+
+    budget, in_flight = 150_000, 2 * 2  # workers × concurrency
+    # ~75 turns at 0.2 s, four at a time: a few seconds, so both workers are running agents
+    # when the budget runs out even if one started late
+
+    def job_with(tokens: int) -> Path:
+        return write_job(tmp_path / "job", 'concurrency = 2\n\n[provider]\nname = "scripted"\n'
+                         'policy = "job_policy:forever"\nlatency_s = 0.2\n\n[agent]\n'
+                         'max_turns = 500\ntools = ["job_policy:note"]\n\n[budget]\n'
+                         f'tokens = {tokens}\n', tasks=8)
+
+    job = job_with(budget)
+    root = tmp_path / "job.run"
+    pids: dict[str, int] = {}
+
+    def on_chunk(summary, done, total):
+        pids[summary["chunk"]] = summary["pid"]
+
+    summary = run_job(job, run_root=root, output=None, scheduler=None, workers=2,
+                      on_chunk=on_chunk)
+    assert summary["budget"] == 8
+    lines = [json.loads(x) for x in (root / "results.jsonl").read_text().splitlines()]
+    assert {x["status"] for x in lines} == {"budget"} and len(lines) == 8
+    stopped = set()  # workers whose agents the budget stopped mid-task
+    for chunk, pid in pids.items():
+        for x in (json.loads(y) for y in (root / "results.d" / f"{chunk}.jsonl")
+                  .read_text().splitlines()):
+            if x["agent"] is not None and x["reason"] == "budget":
+                stopped.add(pid)
+    assert len(stopped) == 2, f"budget stops on both workers, not only {stopped}"
+    turns = [sum(r["usage"].values())
+             for agent in (root / "agents").iterdir()
+             for r in map(json.loads, (agent / "record.jsonl").read_text().splitlines())
+             if r["t"] == "ProviderCall" and r.get("usage")]
+    total = sum(turns)
+    assert total == sum(summary["usage"].values())
+    assert budget <= total <= budget + in_flight * max(turns), (total, max(turns))
+    _verify(root)
+
+    # raise the budget and run again: the tasks resume, and what the first run spent counts
+    again = run_job(job_with(2 * budget), run_root=root, output=None, scheduler=None, workers=2)
+    assert again["budget"] == 8 and again["skipped"] == 0
+    turns = []
+    for agent in (root / "agents").iterdir():
+        recs = [json.loads(x) for x in (agent / "record.jsonl").read_text().splitlines()]
+        ids = [r["turn"] for r in recs if r["t"] in ("UserPrompt", "AssistantMessage")]
+        assert ids == sorted(set(ids)), f"{agent.name}: a turn recorded twice"
+        turns += [sum(r["usage"].values()) for r in recs
+                  if r["t"] == "ProviderCall" and r.get("usage")]
+    total = sum(turns)
+    assert total == sum(again["usage"].values()), "the job's spend over both runs"
+    assert 2 * budget <= total <= 2 * budget + in_flight * max(turns), (total, max(turns))
+    assert len((root / "results.jsonl").read_text().splitlines()) == 8
+    _verify(root)

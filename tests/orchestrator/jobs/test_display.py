@@ -10,32 +10,22 @@ from mnemon.orchestrator.jobs.display import JobProgress, final_table, progress_
 from mnemon.orchestrator.jobs.runner import Counts, JobSummary
 
 
-class _Sup:
-    cost_usd = 0.01234
-
-
-class _Runner:
-    def __init__(self, counts: Counts):
-        self.counts = counts
-        self.sup = _Sup()
-
-
 def test_the_progress_line_says_done_failed_running_cost_and_eta():
     c = Counts(total=10, done=3, failed=1, running=2, finished_this_run=4, started_at=100.0)
-    line = progress_line(_Runner(c), now=108.0)
+    line = progress_line(c, 0.01234, now=108.0)
     assert line == ("[#########---------------] 4/10 · done 3 · failed 1 · running 2 · "
                     "$0.0123 · ETA 0:12"), "6 left at 2 s each"
-    assert progress_line(_Runner(Counts(total=5)), now=1.0).endswith("ETA --:--")
+    assert progress_line(Counts(total=5), 0.0, now=1.0).endswith("ETA --:--")
 
 
 async def test_the_progress_display_draws_only_when_enabled(autojump_clock):
     out = io.StringIO()
-    runner = _Runner(Counts(total=2))
+    figures = lambda: (Counts(total=2), 0.01234)  # noqa: E731
     with trio.move_on_after(0.6):
-        await JobProgress(runner, enabled=True, stream=out).run()
+        await JobProgress(figures, enabled=True, stream=out).run()
     assert out.getvalue().count("\r\x1b[K[") == 3 and out.getvalue().endswith("\r\x1b[K")
     quiet = io.StringIO()
-    await JobProgress(runner, enabled=False, stream=quiet).run()
+    await JobProgress(figures, enabled=False, stream=quiet).run()
     assert quiet.getvalue() == ""
 
 
