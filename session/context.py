@@ -318,11 +318,32 @@ class Context:
 
     def _index_after(self, tid: int, lo: int = 0) -> int:
         """Index of the first turn with id > tid."""
+        if type(self.turns) is not list:  # columns: bisect the ids, make no Turn
+            return bisect.bisect_right(self.turns.ids, tid, lo=lo)
         return bisect.bisect_right(self.turns, tid, lo=lo, key=_turn_id)
 
     def _index_from(self, tid: int, lo: int = 0) -> int:
         """Index of the first turn with id >= tid."""
+        if type(self.turns) is not list:
+            return bisect.bisect_left(self.turns.ids, tid, lo=lo)
         return bisect.bisect_left(self.turns, tid, lo=lo, key=_turn_id)
+
+    def use_columns(self) -> None:
+        """Keep this (still empty) table's turns as columns (``session.columns.Turns``): a
+        ``Turn`` is made only for a row something touches. For a structural fold, whose memory
+        is then the columns, not one object per turn."""
+        from .columns import Positions, Turns
+
+        assert not self.turns, "only an empty table changes how it keeps its turns"
+        self.turns = Turns(self.residues)  # type: ignore[assignment]
+        self._by_id = Positions(self.turns.ids)  # type: ignore[assignment]
+
+    def spill(self) -> None:
+        """Fold the turns a structural fold has finished with back into the columns (see
+        ``use_columns``); the turn in hand stays a ``Turn``. A no-op for a list of turns."""
+        if type(self.turns) is not list and self.lazy:
+            keep = None if self.in_hand is None else self._by_id.get(self.in_hand)
+            self.turns.spill(keep)  # type: ignore[attr-defined]
 
     def outermost_residues(self) -> list[ResidueEntry]:
         """Live residues not nested in another, in id order."""
@@ -888,6 +909,9 @@ class Context:
         return max(0, int(self.last_input_tokens + (hb - self.history_at_response) * tpb))
 
     def earliest_resident(self) -> int | None:
+        if type(self.turns) is not list:
+            i = self.turns.first("resident")  # type: ignore[attr-defined]
+            return None if i is None else self.turns.ids[i]  # type: ignore[attr-defined]
         for t in self.turns:
             if t.state == "resident":
                 return t.id

@@ -1,0 +1,294 @@
+"""The context table's turns kept as columns, a ``Turn`` made only when something touches it.
+
+A table restored from a checkpoint, or folded structurally (loci, not contents), holds hundreds
+of thousands of turns of which a handful are ever looked at: the resident ones the renderer
+needs, the ones an eviction or a sweep acts on. ``Turns`` keeps every turn's fields in flat
+columns (``array``/``bytearray``: a few bytes per turn, a few per record) and behaves as the
+id-ordered list of ``Turn`` the fold works on: indexing a row makes its ``Turn`` once and keeps
+it (``made``); from then on that object *is* the row, and the fold mutates it as it would any
+turn. The columns are authoritative only for rows not made. ``spill`` folds made rows back into
+the columns (a structural fold does so as it goes, so its memory is the columns, not objects).
+
+Invariant: rows ``[0, k)`` (``k = len(lstart) - 1``) have their loci in the per-record columns;
+every row ``≥ k`` is made (the turn in hand and those folded since the last spill), its loci a
+list that may still grow.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from typing import Any, Iterator
+
+from .context import _NO_SWEEPS, ResidueEntry, Turn
+
+from .checkpoint import ORIGINS, ROLES, STATES
+
+_ROLE = {r: i for i, r in enumerate(ROLES)}
+_STATE = {s: i << 1 for i, s in enumerate(STATES)}
+_ORIGIN = {o: i << 3 for i, o in enumerate(ORIGINS)}
+_ROLE_OF = [ROLES[m & 1] for m in range(16)]
+_STATE_OF = [(*STATES, "?")[(m >> 1) & 3] for m in range(16)]
+_ORIGIN_OF = [ORIGINS[(m >> 3) & 1] for m in range(16)]
+
+
+def meta_of(t: Turn) -> int:
+    """Role, state and origin packed in one byte (the checkpoint's ``meta`` column)."""
+    return _ROLE[t.role] | _STATE[t.state] | _ORIGIN[t.origin]
+
+
+class Positions:
+    """``Context._by_id`` for a ``Turns`` table: id → position by bisection over the ids
+    column (ids only grow), so no dict of every id is built on restore."""
+
+    __slots__ = ("ids",)
+
+    def __init__(self, ids: array):
+        self.ids = ids
+
+    def get(self, tid: int, default: Any = None) -> Any:
+        ids = self.ids
+        i = bisect.bisect_left(ids, tid)
+        return i if i < len(ids) and ids[i] == tid else default
+
+    def __getitem__(self, tid: int) -> int:
+        i = self.get(tid)
+        if i is None:
+            raise KeyError(tid)
+        return i
+
+    def __contains__(self, tid: int) -> bool:
+        return self.get(tid) is not None
+
+    def __setitem__(self, tid: int, pos: int) -> None:
+        """A no-op: ``Turns.append`` records the row's id."""
+
+
+class Turns:
+    """The id-ordered turns of a table as columns plus the rows made so far (see the module)."""
+
+    def __init__(self, residues: list[ResidueEntry], sources: list[str] | None = None):
+        self.residues = residues  # the context's own list (append-only): ``under`` indexes it
+        self.ids = array("q")
+        self.weights = array("q")
+        self.meta = bytearray()
+        self.srcs = array("i")
+        self.under = array("i")
+        self.label_off = array("q", [0])
+        self.labels = bytearray()
+        self.lstart = array("q", [0])  # rows [0, k): where each row's loci begin
+        self.loff = array("q")
+        self.llen = array("q")
+        self.ldig = bytearray()
+        self.swept: dict[int, dict[int, str]] = {}  # rows not made: their sweeps
+        self.sources: list[str] = list(sources or [])
+        self._src_ix = {s: i for i, s in enumerate(self.sources)}
+        self._res_ix: dict[int, int] = {}  # id(entry) -> position in residues
+        self.made: dict[int, Turn] = {}
+
+    # ------------------------------------------------------------------ as a list of Turn
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __bool__(self) -> bool:
+        return len(self.ids) > 0
+
+    def __getitem__(self, i):
+        if type(i) is not int:
+            if isinstance(i, slice):
+                return [self[x] for x in range(*i.indices(len(self.ids)))]
+            i = int(i)
+        t = self.made.get(i)
+        if t is not None:
+            return t
+        n = len(self.ids)
+        if i < 0:
+            i += n
+            t = self.made.get(i)
+            if t is not None:
+                return t
+        if not 0 <= i < n:
+            raise IndexError("turn position out of range")
+        t = self.made[i] = self._make(i)
+        return t
+
+    def __iter__(self) -> Iterator[Turn]:
+        for i in range(len(self.ids)):
+            yield self[i]
+
+    def __reversed__(self) -> Iterator[Turn]:
+        for i in range(len(self.ids) - 1, -1, -1):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Turns, list)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def append(self, t: Turn) -> None:
+        """A new row, made (it is the turn in hand); its immutable fields go to the columns."""
+        i = len(self.ids)
+        self.ids.append(t.id)
+        self.weights.append(0)
+        self.meta.append(meta_of(t))
+        self.srcs.append(self._src(t.source))
+        self.under.append(-1)
+        self.labels += t.label.encode("utf-8", "surrogatepass")
+        self.label_off.append(len(self.labels))
+        self.made[i] = t
+
+    # ------------------------------------------------------------------ rows without a Turn
+
+    def _src(self, source: str) -> int:
+        s = self._src_ix.get(source)
+        if s is None:
+            s = self._src_ix[source] = len(self.sources)
+            self.sources.append(source)
+        return s
+
+    def _res(self, entry: ResidueEntry | None) -> int:
+        if entry is None:
+            return -1
+        ix = self._res_ix
+        got = ix.get(id(entry))
+        if got is None:
+            for k in range(len(ix), len(self.residues)):
+                ix[id(self.residues[k])] = k
+            got = ix[id(entry)]
+        return got
+
+    def label(self, i: int) -> str:
+        lo = self.label_off
+        return self.labels[lo[i]:lo[i + 1]].decode("utf-8", "surrogatepass")
+
+    def loci_of(self, i: int) -> list:
+        """Row ``i``'s loci as ``(offset, length, digest)`` tuples (a row not made, ``i < k``)."""
+        a, b = self.lstart[i], self.lstart[i + 1]
+        off, ln, dig = self.loff, self.llen, self.ldig
+        return [(off[r], ln[r], dig[8 * r:8 * r + 8].hex()) for r in range(a, b)]
+
+    def state_of(self, i: int) -> str:
+        t = self.made.get(i)
+        return t.state if t is not None else _STATE_OF[self.meta[i]]
+
+    def _make(self, i: int) -> Turn:
+        m = self.meta[i]
+        u = self.under[i]
+        return Turn(self.ids[i], _ROLE_OF[m], self.label(i), self.weights[i], _STATE_OF[m],
+                    self.sources[self.srcs[i]], self.loci_of(i), _ORIGIN_OF[m], None,
+                    dict(self.swept[i]) if i in self.swept else _NO_SWEEPS,
+                    self.residues[u] if u >= 0 else None)
+
+    def positions(self, state: str) -> list[int]:
+        """Positions of the rows in ``state`` (made rows as they stand), without making any."""
+        want = _STATE[state]
+        meta, made = self.meta, self.made
+        out = [i for i in range(len(meta)) if meta[i] & 6 == want and i not in made]
+        out += [i for i, t in made.items() if t.state == state]
+        out.sort()
+        return out
+
+    def first(self, state: str) -> int | None:
+        """The position of the first row in ``state``, or None."""
+        want = _STATE[state]
+        meta, made = self.meta, self.made
+        best = None
+        for i, t in made.items():
+            if t.state == state and (best is None or i < best):
+                best = i
+        stop = len(meta) if best is None else best
+        for i in range(stop):
+            if meta[i] & 6 == want and i not in made:
+                return i
+        return best
+
+    # ------------------------------------------------------------------ back to columns
+
+    def _put(self, i: int, t: Turn) -> None:
+        """Row ``i``'s mutable fields from its Turn into the columns."""
+        self.weights[i] = t.bytes
+        self.meta[i] = meta_of(t)
+        self.under[i] = self._res(t.under)
+        if t.swept:
+            self.swept[i] = dict(t.swept)
+        else:
+            self.swept.pop(i, None)
+
+    def _put_loci(self, loci) -> None:
+        for off, length, dig in loci:
+            self.loff.append(off)
+            self.llen.append(length)
+            self.ldig += bytes.fromhex(dig)
+        self.lstart.append(len(self.loff))
+
+    def spill(self, keep: int | None = None) -> None:
+        """Fold every made row except position ``keep`` (the turn in hand) back into the
+        columns and forget its ``Turn``. Only for a structural table (no row holds records),
+        and only where no one else holds a made ``Turn`` (between records of a fold)."""
+        made = self.made
+        if not made:
+            return
+        k = len(self.lstart) - 1
+        stop = len(self.ids) if keep is None else keep
+        assert stop >= k, "the turn in hand keeps its loci as a list"
+        for i in range(k, stop):  # rows whose loci are still lists, in order
+            self._put_loci(made[i].loci)
+        for i in [i for i in made if i < stop]:
+            t = made.pop(i)
+            assert t.records is None, "spill is for a structural table"
+            self._put(i, t)
+
+    def frozen(self) -> "Frozen":
+        """Every row's columns as they stand (made rows folded in), for the checkpoint writer;
+        the table itself is not changed."""
+        n = len(self.ids)
+        k = len(self.lstart) - 1
+        weights, meta, under = array("q", self.weights), bytearray(self.meta), \
+            array("i", self.under)
+        swept = dict(self.swept)
+        for i, t in self.made.items():
+            weights[i] = t.bytes
+            meta[i] = meta_of(t)
+            under[i] = self._res(t.under)
+            if t.swept:
+                swept[i] = dict(t.swept)
+            else:
+                swept.pop(i, None)
+        lstart, loff, llen, ldig = self.lstart, self.loff, self.llen, self.ldig
+        if k < n:  # the rows whose loci are lists: copies with them appended
+            lstart, loff, llen, ldig = array("q", lstart), array("q", loff), \
+                array("q", llen), bytearray(ldig)
+            for i in range(k, n):
+                for off, length, dig in self.made[i].loci:
+                    loff.append(off)
+                    llen.append(length)
+                    ldig += bytes.fromhex(dig)
+                lstart.append(len(loff))
+        return Frozen(self.ids, weights, meta, self.srcs, under, lstart, loff, llen, ldig,
+                      self.label_off, self.labels, swept, self.sources)
+
+    @classmethod
+    def of(cls, turns: list[Turn], residues: list[ResidueEntry]) -> "Turns":
+        """A table of columns with the same rows as a list of turns, every row made (the
+        list's own ``Turn`` objects: nothing is copied out of them until ``frozen``)."""
+        out = cls(residues)
+        for t in turns:
+            out.append(t)
+        return out
+
+
+class Frozen:
+    """A table's columns at one moment (``Turns.frozen``): what a checkpoint saves."""
+
+    __slots__ = ("ids", "weights", "meta", "srcs", "under", "lstart", "loff", "llen", "ldig",
+                 "label_off", "labels", "swept", "sources")
+
+    def __init__(self, *cols):
+        for name, v in zip(self.__slots__, cols):
+            setattr(self, name, v)
+
+
+__all__ = ["Turns", "Positions", "Frozen", "meta_of", "ROLES", "STATES", "ORIGINS"]
