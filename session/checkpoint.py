@@ -23,6 +23,7 @@ fold that must go on (a tail appended, an agent reopened to append).
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import operator
 import os
@@ -97,46 +98,110 @@ def _table_of(ctx: "Context"):
     return turns if isinstance(turns, Turns) else Turns.of(turns, ctx.residues)
 
 
-def _spans(lstart, loff, llen) -> tuple[array, array]:
-    """Each turn's byte span in its file: the first locus's offset, the last one's end."""
-    starts = array("q", [loff[x] if y > x else 0 for x, y in zip(lstart, lstart[1:])])
-    ends = array("q", [loff[y - 1] + llen[y - 1] if y > x else 0
-                       for x, y in zip(lstart, lstart[1:])])
+class _Joined:
+    """Two arrays read as one (a column and its tail), for the few passes made over them."""
+
+    def __init__(self, pair):
+        self.a, self.b = pair
+        self.n = len(self.a)
+
+    def __len__(self) -> int:
+        return self.n + len(self.b)
+
+    def __getitem__(self, i: int):
+        return self.a[i] if i < self.n else self.b[i - self.n]
+
+    def __iter__(self):
+        yield from self.a
+        yield from self.b
+
+
+def _spans(lstart, loff, llen, base: "Table | None" = None) -> tuple[array, array]:
+    """Each turn's byte span in its file: the first locus's offset, the last one's end. Rows
+    whose loci the restored-from checkpoint ``base`` already held take its spans."""
+    starts, ends = array("q"), array("q")
+    m = 0
+    if base is not None:  # rows before its turn in hand: their loci are the checkpoint's
+        m = max(0, min(base.n - (base.in_hand is not None), len(lstart) - 1))
+        starts.frombytes(base._raw["starts"][:8 * m])
+        ends.frombytes(base._raw["ends"][:8 * m])
+    ls = [lstart[x] for x in range(m, len(lstart))]
+    starts.extend([loff[x] if y > x else 0 for x, y in zip(ls, ls[1:])])
+    ends.extend([loff[y - 1] + llen[y - 1] if y > x else 0 for x, y in zip(ls, ls[1:])])
     return starts, ends
 
 
-def _index_rows(cols, spans: list, big: dict[int, list], chunk: int = 1 << 20):
+def _index_rows(cols, spans: list, big: dict[int, list], base: "Table | None" = None,
+                chunk: int = 1 << 20):
     """The index rows as the CLI prints them (compact JSON, each followed by a comma) in
-    chunks of about ``chunk`` bytes, and the offset after each row in ``offs`` — so an outside
-    ``transcript index`` copies bytes instead of building 300 000 objects."""
+    chunks of about ``chunk`` bytes, then the array of the offset after each row — so an
+    outside ``transcript index`` copies bytes instead of building 300 000 objects.
+
+    A table restored from the checkpoint ``base`` copies the printed rows of the turns that did
+    not change since (``_reusable``), rewriting in place the residue span of those whose
+    outermost residue was swallowed by a newer one; only the other rows are encoded."""
     from .columns import _ORIGIN_OF, _ROLE_OF, _STATE_OF
 
     enc = msgspec.json.Encoder()
     ids, weights, meta, srcs, under, swept = cols.ids, cols.weights, cols.meta, cols.srcs, \
         cols.under, cols.swept
     sources, loff = cols.sources, cols.label_off
-    blob = bytes(cols.labels)
+    blob = cols.labels
     text = blob.decode("utf-8", "surrogatepass")
     ascii_ = len(text) == len(blob)
+    n = len(ids)
+    plan = _reusable(cols, spans, big, base) if base is not None else None
+    n0, dirty, old, old_off, reps = plan if plan is not None else (0, b"", b"", (), {})
+    grow = {u: len(new) - len(was) for u, (was, new) in reps.items()}
     offs = array("q", [0])
     buf = bytearray()
     done = 0
-    for i in range(len(ids)):
-        m = meta[i]
-        st = _STATE_OF[m]
-        u = under[i]
-        label = text[loff[i]:loff[i + 1]] if ascii_ else \
-            blob[loff[i]:loff[i + 1]].decode("utf-8", "surrogatepass")
-        row: dict[str, Any] = {
-            "id": ids[i], "role": _ROLE_OF[m], "label": label, "bytes": weights[i],
-            "held": "swept" if st == "resident" and swept.get(i) else st,
-            "residue": spans[u] if u >= 0 else None, "origin": _ORIGIN_OF[m],
-            "source": sources[srcs[i]]}
-        if st == "resident" and i in big:
-            row["blocks"] = [{"block": a, "bytes": b} for a, b in big[i]]
-        enc.encode_into(row, buf, -1)
-        buf += b","
-        offs.append(done + len(buf))
+    i = 0
+    while i < n:
+        if i < n0 and not dirty[i]:  # a run of unchanged rows: their printed bytes
+            j = dirty.find(1, i, n0)
+            j = n0 if j < 0 else j
+            # at most about ``chunk`` bytes at a time (rows whole), never the run in one copy
+            j = max(i + 1, min(j, bisect.bisect_right(old_off, old_off[i] + chunk, i, j + 1) - 1))
+            seg = old[old_off[i]:old_off[j]]
+            at = done + len(buf)
+            if reps:
+                seg = bytes(seg)
+                for was, new in reps.values():
+                    seg = seg.replace(was, new)
+                for x in range(i, j):
+                    at += old_off[x + 1] - old_off[x] + grow.get(under[x], 0)
+                    offs.append(at)
+            else:
+                shift = at - old_off[i]
+                offs.extend([old_off[x] + shift for x in range(i + 1, j + 1)])
+            if buf:
+                done += len(buf)
+                yield bytes(buf)
+                buf.clear()
+            done += len(seg)
+            yield seg
+            if base is not None:  # written: its mapped pages may go (see ``_let_go``)
+                base.let_go("index", old_off[i], old_off[j])
+            i = j
+            continue
+        else:
+            m = meta[i]
+            st = _STATE_OF[m]
+            u = under[i]
+            label = text[loff[i]:loff[i + 1]] if ascii_ else \
+                blob[loff[i]:loff[i + 1]].decode("utf-8", "surrogatepass")
+            row: dict[str, Any] = {
+                "id": ids[i], "role": _ROLE_OF[m], "label": label, "bytes": weights[i],
+                "held": "swept" if st == "resident" and swept.get(i) else st,
+                "residue": spans[u] if u >= 0 else None, "origin": _ORIGIN_OF[m],
+                "source": sources[srcs[i]]}
+            if st == "resident" and i in big:
+                row["blocks"] = [{"block": a, "bytes": b} for a, b in big[i]]
+            enc.encode_into(row, buf, -1)
+            buf += b","
+            offs.append(done + len(buf))
+            i += 1
         if len(buf) >= chunk:
             done += len(buf)
             yield bytes(buf)
@@ -145,21 +210,82 @@ def _index_rows(cols, spans: list, big: dict[int, list], chunk: int = 1 << 20):
     yield offs
 
 
+def _reusable(cols, spans: list, big: dict, base: "Table"):
+    """What of ``base``'s printed index still holds: ``(n0, dirty, rows, offsets, reps)`` —
+    rows ``[0, n0)`` came from it, ``dirty[i]`` marks one whose weight, state, residue, sweeps
+    or listed blocks changed (or its turn in hand, which may have grown), ``reps`` the printed
+    residue spans to rewrite (residue position → (old text, new text)). None when the printed
+    index does not check out or the rows are not the checkpoint's."""
+    try:
+        old = base._col("index", "B")
+        # checked block by block, each dropped once checked: read again run by run
+        base._check_blocks("index", sorted(base._todo["index"]), drop=True)
+        old_off = base._col("index_off", "q", True)
+        base.need("ids", "weights", "meta", "under", "big")
+    except (Stale, KeyError):
+        return None
+    n0 = min(base.n, len(cols.ids))
+    if len(old_off) != base.n + 1 or \
+            memoryview(cols.ids).cast("B")[:8 * n0] != base._raw["ids"][:8 * n0]:
+        return None
+    dirty = bytearray(n0)
+    step = 512
+    for name, size in (("weights", 8), ("meta", 1), ("under", 4)):
+        new, was = memoryview(getattr(cols, name)).cast("B"), base._raw[name]
+        for a in range(0, n0, step):
+            b = min(n0, a + step)
+            if new[a * size:b * size] != was[a * size:b * size]:
+                for x in range(a, b):
+                    if new[x * size:(x + 1) * size] != was[x * size:(x + 1) * size]:
+                        dirty[x] = 1
+    if base._big is None:
+        base._big = {int(k): v for k, v in msgspec.msgpack.decode(base._big_raw).items()}
+    for i in set(cols.swept) | set(base._swept):
+        if i < n0 and cols.swept.get(i) != base._swept.get(i):
+            dirty[i] = 1
+    for i in set(big) | set(base._big):
+        if i < n0 and big.get(i) != base._big.get(i):
+            dirty[i] = 1
+    if base.in_hand is not None and n0:
+        dirty[n0 - 1] = 1
+    reps = {}
+    for u, was in enumerate(base._outer):
+        if u < len(spans) and tuple(spans[u]) != tuple(was):
+            reps[u] = (b'"residue":[%d,%d]' % tuple(was), b'"residue":[%d,%d]' % tuple(spans[u]))
+    return n0, dirty, old, old_off, reps
+
+
+def _seg(col, a: int, b: int):
+    """``col[a:b]`` without a copy: a memoryview of an array, or of a column and its tail."""
+    if isinstance(col, _Joined):
+        n = col.n
+        if b <= n:
+            return memoryview(col.a)[a:b]
+        if a >= n:
+            return memoryview(col.b)[a - n:b - n]
+        import itertools
+
+        return itertools.chain(memoryview(col.a)[a:], memoryview(col.b)[:b - n])
+    return memoryview(col)[a:b]
+
+
 def _runs(srcs, starts, ends, lstart, loff, llen) -> list[list[int]]:
     """``[source, first, stop, spans in order, records in order]`` for each run of turns from
     one source — what the grep would otherwise work out per call."""
     out: list[list[int]] = []
     n = len(srcs)
     i = 0
+    lt, le, add = operator.lt, operator.le, operator.add
     while i < n:
         j = i + 1
         while j < n and srcs[j] == srcs[i]:
             j += 1
-        lt, le, add = operator.lt, operator.le, operator.add
-        spans_ok = all(map(lt, lstart[i:j], lstart[i + 1:j + 1])) and \
-            all(map(lt, starts[i:j], ends[i:j])) and all(map(lt, ends[i:j - 1], starts[i + 1:j]))
+        spans_ok = all(map(lt, _seg(lstart, i, j), _seg(lstart, i + 1, j + 1))) and \
+            all(map(lt, _seg(starts, i, j), _seg(ends, i, j))) and \
+            all(map(lt, _seg(ends, i, j - 1), _seg(starts, i + 1, j)))
         a, b = lstart[i], lstart[j]
-        flat_ok = all(map(le, map(add, loff[a:b - 1], llen[a:b - 1]), loff[a + 1:b]))
+        flat_ok = all(map(le, map(add, _seg(loff, a, b - 1), _seg(llen, a, b - 1)),
+                          _seg(loff, a + 1, b)))
         out.append([srcs[i], i, j, int(spans_ok), int(flat_ok)])
         i = j
     return out
@@ -277,8 +403,11 @@ def write(ctx: "Context", log: Path, key: Key, big: dict[int, list]) -> Path | N
 
     The columns are streamed to the file one after another (the printed index row by row, in
     chunks), each digested as it goes; the header follows them, so nothing is held twice."""
-    cols = _table_of(ctx).frozen()
-    starts, ends = _spans(cols.lstart, cols.loff, cols.llen)
+    table = _table_of(ctx)
+    cols = table.frozen()
+    base = getattr(table, "base", None)  # the checkpoint it was restored from, if still whole
+    lstart, loff, llen = _Joined(cols.lstart), _Joined(cols.loff), _Joined(cols.llen)
+    starts, ends = _spans(lstart, loff, llen, base)
     spans = [list(r.outermost().span) for r in ctx.residues]
 
     def columns():
@@ -287,18 +416,18 @@ def write(ctx: "Context", log: Path, key: Key, big: dict[int, list]) -> Path | N
         yield "meta", (cols.meta,)
         yield "srcs", (cols.srcs,)
         yield "under", (cols.under,)
-        yield "lstart", (cols.lstart,)
+        yield "lstart", cols.lstart
         yield "starts", (starts,)
         yield "ends", (ends,)
-        yield "loff", (cols.loff,)
-        yield "llen", (cols.llen,)
-        yield "ldig", (cols.ldig,)
+        yield "loff", cols.loff
+        yield "llen", cols.llen
+        yield "ldig", cols.ldig
         yield "label_off", (cols.label_off,)
         yield "labels", (cols.labels,)
         yield "big", (msgspec.msgpack.encode({str(k): v for k, v in big.items()}),)
         yield "runs", (msgspec.msgpack.encode(
-            _runs(cols.srcs, starts, ends, cols.lstart, cols.loff, cols.llen)),)
-        rows = _index_rows(cols, spans, big)
+            _runs(cols.srcs, starts, ends, lstart, loff, llen)),)
+        rows = _index_rows(cols, spans, big, base)
         offs = []
         yield "index", _until_array(rows, offs)
         yield "index_off", offs
@@ -550,13 +679,43 @@ class Table:
                 if blocks:
                     self._check_blocks(name, blocks)
 
-    def _check_blocks(self, name: str, blocks) -> None:
-        raw, digs, todo = self._raw[name], self._arrays[name][2], self._todo[name]
+    def copy(self, name: str, into) -> None:
+        """Append column ``name``'s bytes to ``into`` (an array or bytearray), checking the
+        copy's blocks against their digests and dropping the mapped pages as it goes: the
+        column is then in memory once, not twice."""
+        raw, off = self._raw[name], len(memoryview(into).cast("B"))
+        for x in range(0, max(len(raw), 1), CHECK_BLOCK):
+            into.frombytes(raw[x:x + CHECK_BLOCK]) if isinstance(into, array) else \
+                into.extend(raw[x:x + CHECK_BLOCK])
+            self.let_go(name, x, x + CHECK_BLOCK)
+        self._check_blocks(name, sorted(self._todo[name]),
+                           memoryview(into).cast("B")[off:off + len(raw)])
+
+    def _check_blocks(self, name: str, blocks, raw=None, drop: bool = False) -> None:
+        raw = self._raw[name] if raw is None else raw
+        digs, todo = self._arrays[name][2], self._todo[name]
         for x in blocks:
             got = blake3.blake3(raw[x * CHECK_BLOCK:(x + 1) * CHECK_BLOCK]).digest(length=8)
+            if drop:
+                self.let_go(name, x * CHECK_BLOCK, (x + 1) * CHECK_BLOCK)
             if got.hex() != digs[x]:
                 raise Stale(f"a damaged column ({name})")
             todo.discard(x)
+
+    def let_go(self, name: str, a: int, b: int) -> None:
+        """Drop the mapped pages wholly inside bytes ``[a, b)`` of a column from this process
+        (they stay in the page cache): for one pass over a column much larger than the rest."""
+        advise = getattr(self._mm, "madvise", None)
+        if advise is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        at = self._arrays[name][0] + self._base
+        page = mmap.PAGESIZE
+        lo, hi = -(-(at + a) // page) * page, (at + b) // page * page
+        if hi > lo:
+            try:
+                advise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError):
+                pass
 
     def close(self) -> None:
         for v in reversed(self._views):
@@ -877,7 +1036,6 @@ def _restore(table: Table, loader) -> "Context":
     from .columns import Positions, Turns
     from .context import Context, ResidueEntry
 
-    table.need(*table._todo)
     st = table.state
     ctx = Context(table.source, loader=loader, lazy=True)
     entries = [ResidueEntry((r[0], r[1]), r[2], r[3], r[4], r[5], tuple(r[6])) for r in
@@ -890,14 +1048,12 @@ def _restore(table: Table, loader) -> "Context":
         e._msg_len = r[8]
     ctx.residues = entries
     cols = Turns(entries, table.sources)
-    raw = table._raw
-    for name in ("ids", "weights", "srcs", "under", "label_off", "lstart", "loff", "llen"):
+    for name in ("ids", "weights", "meta", "srcs", "under", "label_off", "labels", "lstart",
+                 "loff", "llen", "ldig"):
         col = getattr(cols, name)
         del col[:]
-        col.frombytes(raw[name])
-    cols.meta = bytearray(raw["meta"])
-    cols.labels = bytearray(raw["labels"])
-    cols.ldig = bytearray(raw["ldig"])
+        table.copy(name, col)
+    table.need(*table._todo)
     if max(cols.meta, default=0) >= 16 or any(m & 6 == 6 for m in set(cols.meta)):
         raise Stale("a damaged meta column")
     if cols.under and not -1 <= min(cols.under) <= max(cols.under) < len(entries):
@@ -905,6 +1061,7 @@ def _restore(table: Table, loader) -> "Context":
     if cols.srcs and not 0 <= min(cols.srcs) <= max(cols.srcs) < len(table.sources):
         raise Stale("a damaged srcs column")
     cols.swept = {i: dict(items) for i, items in table._swept.items()}
+    cols.base = table  # what a later save may copy from (its printed rows, its spans)
     ctx.turns = cols  # type: ignore[assignment]
     ctx._by_id = Positions(cols.ids)  # type: ignore[assignment]
     in_hand = st["in_hand"]

@@ -85,6 +85,7 @@ class Turns:
         self._src_ix = {s: i for i, s in enumerate(self.sources)}
         self._res_ix: dict[int, int] = {}  # id(entry) -> position in residues
         self.made: dict[int, Turn] = {}
+        self.base: Any = None  # the checkpoint (``Table``) restored from, if any
 
     # ------------------------------------------------------------------ as a list of Turn
 
@@ -257,18 +258,19 @@ class Turns:
                 swept[i] = dict(t.swept)
             else:
                 swept.pop(i, None)
-        lstart, loff, llen, ldig = self.lstart, self.loff, self.llen, self.ldig
-        if k < n:  # the rows whose loci are lists: copies with them appended
-            lstart, loff, llen, ldig = array("q", lstart), array("q", loff), \
-                array("q", llen), bytearray(ldig)
-            for i in range(k, n):
-                for off, length, dig in self.made[i].loci:
-                    loff.append(off)
-                    llen.append(length)
-                    ldig += bytes.fromhex(dig)
-                lstart.append(len(loff))
-        return Frozen(self.ids, weights, meta, self.srcs, under, lstart, loff, llen, ldig,
-                      self.label_off, self.labels, swept, self.sources)
+        # the rows whose loci are still lists (the turn in hand, rows folded since the last
+        # spill): their loci as a tail after the columns', which are not copied
+        lstart, loff, llen, ldig = array("q"), array("q"), array("q"), bytearray()
+        r = len(self.loff)
+        for i in range(k, n):
+            for off, length, dig in self.made[i].loci:
+                loff.append(off)
+                llen.append(length)
+                ldig += bytes.fromhex(dig)
+            lstart.append(r + len(loff))
+        return Frozen(self.ids, weights, meta, self.srcs, under, (self.lstart, lstart),
+                      (self.loff, loff), (self.llen, llen), (self.ldig, ldig), self.label_off,
+                      self.labels, swept, self.sources)
 
     @classmethod
     def of(cls, turns: list[Turn], residues: list[ResidueEntry]) -> "Turns":
@@ -281,7 +283,9 @@ class Turns:
 
 
 class Frozen:
-    """A table's columns at one moment (``Turns.frozen``): what a checkpoint saves."""
+    """A table's columns at one moment (``Turns.frozen``): what a checkpoint saves. The
+    per-record columns and ``lstart`` are pairs ``(columns, tail)``: the table's own arrays
+    and what the rows still holding lists add after them."""
 
     __slots__ = ("ids", "weights", "meta", "srcs", "under", "lstart", "loff", "llen", "ldig",
                  "label_off", "labels", "swept", "sources")
