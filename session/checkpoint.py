@@ -122,7 +122,8 @@ def _spans(lstart, loff, llen, base: "Table | None" = None) -> tuple[array, arra
     starts, ends = array("q"), array("q")
     m = 0
     if base is not None:  # rows before its turn in hand: their loci are the checkpoint's
-        m = max(0, min(base.n - (base.in_hand is not None), len(lstart) - 1))
+        m = base.n if base.in_hand is None else bisect.bisect_left(base.ids_, base.in_hand)
+        m = max(0, min(m, len(lstart) - 1))
         starts.frombytes(base._raw["starts"][:8 * m])
         ends.frombytes(base._raw["ends"][:8 * m])
     ls = [lstart[x] for x in range(m, len(lstart))]

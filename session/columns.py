@@ -171,6 +171,17 @@ class Turns:
         off, ln, dig = self.loff, self.llen, self.ldig
         return [(off[r], ln[r], dig[8 * r:8 * r + 8].hex()) for r in range(a, b)]
 
+    def want(self, i: int) -> tuple:
+        """``(turn id, source, loci)`` of row ``i`` for the door, without making its ``Turn``."""
+        t = self.made.get(i)
+        if t is not None:
+            return (t.id, t.source, t.loci)
+        return (self.ids[i], self.sources[self.srcs[i]], self.loci_of(i))
+
+    def origin_of(self, i: int) -> str:
+        t = self.made.get(i)
+        return t.origin if t is not None else _ORIGIN_OF[self.meta[i]]
+
     def state_of(self, i: int) -> str:
         t = self.made.get(i)
         return t.state if t is not None else _STATE_OF[self.meta[i]]

@@ -19,7 +19,8 @@ from mnemon.session.agentlog import AgentLog
 from mnemon.session.columns import Turns
 from mnemon.session.render import render
 from mnemon.session.resume import fold_file
-from tests.door.test_checkpoint import OPS, play
+from mnemon.session.door import Door
+from tests.door.test_checkpoint import OPS, answers, play
 from tests.helpers import answer, new_agent, prompt, tool_turn
 
 SETTINGS = settings(max_examples=40, deadline=None,
@@ -91,6 +92,8 @@ def test_a_resumed_table_stays_columns_and_folds_as_the_whole_file(tmp_path_fact
     resumed.close(checkpoint=True)  # a save from the columns, then a resume from it
     again = resume_child(root, agent) if forked else AgentLog.resume(path, src)[0]
     want, _ = fold_file(path, src, loader=make_loader(root))
+    # the agent's door over columns answers as a door over the full fold
+    assert answers(Door(root, again.ctx, own=False)) == answers(Door(root, want, own=False))
     assert again.ctx == want
     again.close()
 
