@@ -229,8 +229,7 @@ class Supervisor:
         node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
         node.tokens_per_byte = st.tokens_per_byte if st else None
         node.resumed = True
-        node.turns_taken = sum(1 for t in node.ctx.turns
-                               if t.origin == "own" and t.role == "assistant")
+        node.turns_taken = node.ctx.count(role="assistant", origin="own")
         s = self.settings
         if spend or (spend is None and any(b is not None for b in (
                 s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd))):

@@ -182,6 +182,13 @@ class Turns:
         t = self.made.get(i)
         return t.origin if t is not None else _ORIGIN_OF[self.meta[i]]
 
+    def under_of(self, i: int) -> ResidueEntry | None:
+        t = self.made.get(i)
+        if t is not None:
+            return t.under
+        u = self.under[i]
+        return self.residues[u] if u >= 0 else None
+
     def state_of(self, i: int) -> str:
         t = self.made.get(i)
         return t.state if t is not None else _STATE_OF[self.meta[i]]
@@ -202,6 +209,11 @@ class Turns:
         out += [i for i, t in made.items() if t.state == state]
         out.sort()
         return out
+
+    def count(self, *, role: str, origin: str) -> int:
+        """Rows with this role and origin, from the meta column (neither ever changes)."""
+        want = _ROLE[role] | _ORIGIN[origin]
+        return sum(1 for m in self.meta if m & 9 == want)
 
     def first(self, state: str) -> int | None:
         """The position of the first row in ``state``, or None."""

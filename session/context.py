@@ -303,6 +303,9 @@ class Context:
     def _items(self, lo: int, hi: int) -> Iterator[Turn | ResidueEntry]:
         """Frontier items among ``turns[lo:hi]``, jumping over each residue's turns."""
         turns = self.turns
+        if type(turns) is not list:  # columns: a departed row's state and residue, no Turn
+            yield from self._items_of_columns(lo, hi)
+            return
         i = lo
         while i < hi:
             t = turns[i]
@@ -311,6 +314,21 @@ class Context:
                 i += 1
             elif t.state == "evicted" and t.under is not None:
                 r = t.under.outermost()
+                yield r
+                i = self._index_after(r.last, i + 1)
+            else:
+                i += 1
+
+    def _items_of_columns(self, lo: int, hi: int) -> Iterator[Turn | ResidueEntry]:
+        turns: Any = self.turns
+        i = lo
+        while i < hi:
+            state = turns.state_of(i)
+            if state == "resident":
+                yield turns[i]
+                i += 1
+            elif state == "evicted" and (under := turns.under_of(i)) is not None:
+                r = under.outermost()
                 yield r
                 i = self._index_after(r.last, i + 1)
             else:
@@ -907,6 +925,20 @@ class Context:
         tpb = tokens_per_byte or self.last_input_tokens / max(
             1, self.history_at_response + self.overhead_bytes())
         return max(0, int(self.last_input_tokens + (hb - self.history_at_response) * tpb))
+
+    def resident(self) -> list[Turn]:
+        """The resident turns, in id order (a table kept as columns makes no other Turn)."""
+        turns = self.turns
+        if type(turns) is not list:
+            return [turns[i] for i in turns.positions("resident")]  # type: ignore[attr-defined]
+        return [t for t in turns if t.state == "resident"]
+
+    def count(self, *, role: str, origin: str) -> int:
+        """How many turns have this role and origin (both fixed when a turn opens)."""
+        turns = self.turns
+        if type(turns) is not list:
+            return turns.count(role=role, origin=origin)  # type: ignore[attr-defined]
+        return sum(1 for t in turns if t.origin == origin and t.role == role)
 
     def earliest_resident(self) -> int | None:
         if type(self.turns) is not list:

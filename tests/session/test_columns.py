@@ -19,6 +19,7 @@ from mnemon.session.agentlog import AgentLog
 from mnemon.session.columns import Turns
 from mnemon.session.render import render
 from mnemon.session.resume import fold_file
+from mnemon.session.sweep import candidates
 from mnemon.session.door import Door
 from tests.door.test_checkpoint import OPS, answers, play
 from tests.helpers import answer, new_agent, prompt, tool_turn
@@ -72,6 +73,13 @@ def test_a_resumed_table_stays_columns_and_folds_as_the_whole_file(tmp_path_fact
         assert not set(departed) & set(ctx.turns.made)
     want, _ = fold_file(path, src, loader=make_loader(root))
     assert render(ctx) == render(want)  # (equality would make every row: compared below)
+    assert candidates(ctx) == candidates(want)
+    assert [t.id for t in ctx.resident()] == [t.id for t in want.resident()]
+    for role in ("user", "assistant"):
+        for origin in ("own", "inherited"):
+            assert ctx.count(role=role, origin=origin) == want.count(role=role, origin=origin)
+    if departed:
+        assert not set(departed) & set(ctx.turns.made)  # none of that made a departed turn
     assert ctx.earliest_resident() == want.earliest_resident()
     assert ctx.history_bytes() == ctx.history_bytes_projection() == want.history_bytes()
     play(resumed, more)  # appends after the resume: evictions, sweeps, clear, rewind
