@@ -159,3 +159,32 @@ def test_spill_and_frozen_keep_every_field(tmp_path):
     assert again.label == "t2 ünïcode"
     full, _ = fold_file(root / src, src)
     assert [tuple(x) for x in turns[5].loci] == [tuple(x) for x in full.turns[5].loci]
+
+
+def test_a_catch_up_rewrites_the_printed_residue_of_swallowed_residues(tmp_path, monkeypatch):
+    """A checkpoint caught up after an eviction that swallows its residues: the printed rows it
+    copies name the new outermost residue, as a full fold's index does."""
+    from tests.door._build import evict_prefix
+    from tests.door.test_checkpoint import full
+    from tests.helpers import door_open
+
+    root = create_run_root(tmp_path / "run", "tests")
+    log = new_agent(root, "a1")
+    prompt(log, "first")
+    for k in range(12):
+        tool_turn(log, f"t{k}", "ls", "out" * (k + 1))
+    evict_prefix(log, 5)
+    evict_prefix(log, 2)  # nested: [a, b] swallows the first
+    for k in range(4):
+        tool_turn(log, f"u{k}", "ls", "more")
+    door_open(root / "agents" / "a1")  # the checkpoint
+    path = root / "agents" / "a1" / "record.jsonl"
+    before = checkpoint.load(path, "agents/a1/record.jsonl")
+    outer = set(map(tuple, before._outer))
+    before.close()
+    evict_prefix(log, 3)  # swallows the outermost residue and two turns
+    answer(log, "appended")
+    door, _ = door_open(root / "agents" / "a1")
+    assert isinstance(door.ctx, checkpoint.Table) and door.ctx.key.end == path.stat().st_size
+    assert set(map(tuple, door.ctx._outer)) != outer
+    assert answers(door) == full(root, "a1")
