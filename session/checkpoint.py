@@ -12,13 +12,16 @@ resident turns (for the index's ``blocks``). It is never a source of truth:
   match — another file, a rewritten or truncated log, a damaged checkpoint — is thrown away and
   the log refolded;
 * a log appended behind its back is caught up by restoring the table and folding only the new
-  lines through the same ``Context.step``;
+  lines through the same ``Context.step``; the save that follows copies what did not change
+  (decision 0219);
 * ``mnemon verify`` never reads it: it refolds every log.
 
 The door opens a ``Table`` — the checkpoint mapped into memory, columns read in place — so an
 outside ``read`` or ``index`` costs a map and a bisection, not a fold; memory stays flat in the
 log's size (the pages touched, not the table). ``restore`` rebuilds a ``Context`` from it for a
-fold that must go on (a tail appended, an agent reopened to append).
+fold that must go on (a tail appended, an agent reopened to append): its turns are columns
+copied out of the map (``session.columns``, decision 0217). ``write`` streams the columns to the
+file, the header last (format 3, decision 0218).
 """
 
 from __future__ import annotations
@@ -498,7 +501,7 @@ class _Digests:
 class Loci(tuple):
     """One turn's loci, ``(offset, length, digest)`` each, read from the columns in place.
 
-    Made as ``Loci((table, first, stop))`` — a tuple underneath, so that restoring a table of
+    Made as ``Loci((table, first, stop))`` — a tuple underneath, so that answering for a table of
     300 000 turns builds them in C — but it reads as the sequence of the turn's loci."""
 
     __slots__ = ()

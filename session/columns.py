@@ -9,14 +9,16 @@ it (``made``); from then on that object *is* the row, and the fold mutates it as
 turn. The columns are authoritative only for rows not made. ``spill`` folds made rows back into
 the columns (a structural fold does so as it goes, so its memory is the columns, not objects).
 
-Invariant: rows ``[0, k)`` (``k = len(lstart) - 1``) have their loci in the per-record columns;
-every row ``≥ k`` is made (the turn in hand and those folded since the last spill), its loci a
-list that may still grow.
+Invariant: rows ``[0, kl)`` (``kl = len(lstart) - 1``) have their loci in the per-record
+columns and rows ``[0, kt)`` (``kt = len(meta)``) their other fields in the per-turn columns;
+every row past either is made (the turn in hand, rows appended since the last spill), its loci a
+list that may still grow. Every row's id is in ``ids`` at once (bisections need them).
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from array import array
 from typing import Any, Iterator
 
@@ -130,16 +132,10 @@ class Turns:
     __hash__ = None  # type: ignore[assignment]
 
     def append(self, t: Turn) -> None:
-        """A new row, made (it is the turn in hand); its immutable fields go to the columns."""
-        i = len(self.ids)
+        """A new row, made (it is the turn in hand): only its id goes to the columns now, the
+        rest when it is settled (``_settle``)."""
+        self.made[len(self.ids)] = t
         self.ids.append(t.id)
-        self.weights.append(0)
-        self.meta.append(meta_of(t))
-        self.srcs.append(self._src(t.source))
-        self.under.append(-1)
-        self.labels += t.label.encode("utf-8", "surrogatepass")
-        self.label_off.append(len(self.labels))
-        self.made[i] = t
 
     # ------------------------------------------------------------------ rows without a Turn
 
@@ -213,7 +209,9 @@ class Turns:
     def count(self, *, role: str, origin: str) -> int:
         """Rows with this role and origin, from the meta column (neither ever changes)."""
         want = _ROLE[role] | _ORIGIN[origin]
-        return sum(1 for m in self.meta if m & 9 == want)
+        kt = len(self.meta)
+        return sum(1 for m in self.meta if m & 9 == want) + sum(
+            1 for i, t in self.made.items() if i >= kt and t.role == role and t.origin == origin)
 
     def first(self, state: str) -> int | None:
         """The position of the first row in ``state``, or None."""
@@ -223,7 +221,7 @@ class Turns:
         for i, t in made.items():
             if t.state == state and (best is None or i < best):
                 best = i
-        stop = len(meta) if best is None else best
+        stop = len(meta) if best is None else min(best, len(meta))
         for i in range(stop):
             if meta[i] & 6 == want and i not in made:
                 return i
@@ -241,12 +239,38 @@ class Turns:
         else:
             self.swept.pop(i, None)
 
-    def _put_loci(self, loci) -> None:
-        for off, length, dig in loci:
-            self.loff.append(off)
-            self.llen.append(length)
-            self.ldig += bytes.fromhex(dig)
-        self.lstart.append(len(self.loff))
+    def _settle(self) -> int:
+        """Give every row past the per-turn columns (rows appended since) its columns, from its
+        ``Turn`` as it stands, in a few list-wide calls; the rows stay made. Returns where the
+        per-turn columns ended before."""
+        kt, n = len(self.meta), len(self.ids)
+        if kt == n:
+            return kt
+        made = self.made
+        rows = [made[i] for i in range(kt, n)]
+        self.weights.extend([t.bytes for t in rows])
+        self.meta.extend([_ROLE[t.role] | _STATE[t.state] | _ORIGIN[t.origin] for t in rows])
+        src = self._src
+        self.srcs.extend([src(t.source) for t in rows])
+        res = self._res
+        self.under.extend([-1 if t.under is None else res(t.under) for t in rows])
+        labels = [t.label.encode("utf-8", "surrogatepass") for t in rows]
+        at = len(self.labels)
+        self.label_off.extend(itertools.accumulate(map(len, labels), initial=at))
+        del self.label_off[-len(labels) - 1]  # ``initial`` repeats the last offset
+        self.labels += b"".join(labels)
+        return kt
+
+    def _put_loci(self, rows: list[Turn]) -> None:
+        """Append the loci of ``rows`` (in order) to the per-record columns."""
+        loci = [t.loci for t in rows]
+        flat = [x for ls in loci for x in ls]
+        self.loff.extend([x[0] for x in flat])
+        self.llen.extend([x[1] for x in flat])
+        self.ldig += bytes.fromhex("".join([x[2] for x in flat]))
+        r = self.lstart[-1]
+        self.lstart.extend(itertools.accumulate(map(len, loci), initial=r))
+        del self.lstart[-len(loci) - 1]
 
     def spill(self, keep: int | None = None) -> None:
         """Fold every made row except position ``keep`` (the turn in hand) back into the
@@ -255,21 +279,25 @@ class Turns:
         made = self.made
         if not made:
             return
-        k = len(self.lstart) - 1
+        kl = len(self.lstart) - 1
         stop = len(self.ids) if keep is None else keep
-        assert stop >= k, "the turn in hand keeps its loci as a list"
-        for i in range(k, stop):  # rows whose loci are still lists, in order
-            self._put_loci(made[i].loci)
+        assert stop >= kl, "the turn in hand keeps its loci as a list"
+        kt = self._settle()
+        self._put_loci([made[i] for i in range(kl, stop)])
         for i in [i for i in made if i < stop]:
             t = made.pop(i)
             assert t.records is None, "spill is for a structural table"
-            self._put(i, t)
+            if i < kt:
+                self._put(i, t)
+            elif t.swept:
+                self.swept[i] = dict(t.swept)
 
     def frozen(self) -> "Frozen":
         """Every row's columns as they stand (made rows folded in), for the checkpoint writer;
         the table itself is not changed."""
         n = len(self.ids)
         k = len(self.lstart) - 1
+        self._settle()  # columns for rows appended since: stale for made rows, as any made row
         weights, meta, under = array("q", self.weights), bytearray(self.meta), \
             array("i", self.under)
         swept = dict(self.swept)
