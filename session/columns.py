@@ -66,6 +66,51 @@ class Positions:
         """A no-op: ``Turns.append`` records the row's id."""
 
 
+class Loci:
+    """A closed turn's loci read from the per-record columns ``[a, b)`` of a ``Turns``: a
+    sequence of ``(offset, length, digest)`` that builds no tuple until one is asked for (a
+    made turn of a restored table holds this, not a list: its loci never change, and the
+    per-record columns only ever grow past it)."""
+
+    __slots__ = ("_t", "_a", "_b")
+
+    def __init__(self, turns: "Turns", a: int, b: int):
+        self._t, self._a, self._b = turns, a, b
+
+    def __len__(self) -> int:
+        return self._b - self._a
+
+    def __bool__(self) -> bool:
+        return self._b > self._a
+
+    def _at(self, r: int) -> tuple:
+        t = self._t
+        return (t.loff[r], t.llen[r], t.ldig[8 * r:8 * r + 8].hex())
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._at(self._a + x) for x in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._at(self._a + i)
+
+    def __iter__(self):
+        return map(self._at, range(self._a, self._b))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Loci, list, tuple)):
+            return len(self) == len(other) and all(
+                tuple(x) == tuple(y) for x, y in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 class Turns:
     """The id-ordered turns of a table as columns plus the rows made so far (see the module)."""
 
@@ -193,7 +238,8 @@ class Turns:
         m = self.meta[i]
         u = self.under[i]
         return Turn(self.ids[i], _ROLE_OF[m], self.label(i), self.weights[i], _STATE_OF[m],
-                    self.sources[self.srcs[i]], self.loci_of(i), _ORIGIN_OF[m], None,
+                    self.sources[self.srcs[i]], Loci(self, self.lstart[i], self.lstart[i + 1]),
+                    _ORIGIN_OF[m], None,
                     dict(self.swept[i]) if i in self.swept else _NO_SWEEPS,
                     self.residues[u] if u >= 0 else None)
 
