@@ -1097,13 +1097,29 @@ def _restore(table: Table, loader) -> "Context":
     return ctx
 
 
+def _load_own(log: Path, source: str, turns: list) -> None:
+    """Load the records of the log's own ``turns`` in one pass over one open file (in locus
+    order, each record digest-checked before it is parsed), not one open per turn."""
+    from .errors import LogCorrupt
+    from .log import read_span
+
+    raws = read_span(log, source, [x for t in turns for x in t.loci])
+    for t in turns:
+        recs = []
+        for locus in t.loci:
+            raw = next(raws)
+            try:
+                recs.append(decode(raw))
+            except DECODE_ERRORS as e:
+                raise LogCorrupt(source, locus[0], f"not a record ({e})") from None
+        t.records = recs
+
+
 def caught_up(table: Table, log: Path, *, loader=None) -> tuple["Context", Key]:
     """For an agent reopened to append: the table restored, the lines appended since folded,
     and every resident turn made and its records loaded through its loci (own turns from the
     log itself, inherited ones through ``loader``) — the table a full fold would give. The
     departed turns stay columns until something touches them."""
-    from .log import read_at
-
     ctx = restore(table, loader=with_own(log, table.source, loader))
     key = table.key
     from .resume import fold_more
@@ -1111,18 +1127,17 @@ def caught_up(table: Table, log: Path, *, loader=None) -> tuple["Context", Key]:
     ctx, key = fold_more(log, ctx, key)
     turns = ctx.turns
     where = turns.positions("resident") if hasattr(turns, "positions") else range(len(turns))
-    for i in where:
-        t = turns[i]
-        if t.state == "resident" and t.records is None:
-            if t.source == ctx.source:
-                t.records = read_at(log, t.pointer)
-            else:
-                if loader is None:
-                    from .errors import Refusal
+    resident = [t for t in (turns[i] for i in where)
+                if t.state == "resident" and t.records is None]
+    _load_own(log, ctx.source, [t for t in resident if t.source == ctx.source])
+    for t in resident:  # inherited: through the loader (digest-checked, confined)
+        if t.records is None:
+            if loader is None:
+                from .errors import Refusal
 
-                    raise Refusal(f"inherited row {t.id} is resident but no loader can read "
-                                  f"{t.source}")
-                t.records = loader(t.pointer)
+                raise Refusal(f"inherited row {t.id} is resident but no loader can read "
+                              f"{t.source}")
+            t.records = loader(t.pointer)
     ctx.lazy = False
     ctx.loader = loader
     return ctx, key
