@@ -33,36 +33,39 @@ TIME = "/usr/bin/time"  # GNU time: the child's peak RSS, from a small parent (a
 # from this process would count this process's pages until it execs)
 
 
-def run_once(argv: list[str], env: dict | None = None) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in bytes, exit code) of one whole process."""
+def run_once(argv: list[str], env: dict | None = None) -> tuple[float, int, int, float]:
+    """(wall seconds, peak RSS in bytes, exit code, CPU seconds: user + system) of one whole
+    process."""
     import tempfile
 
     with tempfile.NamedTemporaryFile("r") as out:
         t0 = time.perf_counter()
-        p = subprocess.run([TIME, "-o", out.name, "-f", "%M %x", *argv], env=env,
+        p = subprocess.run([TIME, "-o", out.name, "-f", "%U %S %M %x", *argv], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - t0
-        kb, code = out.read().split()[-2:]
-    return wall, int(kb) * 1024, int(code)
+        user, system, kb, code = out.read().split()[-4:]
+    return wall, int(kb) * 1024, int(code), float(user) + float(system)
 
 
 def paired(a: list[str], b: list[str] | None, runs: int, env=None) -> dict:
-    ta, ma, tb, ratios = [], [], [], []
+    ta, ma, tb, ratios, ca_ = [], [], [], [], []
     codes = set()
     run_once(a, env)  # warm-up
     if b:
         run_once(b)
     for _ in range(runs):
-        wa, ra, ca = run_once(a, env)
+        wa, ra, ca, cpu = run_once(a, env)
         ta.append(wa)
+        ca_.append(cpu)
         ma.append(ra)
         codes.add(ca)
         if b:
-            wb, _, _ = run_once(b)
+            wb, _, _, _ = run_once(b)
             tb.append(wb)
             ratios.append(wa / wb)
     out = {"median_s": round(statistics.median(ta), 3), "min_s": round(min(ta), 3),
-           "max_s": round(max(ta), 3), "peak_rss_mb": round(max(ma) / 2 ** 20, 1),
+           "max_s": round(max(ta), 3), "cpu_median_s": round(statistics.median(ca_), 3),
+           "peak_rss_mb": round(max(ma) / 2 ** 20, 1),
            "exit": sorted(codes)}
     if b:
         out["rg_median_s"] = round(statistics.median(tb), 3)
@@ -154,20 +157,24 @@ def main() -> None:
                  "from mnemon.session.agentlog import AgentLog\n"
                  f"agent = Path({str(agent)!r}); root = agent.parent.parent\n"
                  "src = 'agents/' + agent.name + '/record.jsonl'\n"
-                 "t = time.perf_counter()\n"
+                 "t, c = time.perf_counter(), time.process_time()\n"
                  "log, _ = AgentLog.resume(root / src, src, loader=make_loader(root))\n"
-                 "took = time.perf_counter() - t\n"
+                 "took, cpu = time.perf_counter() - t, time.process_time() - c\n"
                  "log.close()\n"
-                 "print(took)\n")
+                 "print(took, cpu)\n")
         times = []
+        cpus = []
         whole = []
         for _ in range(a.runs):
             t0 = time.perf_counter()
             out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
                                  text=True, check=True).stdout
             whole.append(time.perf_counter() - t0)
-            times.append(float(out.strip().splitlines()[-1]))
+            took, cpu = out.strip().splitlines()[-1].split()
+            times.append(float(took))
+            cpus.append(float(cpu))
         results["resume"] = {"median_s": round(statistics.median(times), 3),
+                             "cpu_median_s": round(statistics.median(cpus), 3),
                              "whole_process_median_s": round(statistics.median(whole), 3)}
         print(f"{'resume':>20}: {results['resume']}", file=sys.stderr)
     info["results"] = results

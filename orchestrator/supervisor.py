@@ -314,8 +314,7 @@ class Supervisor:
         node.mcp_servers = tuple(
             mcp_servers if mcp_servers is not None else
             (self.settings.agent_mcp_servers if parent is None else ()))
-        node.turns_taken = sum(1 for t in node.ctx.turns
-                               if t.origin == "own" and t.role == "assistant")
+        node.turns_taken = node.ctx.count(role="assistant", origin="own")
         s = self.settings
         if spend or (spend is None and any(b is not None for b in (
                 s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd))):

@@ -217,8 +217,8 @@ def survey(sup: "Supervisor", node: "AgentNode") -> dict:
 
     plan = plan_eviction(ctx, s.keep, economy(sup, node, used))
     large = []
-    for t in ctx.turns:
-        if t.state == "resident" and t.records is not None and t.id != ctx.in_hand:
+    for t in ctx.resident():
+        if t.records is not None and t.id != ctx.in_hand:
             for b in ctx.blocks(t.id):
                 if b.length >= 2048 and b.index not in t.swept:
                     large.append({"block": b.address, "kind": b.kind, "bytes": b.length})

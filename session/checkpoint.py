@@ -12,17 +12,21 @@ resident turns (for the index's ``blocks``). It is never a source of truth:
   match — another file, a rewritten or truncated log, a damaged checkpoint — is thrown away and
   the log refolded;
 * a log appended behind its back is caught up by restoring the table and folding only the new
-  lines through the same ``Context.step``;
+  lines through the same ``Context.step``; the save that follows copies what did not change
+  (decision 0219);
 * ``mnemon verify`` never reads it: it refolds every log.
 
 The door opens a ``Table`` — the checkpoint mapped into memory, columns read in place — so an
 outside ``read`` or ``index`` costs a map and a bisection, not a fold; memory stays flat in the
 log's size (the pages touched, not the table). ``restore`` rebuilds a ``Context`` from it for a
-fold that must go on (a tail appended, an agent reopened to append).
+fold that must go on (a tail appended, an agent reopened to append): its turns are columns
+copied out of the map (``session.columns``, decision 0217). ``write`` streams the columns to the
+file, the header last (format 3, decision 0218).
 """
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import operator
 import os
@@ -45,9 +49,9 @@ from .records import DECODE_ERRORS, decode, encode
 if TYPE_CHECKING:  # the table module (and its import cost) is needed only to fold or restore
     from .context import Context, Turn
 
-MAGIC = b"mnemon fold checkpoint 1\n"
+MAGIC = b"mnemon fold checkpoint 3\n"
 SUFFIX = ".fold"
-VERSION = 2
+VERSION = 3
 
 CHECK_BLOCK = 1 << 20
 """Each column is digest-checked by blocks of this many bytes, each block when first used: a
@@ -88,85 +92,185 @@ class Header(msgspec.Struct):
 # --------------------------------------------------------------------------- writing
 
 
-def _columns(ctx: Context, big: dict[int, list]) -> tuple[dict[str, bytes], list[str]]:
+def _table_of(ctx: "Context"):
+    """The context's turns as columns (``session.columns.Turns``): the table itself when it
+    keeps them so, else columns over its list of turns."""
+    from .columns import Turns
+
     turns = ctx.turns
-    n = len(turns)
-    sources: list[str] = []
-    src_ix: dict[str, int] = {}
-    res_ix = {id(r): i for i, r in enumerate(ctx.residues)}
-    ids = array("q", bytes(8 * n))
-    weights = array("q", bytes(8 * n))
-    meta = bytearray(n)
-    srcs = array("i", bytes(4 * n))
-    under = array("i", bytes(4 * n))
-    lstart = array("q", bytes(8 * (n + 1)))
-    starts = array("q", bytes(8 * n))
-    ends = array("q", bytes(8 * n))
-    loff = array("q")
-    llen = array("q")
-    ldig = bytearray()
-    label_off = array("q", bytes(8 * (n + 1)))
-    labels = bytearray()
-    # the index rows as the CLI prints them (compact JSON, each followed by a comma), so an
-    # outside ``transcript index`` copies bytes instead of building 300 000 objects
+    return turns if isinstance(turns, Turns) else Turns.of(turns, ctx.residues)
+
+
+class _Joined:
+    """Two arrays read as one (a column and its tail), for the few passes made over them."""
+
+    def __init__(self, pair):
+        self.a, self.b = pair
+        self.n = len(self.a)
+
+    def __len__(self) -> int:
+        return self.n + len(self.b)
+
+    def __getitem__(self, i: int):
+        return self.a[i] if i < self.n else self.b[i - self.n]
+
+    def __iter__(self):
+        yield from self.a
+        yield from self.b
+
+
+def _spans(lstart, loff, llen, base: "Table | None" = None) -> tuple[array, array]:
+    """Each turn's byte span in its file: the first locus's offset, the last one's end. Rows
+    whose loci the restored-from checkpoint ``base`` already held take its spans."""
+    starts, ends = array("q"), array("q")
+    m = 0
+    if base is not None:  # rows before its turn in hand: their loci are the checkpoint's
+        m = base.n if base.in_hand is None else bisect.bisect_left(base.ids_, base.in_hand)
+        m = max(0, min(m, len(lstart) - 1))
+        starts.frombytes(base._raw["starts"][:8 * m])
+        ends.frombytes(base._raw["ends"][:8 * m])
+    ls = [lstart[x] for x in range(m, len(lstart))]
+    starts.extend([loff[x] if y > x else 0 for x, y in zip(ls, ls[1:])])
+    ends.extend([loff[y - 1] + llen[y - 1] if y > x else 0 for x, y in zip(ls, ls[1:])])
+    return starts, ends
+
+
+def _index_rows(cols, spans: list, big: dict[int, list], base: "Table | None" = None,
+                chunk: int = 1 << 20):
+    """The index rows as the CLI prints them (compact JSON, each followed by a comma) in
+    chunks of about ``chunk`` bytes, then the array of the offset after each row — so an
+    outside ``transcript index`` copies bytes instead of building 300 000 objects.
+
+    A table restored from the checkpoint ``base`` copies the printed rows of the turns that did
+    not change since (``_reusable``), rewriting in place the residue span of those whose
+    outermost residue was swallowed by a newer one; only the other rows are encoded."""
+    from .columns import _ORIGIN_OF, _ROLE_OF, _STATE_OF
+
     enc = msgspec.json.Encoder()
-    index = bytearray()
-    index_off = array("q", bytes(8 * (n + 1)))
-    r = 0
-    for i, t in enumerate(turns):
-        row: dict[str, Any] = {
-            "id": t.id, "role": t.role, "label": t.label, "bytes": t.bytes, "held": t.held,
-            "residue": list(t.residue) if t.residue is not None else None,
-            "origin": t.origin, "source": t.source}
-        if i in big and t.state == "resident":
-            row["blocks"] = [{"block": a, "bytes": b} for a, b in big[i]]
-        enc.encode_into(row, index, -1)
-        index += b","
-        index_off[i + 1] = len(index)
-        ids[i] = t.id
-        weights[i] = t.bytes
-        meta[i] = ROLES.index(t.role) | STATES.index(t.state) << 1 | ORIGINS.index(t.origin) << 3
-        s = src_ix.get(t.source)
-        if s is None:
-            s = src_ix[t.source] = len(sources)
-            sources.append(t.source)
-        srcs[i] = s
-        under[i] = res_ix[id(t.under)] if t.under is not None else -1
-        loci = t.loci
-        if type(loci) is Loci:  # still in a mapped checkpoint: copy its columns' bytes
-            tab, a, b = tuple.__getitem__(loci, 0), tuple.__getitem__(loci, 1), \
-                tuple.__getitem__(loci, 2)
-            raw = tab._raw
-            loff.frombytes(raw["loff"][8 * a:8 * b])
-            llen.frombytes(raw["llen"][8 * a:8 * b])
-            ldig += raw["ldig"][8 * a:8 * b]
-            if b > a:
-                starts[i] = tab.loff[a]
-                ends[i] = tab.loff[b - 1] + tab.llen[b - 1]
-            r += b - a
-            lstart[i + 1] = r
-            labels += t.label.encode("utf-8", "surrogatepass")
-            label_off[i + 1] = len(labels)
+    ids, weights, meta, srcs, under, swept = cols.ids, cols.weights, cols.meta, cols.srcs, \
+        cols.under, cols.swept
+    sources, loff = cols.sources, cols.label_off
+    blob = cols.labels
+    text = blob.decode("utf-8", "surrogatepass")
+    ascii_ = len(text) == len(blob)
+    n = len(ids)
+    plan = _reusable(cols, spans, big, base) if base is not None else None
+    n0, dirty, old, old_off, reps = plan if plan is not None else (0, b"", b"", (), {})
+    grow = {u: len(new) - len(was) for u, (was, new) in reps.items()}
+    offs = array("q", [0])
+    buf = bytearray()
+    done = 0
+    i = 0
+    while i < n:
+        if i < n0 and not dirty[i]:  # a run of unchanged rows: their printed bytes
+            j = dirty.find(1, i, n0)
+            j = n0 if j < 0 else j
+            # at most about ``chunk`` bytes at a time (rows whole), never the run in one copy
+            j = max(i + 1, min(j, bisect.bisect_right(old_off, old_off[i] + chunk, i, j + 1) - 1))
+            seg = old[old_off[i]:old_off[j]]
+            at = done + len(buf)
+            if reps:
+                seg = bytes(seg)
+                for was, new in reps.values():
+                    seg = seg.replace(was, new)
+                for x in range(i, j):
+                    at += old_off[x + 1] - old_off[x] + grow.get(under[x], 0)
+                    offs.append(at)
+            else:
+                shift = at - old_off[i]
+                offs.extend([old_off[x] + shift for x in range(i + 1, j + 1)])
+            if buf:
+                done += len(buf)
+                yield bytes(buf)
+                buf.clear()
+            done += len(seg)
+            yield seg
+            if base is not None:  # written: its mapped pages may go (see ``_let_go``)
+                base.let_go("index", old_off[i], old_off[j])
+            i = j
             continue
-        for off, length, dig in loci:
-            loff.append(off)
-            llen.append(length)
-            ldig += bytes.fromhex(dig)
-        r += len(loci)
-        lstart[i + 1] = r
-        if loci:
-            starts[i] = loci[0][0]
-            ends[i] = loci[-1][0] + loci[-1][1]
-        labels += t.label.encode("utf-8", "surrogatepass")
-        label_off[i + 1] = len(labels)
-    runs = _runs(srcs, starts, ends, lstart, loff, llen)
-    # the buffers themselves, not copies: a 1 GB log's columns are ~130 MB
-    cols = {"ids": ids, "weights": weights, "meta": meta, "srcs": srcs, "under": under,
-            "lstart": lstart, "starts": starts, "ends": ends, "loff": loff, "llen": llen,
-            "ldig": ldig, "label_off": label_off, "labels": labels,
-            "big": msgspec.msgpack.encode({str(k): v for k, v in big.items()}),
-            "runs": msgspec.msgpack.encode(runs), "index": index, "index_off": index_off}
-    return cols, sources
+        else:
+            m = meta[i]
+            st = _STATE_OF[m]
+            u = under[i]
+            label = text[loff[i]:loff[i + 1]] if ascii_ else \
+                blob[loff[i]:loff[i + 1]].decode("utf-8", "surrogatepass")
+            row: dict[str, Any] = {
+                "id": ids[i], "role": _ROLE_OF[m], "label": label, "bytes": weights[i],
+                "held": "swept" if st == "resident" and swept.get(i) else st,
+                "residue": spans[u] if u >= 0 else None, "origin": _ORIGIN_OF[m],
+                "source": sources[srcs[i]]}
+            if st == "resident" and i in big:
+                row["blocks"] = [{"block": a, "bytes": b} for a, b in big[i]]
+            enc.encode_into(row, buf, -1)
+            buf += b","
+            offs.append(done + len(buf))
+            i += 1
+        if len(buf) >= chunk:
+            done += len(buf)
+            yield bytes(buf)
+            buf.clear()
+    yield bytes(buf)
+    yield offs
+
+
+def _reusable(cols, spans: list, big: dict, base: "Table"):
+    """What of ``base``'s printed index still holds: ``(n0, dirty, rows, offsets, reps)`` —
+    rows ``[0, n0)`` came from it, ``dirty[i]`` marks one whose weight, state, residue, sweeps
+    or listed blocks changed (or its turn in hand, which may have grown), ``reps`` the printed
+    residue spans to rewrite (residue position → (old text, new text)). None when the printed
+    index does not check out or the rows are not the checkpoint's."""
+    try:
+        old = base._col("index", "B")
+        # checked block by block, each dropped once checked: read again run by run
+        base._check_blocks("index", sorted(base._todo["index"]), drop=True)
+        old_off = base._col("index_off", "q", True)
+        base.need("ids", "weights", "meta", "under", "big")
+    except (Stale, KeyError):
+        return None
+    n0 = min(base.n, len(cols.ids))
+    if len(old_off) != base.n + 1 or \
+            memoryview(cols.ids).cast("B")[:8 * n0] != base._raw["ids"][:8 * n0]:
+        return None
+    dirty = bytearray(n0)
+    step = 512
+    for name, size in (("weights", 8), ("meta", 1), ("under", 4)):
+        new, was = memoryview(getattr(cols, name)).cast("B"), base._raw[name]
+        for a in range(0, n0, step):
+            b = min(n0, a + step)
+            if new[a * size:b * size] != was[a * size:b * size]:
+                for x in range(a, b):
+                    if new[x * size:(x + 1) * size] != was[x * size:(x + 1) * size]:
+                        dirty[x] = 1
+    if base._big is None:
+        base._big = {int(k): v for k, v in msgspec.msgpack.decode(base._big_raw).items()}
+    for i in set(cols.swept) | set(base._swept):
+        if i < n0 and cols.swept.get(i) != base._swept.get(i):
+            dirty[i] = 1
+    for i in set(big) | set(base._big):
+        if i < n0 and big.get(i) != base._big.get(i):
+            dirty[i] = 1
+    if base.in_hand is not None and n0:
+        dirty[n0 - 1] = 1
+    reps = {}
+    for u, was in enumerate(base._outer):
+        if u < len(spans) and tuple(spans[u]) != tuple(was):
+            reps[u] = (b'"residue":[%d,%d]' % tuple(was), b'"residue":[%d,%d]' % tuple(spans[u]))
+    return n0, dirty, old, old_off, reps
+
+
+def _seg(col, a: int, b: int):
+    """``col[a:b]`` without a copy: a memoryview of an array, or of a column and its tail."""
+    if isinstance(col, _Joined):
+        n = col.n
+        if b <= n:
+            return memoryview(col.a)[a:b]
+        if a >= n:
+            return memoryview(col.b)[a - n:b - n]
+        import itertools
+
+        return itertools.chain(memoryview(col.a)[a:], memoryview(col.b)[:b - n])
+    return memoryview(col)[a:b]
 
 
 def _runs(srcs, starts, ends, lstart, loff, llen) -> list[list[int]]:
@@ -175,28 +279,30 @@ def _runs(srcs, starts, ends, lstart, loff, llen) -> list[list[int]]:
     out: list[list[int]] = []
     n = len(srcs)
     i = 0
+    lt, le, add = operator.lt, operator.le, operator.add
     while i < n:
         j = i + 1
         while j < n and srcs[j] == srcs[i]:
             j += 1
-        lt, le, add = operator.lt, operator.le, operator.add
-        spans_ok = all(map(lt, lstart[i:j], lstart[i + 1:j + 1])) and \
-            all(map(lt, starts[i:j], ends[i:j])) and all(map(lt, ends[i:j - 1], starts[i + 1:j]))
+        spans_ok = all(map(lt, _seg(lstart, i, j), _seg(lstart, i + 1, j + 1))) and \
+            all(map(lt, _seg(starts, i, j), _seg(ends, i, j))) and \
+            all(map(lt, _seg(ends, i, j - 1), _seg(starts, i + 1, j)))
         a, b = lstart[i], lstart[j]
-        flat_ok = all(map(le, map(add, loff[a:b - 1], llen[a:b - 1]), loff[a + 1:b]))
+        flat_ok = all(map(le, map(add, _seg(loff, a, b - 1), _seg(llen, a, b - 1)),
+                          _seg(loff, a + 1, b)))
         out.append([srcs[i], i, j, int(spans_ok), int(flat_ok)])
         i = j
     return out
 
 
-def _state(ctx: Context, sources: list[str]) -> dict[str, Any]:
+def _state(ctx: "Context", cols) -> dict[str, Any]:
     res_ix = {id(r): i for i, r in enumerate(ctx.residues)}
     return {
-        "sources": sources,
+        "sources": cols.sources,
         "residues": [[r.span[0], r.span[1], r.note, r.by, r.weight, r.withdrawn, list(r.labels),
                       res_ix[id(r.parent)] if r.parent is not None else -1, r._msg_len]
                      for r in ctx.residues],
-        "swept": [[i, sorted(t.swept.items())] for i, t in enumerate(ctx.turns) if t.swept],
+        "swept": [[i, sorted(v.items())] for i, v in sorted(cols.swept.items()) if v],
         "marks": [[k[0], k[1], v] for k, v in ctx.marks.items()],
         "pending": list(ctx.pending.items()),
         "reach": ctx.reach, "id_floor": ctx.id_floor, "in_hand": ctx.in_hand,
@@ -217,8 +323,14 @@ def big_blocks(ctx: "Context", sources) -> dict[int, list]:
 
     out: dict[int, list] = {}
     files: dict[str, Any] = {}
+    turns = ctx.turns
+    where = turns.positions("resident") if hasattr(turns, "positions") else range(len(turns))
     try:
-        for i, t in enumerate(ctx.turns):
+        for i in where:
+            w = turns.weights[i] if hasattr(turns, "weights") and i not in turns.made else None
+            if w is not None and w < BLOCK_LISTED_BYTES:
+                continue  # too light to list a block: no Turn made for it
+            t = turns[i]
             if t.state != "resident" or t.bytes < BLOCK_LISTED_BYTES:
                 continue
             recs = t.records
@@ -259,33 +371,90 @@ def _read_turn(t: Turn, files: dict, sources) -> list | None:
     return recs
 
 
-def write(ctx: Context, log: Path, key: Key, big: dict[int, list]) -> Path | None:
+class _Column:
+    """Writes one column at the file's current position, digesting it by CHECK_BLOCK blocks
+    as the bytes go by (the column is never held whole)."""
+
+    def __init__(self, f, at: int):
+        self.f, self.at, self.n = f, at, 0
+        self.digs: list[str] = []
+        self._h = blake3.blake3()
+        self._filled = 0
+
+    def write(self, data) -> None:
+        mv = memoryview(data).cast("B")
+        self.f.write(mv)
+        self.n += len(mv)
+        while len(mv):
+            take = min(len(mv), CHECK_BLOCK - self._filled)
+            self._h.update(mv[:take])
+            self._filled += take
+            mv = mv[take:]
+            if self._filled == CHECK_BLOCK:
+                self.digs.append(self._h.digest(length=8).hex())
+                self._h = blake3.blake3()
+                self._filled = 0
+
+    def close(self) -> tuple[int, int, list[str]]:
+        if self._filled or not self.digs:
+            self.digs.append(self._h.digest(length=8).hex())
+        return self.at, self.n, self.digs
+
+
+def write(ctx: "Context", log: Path, key: Key, big: dict[int, list]) -> Path | None:
     """Save the checkpoint beside ``log`` (a temporary file renamed over the old one). A
-    directory that cannot be written is no error: the checkpoint is an optimisation."""
-    cols, sources = _columns(ctx, big)
-    arrays: dict[str, tuple[int, int, list[str]]] = {}
-    views = {name: memoryview(data).cast("B") for name, data in cols.items()}
-    at = 0
-    for name, data in views.items():  # where each column goes, and its block digests
-        at += -at % 8
-        arrays[name] = (at, len(data), [
-            blake3.blake3(data[x:x + CHECK_BLOCK]).digest(length=8).hex()
-            for x in range(0, max(len(data), 1), CHECK_BLOCK)])
-        at += len(data)
-    head = msgspec.json.encode(Header(VERSION, ctx.source, key, arrays, _state(ctx, sources)))
-    pad = bytes(-(len(MAGIC) + 16 + len(head)) % 8)
-    pre = MAGIC + struct.pack("<Q", len(head)) + blake3.blake3(head).digest(length=8) + head + pad
+    directory that cannot be written is no error: the checkpoint is an optimisation.
+
+    The columns are streamed to the file one after another (the printed index row by row, in
+    chunks), each digested as it goes; the header follows them, so nothing is held twice."""
+    table = _table_of(ctx)
+    cols = table.frozen()
+    base = getattr(table, "base", None)  # the checkpoint it was restored from, if still whole
+    lstart, loff, llen = _Joined(cols.lstart), _Joined(cols.loff), _Joined(cols.llen)
+    starts, ends = _spans(lstart, loff, llen, base)
+    spans = [list(r.outermost().span) for r in ctx.residues]
+
+    def columns():
+        yield "ids", (cols.ids,)
+        yield "weights", (cols.weights,)
+        yield "meta", (cols.meta,)
+        yield "srcs", (cols.srcs,)
+        yield "under", (cols.under,)
+        yield "lstart", cols.lstart
+        yield "starts", (starts,)
+        yield "ends", (ends,)
+        yield "loff", cols.loff
+        yield "llen", cols.llen
+        yield "ldig", cols.ldig
+        yield "label_off", (cols.label_off,)
+        yield "labels", (cols.labels,)
+        yield "big", (msgspec.msgpack.encode({str(k): v for k, v in big.items()}),)
+        yield "runs", (msgspec.msgpack.encode(
+            _runs(cols.srcs, starts, ends, lstart, loff, llen)),)
+        rows = _index_rows(cols, spans, big, base)
+        offs = []
+        yield "index", _until_array(rows, offs)
+        yield "index_off", offs
+
     dest = path_for(log)
     tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            f.write(pre)
-            at = 0
-            for name, data in views.items():  # streamed: no second copy of the columns
-                f.write(bytes(-at % 8))
-                at += -at % 8
-                f.write(data)
-                at += len(data)
+            f.write(MAGIC)
+            at = len(MAGIC)
+            arrays: dict[str, tuple[int, int, list[str]]] = {}
+            for name, chunks in columns():
+                pad = -at % 8
+                f.write(bytes(pad))
+                col = _Column(f, at + pad)
+                for chunk in chunks:
+                    col.write(chunk)
+                arrays[name] = col.close()
+                at = col.at + col.n
+            head = msgspec.json.encode(Header(VERSION, ctx.source, key, arrays,
+                                              _state(ctx, cols)))
+            f.write(head)
+            f.write(struct.pack("<Q", len(head)) + blake3.blake3(head).digest(length=8))
         os.replace(tmp, dest)
     except OSError:
         try:
@@ -293,10 +462,16 @@ def write(ctx: Context, log: Path, key: Key, big: dict[int, list]) -> Path | Non
         except OSError:
             pass
         return None
-    finally:
-        for v in views.values():
-            v.release()
     return dest
+
+
+def _until_array(chunks, out: list):
+    """Yield the byte chunks of a generator that ends with an array; put the array in ``out``."""
+    for c in chunks:
+        if isinstance(c, array):
+            out.append(c)
+            return
+        yield c
 
 
 # --------------------------------------------------------------------------- loading
@@ -326,7 +501,7 @@ class _Digests:
 class Loci(tuple):
     """One turn's loci, ``(offset, length, digest)`` each, read from the columns in place.
 
-    Made as ``Loci((table, first, stop))`` — a tuple underneath, so that restoring a table of
+    Made as ``Loci((table, first, stop))`` — a tuple underneath, so that answering for a table of
     300 000 turns builds them in C — but it reads as the sequence of the turn's loci."""
 
     __slots__ = ()
@@ -508,13 +683,43 @@ class Table:
                 if blocks:
                     self._check_blocks(name, blocks)
 
-    def _check_blocks(self, name: str, blocks) -> None:
-        raw, digs, todo = self._raw[name], self._arrays[name][2], self._todo[name]
+    def copy(self, name: str, into) -> None:
+        """Append column ``name``'s bytes to ``into`` (an array or bytearray), checking the
+        copy's blocks against their digests and dropping the mapped pages as it goes: the
+        column is then in memory once, not twice."""
+        raw, off = self._raw[name], len(memoryview(into).cast("B"))
+        for x in range(0, max(len(raw), 1), CHECK_BLOCK):
+            into.frombytes(raw[x:x + CHECK_BLOCK]) if isinstance(into, array) else \
+                into.extend(raw[x:x + CHECK_BLOCK])
+            self.let_go(name, x, x + CHECK_BLOCK)
+        self._check_blocks(name, sorted(self._todo[name]),
+                           memoryview(into).cast("B")[off:off + len(raw)])
+
+    def _check_blocks(self, name: str, blocks, raw=None, drop: bool = False) -> None:
+        raw = self._raw[name] if raw is None else raw
+        digs, todo = self._arrays[name][2], self._todo[name]
         for x in blocks:
             got = blake3.blake3(raw[x * CHECK_BLOCK:(x + 1) * CHECK_BLOCK]).digest(length=8)
+            if drop:
+                self.let_go(name, x * CHECK_BLOCK, (x + 1) * CHECK_BLOCK)
             if got.hex() != digs[x]:
                 raise Stale(f"a damaged column ({name})")
             todo.discard(x)
+
+    def let_go(self, name: str, a: int, b: int) -> None:
+        """Drop the mapped pages wholly inside bytes ``[a, b)`` of a column from this process
+        (they stay in the page cache): for one pass over a column much larger than the rest."""
+        advise = getattr(self._mm, "madvise", None)
+        if advise is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        at = self._arrays[name][0] + self._base
+        page = mmap.PAGESIZE
+        lo, hi = -(-(at + a) // page) * page, (at + b) // page * page
+        if hi > lo:
+            try:
+                advise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError):
+                pass
 
     def close(self) -> None:
         for v in reversed(self._views):
@@ -755,14 +960,13 @@ def load(log: Path, source: str) -> Table:
         except (OSError, ValueError):
             raise Stale("an empty or unreadable checkpoint") from None
     try:
-        if mm[:len(MAGIC)] != MAGIC:
+        if mm[:len(MAGIC)] != MAGIC or len(mm) < len(MAGIC) + 16:
             raise Stale("not a checkpoint")
-        (hlen,) = struct.unpack_from("<Q", mm, len(MAGIC))
-        want = mm[len(MAGIC) + 8:len(MAGIC) + 16]
-        h0 = len(MAGIC) + 16
-        if h0 + hlen > len(mm):
+        (hlen,) = struct.unpack_from("<Q", mm, len(mm) - 16)
+        want = mm[len(mm) - 8:]
+        h0 = len(mm) - 16 - hlen
+        if h0 < len(MAGIC):
             raise Stale("a damaged header")
-        base = h0 + hlen + (-(h0 + hlen) % 8)
         if blake3.blake3(mm[h0:h0 + hlen]).digest(length=8) != want:
             raise Stale("a damaged header")  # each column has its own digest, checked on use
         try:
@@ -772,11 +976,11 @@ def load(log: Path, source: str) -> Table:
         if head.version != VERSION or head.source != source:
             raise Stale("another version or another file")
         for name, (off, n, _) in head.arrays.items():
-            if off < 0 or n < 0 or base + off + n > len(mm):
+            if off < len(MAGIC) or n < 0 or off + n > h0:
                 raise Stale("a column outside the file")
         _check_key(log, head.key)
         try:
-            return Table(path, source, head.key, mm, base, head.arrays, head.state)
+            return Table(path, source, head.key, mm, 0, head.arrays, head.state)
         except (KeyError, ValueError, TypeError, IndexError, AttributeError,
                 msgspec.DecodeError) as e:  # a checkpoint of another layout
             raise Stale(f"a damaged checkpoint ({e})") from None
@@ -829,57 +1033,54 @@ def restore(table: Table, *, loader=None) -> "Context":
 
 
 def _restore(table: Table, loader) -> "Context":
-    table.need(*table._todo)
     """A lazy ``Context`` (loci, not contents) equal to the fold the checkpoint saved; the
-    fold goes on from it with ``Context.step``. A closed turn's loci stay in the mapped
-    checkpoint (``Loci`` views, read on use; the table is kept in ``ctx.memo``), so restoring
-    costs one small object per turn, not one per record."""
-    from .context import _NO_SWEEPS, Context, ResidueEntry, Turn
+    fold goes on from it with ``Context.step``. Its turns are columns copied out of the map
+    (``session.columns.Turns``: a few C-level copies, whatever the number of turns); a ``Turn``
+    is made only for a row something touches. The turn in hand is made now: it may grow."""
+    from .columns import Positions, Turns
+    from .context import Context, ResidueEntry
 
     st = table.state
     ctx = Context(table.source, loader=loader, lazy=True)
-    ctx.memo["checkpoint"] = table
     entries = [ResidueEntry((r[0], r[1]), r[2], r[3], r[4], r[5], tuple(r[6])) for r in
                st["residues"]]
     for e, r in zip(entries, st["residues"]):
-        e.parent = entries[r[7]] if r[7] >= 0 else None
+        p = r[7]
+        if not -1 <= p < len(entries):
+            raise Stale("a damaged residue")
+        e.parent = entries[p] if p >= 0 else None
         e._msg_len = r[8]
     ctx.residues = entries
-    sources = table.sources
-    # plain lists (one C call each): indexing them is several times faster than the views
-    ids, weights, meta, srcs, under, lstart = (
-        table.ids_.tolist(), table.weights.tolist(), table.meta.tolist(), table.srcs.tolist(),
-        table.under.tolist(), table.lstart.tolist())
-    swept = table._swept
+    cols = Turns(entries, table.sources)
+    for name in ("ids", "weights", "meta", "srcs", "under", "label_off", "labels", "lstart",
+                 "loff", "llen", "ldig"):
+        col = getattr(cols, name)
+        del col[:]
+        table.copy(name, col)
+    table.need(*table._todo)
+    if max(cols.meta, default=0) >= 16 or any(m & 6 == 6 for m in set(cols.meta)):
+        raise Stale("a damaged meta column")
+    if cols.under and not -1 <= min(cols.under) <= max(cols.under) < len(entries):
+        raise Stale("a damaged under column")
+    if cols.srcs and not 0 <= min(cols.srcs) <= max(cols.srcs) < len(table.sources):
+        raise Stale("a damaged srcs column")
+    cols.swept = {i: dict(items) for i, items in table._swept.items()}
+    cols.base = table  # what a later save may copy from (its printed rows, its spans)
+    ctx.turns = cols  # type: ignore[assignment]
+    ctx._by_id = Positions(cols.ids)  # type: ignore[assignment]
     in_hand = st["in_hand"]
-    loff = table.label_off.tolist()
-    blob = table.labels.tobytes()
-    text = blob.decode("utf-8", "surrogatepass")
-    ascii_ = len(text) == len(blob)
-    del blob
-    roles = [ROLES[m & 1] for m in range(16)]
-    states = [(*STATES, "?")[(m >> 1) & 3] for m in range(16)]
-    origins = [ORIGINS[(m >> 3) & 1] for m in range(16)]
-    label = table.label
-    src_of = [sources[x] for x in srcs] if len(sources) > 1 else None
-    one = sources[0] if sources else ""
-    entries_or_none = [*entries, None]  # under == -1 picks None
-    if ascii_:
-        labels = [text[a:b] for a, b in zip(loff, loff[1:])]
-    else:
-        labels = [label(i) for i in range(table.n)]
-    turns = [
-        Turn(tid, roles[m], lab, w, states[m], src_of[i] if src_of is not None else one,
-             Loci((table, a, b)), origins[m], None, _NO_SWEEPS, entries_or_none[u])
-        for i, tid, m, lab, w, a, b, u in zip(range(table.n), ids, meta, labels, weights,
-                                            lstart, lstart[1:], under)]
-    for i, items in swept.items():
-        turns[i].swept = dict(items)
-    if in_hand is not None and turns:  # the turn in hand grows: its loci are a list
-        t = turns[-1] if turns[-1].id == in_hand else next(x for x in turns if x.id == in_hand)
-        t.loci = list(t.loci)
-    ctx.turns = turns
-    ctx._by_id = dict(zip(ids, range(table.n)))
+    if in_hand is not None:  # the turn in hand grows: made now, its loci a list
+        k = ctx._by_id.get(in_hand)
+        if k is None:
+            raise Stale("a damaged turn in hand")
+        t = cols[k]
+        for j in range(k + 1, len(cols)):  # rows after it (none in a log we wrote): made too
+            cols[j]
+        for j in range(k, len(cols)):
+            cols.made[j].loci = cols.loci_of(j)
+        r = cols.lstart[k]
+        del cols.lstart[k + 1:], cols.loff[r:], cols.llen[r:], cols.ldig[8 * r:]
+        assert t.loci is cols.made[k].loci
     ctx.marks = {(k[0], k[1]): k[2] for k in st["marks"]}
     ctx.pending = dict(st["pending"])
     ctx.reach = st["reach"]
@@ -896,28 +1097,47 @@ def _restore(table: Table, loader) -> "Context":
     return ctx
 
 
+def _load_own(log: Path, source: str, turns: list) -> None:
+    """Load the records of the log's own ``turns`` in one pass over one open file (in locus
+    order, each record digest-checked before it is parsed), not one open per turn."""
+    from .errors import LogCorrupt
+    from .log import read_span
+
+    raws = read_span(log, source, [x for t in turns for x in t.loci])
+    for t in turns:
+        recs = []
+        for locus in t.loci:
+            raw = next(raws)
+            try:
+                recs.append(decode(raw))
+            except DECODE_ERRORS as e:
+                raise LogCorrupt(source, locus[0], f"not a record ({e})") from None
+        t.records = recs
+
+
 def caught_up(table: Table, log: Path, *, loader=None) -> tuple["Context", Key]:
     """For an agent reopened to append: the table restored, the lines appended since folded,
-    and every resident turn's records loaded through its loci (own turns from the log itself,
-    inherited ones through ``loader``) — the table a full fold would give."""
-    from .log import read_at
-
+    and every resident turn made and its records loaded through its loci (own turns from the
+    log itself, inherited ones through ``loader``) — the table a full fold would give. The
+    departed turns stay columns until something touches them."""
     ctx = restore(table, loader=with_own(log, table.source, loader))
     key = table.key
     from .resume import fold_more
 
     ctx, key = fold_more(log, ctx, key)
-    for t in ctx.turns:
-        if t.state == "resident" and t.records is None:
-            if t.source == ctx.source:
-                t.records = read_at(log, t.pointer)
-            else:
-                if loader is None:
-                    from .errors import Refusal
+    turns = ctx.turns
+    where = turns.positions("resident") if hasattr(turns, "positions") else range(len(turns))
+    resident = [t for t in (turns[i] for i in where)
+                if t.state == "resident" and t.records is None]
+    _load_own(log, ctx.source, [t for t in resident if t.source == ctx.source])
+    for t in resident:  # inherited: through the loader (digest-checked, confined)
+        if t.records is None:
+            if loader is None:
+                from .errors import Refusal
 
-                    raise Refusal(f"inherited row {t.id} is resident but no loader can read "
-                                  f"{t.source}")
-                t.records = loader(t.pointer)
+                raise Refusal(f"inherited row {t.id} is resident but no loader can read "
+                              f"{t.source}")
+            t.records = loader(t.pointer)
     ctx.lazy = False
     ctx.loader = loader
     return ctx, key

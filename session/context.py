@@ -303,6 +303,9 @@ class Context:
     def _items(self, lo: int, hi: int) -> Iterator[Turn | ResidueEntry]:
         """Frontier items among ``turns[lo:hi]``, jumping over each residue's turns."""
         turns = self.turns
+        if type(turns) is not list:  # columns: a departed row's state and residue, no Turn
+            yield from self._items_of_columns(lo, hi)
+            return
         i = lo
         while i < hi:
             t = turns[i]
@@ -316,13 +319,49 @@ class Context:
             else:
                 i += 1
 
+    def _items_of_columns(self, lo: int, hi: int) -> Iterator[Turn | ResidueEntry]:
+        turns: Any = self.turns
+        i = lo
+        while i < hi:
+            state = turns.state_of(i)
+            if state == "resident":
+                yield turns[i]
+                i += 1
+            elif state == "evicted" and (under := turns.under_of(i)) is not None:
+                r = under.outermost()
+                yield r
+                i = self._index_after(r.last, i + 1)
+            else:
+                i += 1
+
     def _index_after(self, tid: int, lo: int = 0) -> int:
         """Index of the first turn with id > tid."""
+        if type(self.turns) is not list:  # columns: bisect the ids, make no Turn
+            return bisect.bisect_right(self.turns.ids, tid, lo=lo)
         return bisect.bisect_right(self.turns, tid, lo=lo, key=_turn_id)
 
     def _index_from(self, tid: int, lo: int = 0) -> int:
         """Index of the first turn with id >= tid."""
+        if type(self.turns) is not list:
+            return bisect.bisect_left(self.turns.ids, tid, lo=lo)
         return bisect.bisect_left(self.turns, tid, lo=lo, key=_turn_id)
+
+    def use_columns(self) -> None:
+        """Keep this (still empty) table's turns as columns (``session.columns.Turns``): a
+        ``Turn`` is made only for a row something touches. For a structural fold, whose memory
+        is then the columns, not one object per turn."""
+        from .columns import Positions, Turns
+
+        assert not self.turns, "only an empty table changes how it keeps its turns"
+        self.turns = Turns(self.residues)  # type: ignore[assignment]
+        self._by_id = Positions(self.turns.ids)  # type: ignore[assignment]
+
+    def spill(self) -> None:
+        """Fold the turns a structural fold has finished with back into the columns (see
+        ``use_columns``); the turn in hand stays a ``Turn``. A no-op for a list of turns."""
+        if type(self.turns) is not list and self.lazy:
+            keep = None if self.in_hand is None else self._by_id.get(self.in_hand)
+            self.turns.spill(keep)  # type: ignore[attr-defined]
 
     def outermost_residues(self) -> list[ResidueEntry]:
         """Live residues not nested in another, in id order."""
@@ -887,7 +926,24 @@ class Context:
             1, self.history_at_response + self.overhead_bytes())
         return max(0, int(self.last_input_tokens + (hb - self.history_at_response) * tpb))
 
+    def resident(self) -> list[Turn]:
+        """The resident turns, in id order (a table kept as columns makes no other Turn)."""
+        turns = self.turns
+        if type(turns) is not list:
+            return [turns[i] for i in turns.positions("resident")]  # type: ignore[attr-defined]
+        return [t for t in turns if t.state == "resident"]
+
+    def count(self, *, role: str, origin: str) -> int:
+        """How many turns have this role and origin (both fixed when a turn opens)."""
+        turns = self.turns
+        if type(turns) is not list:
+            return turns.count(role=role, origin=origin)  # type: ignore[attr-defined]
+        return sum(1 for t in turns if t.origin == origin and t.role == role)
+
     def earliest_resident(self) -> int | None:
+        if type(self.turns) is not list:
+            i = self.turns.first("resident")  # type: ignore[attr-defined]
+            return None if i is None else self.turns.ids[i]  # type: ignore[attr-defined]
         for t in self.turns:
             if t.state == "resident":
                 return t.id

@@ -24,7 +24,9 @@ def fold_file(path: Path, source: str, *, loader: Loader | None = None,
     """Fold every complete line of a log; a torn tail is reported, not read, never modified.
 
     ``lazy`` folds the structure only (``Context(lazy=True)``: loci, not contents — no resident
-    inherited turn is loaded, no turn keeps its records), which is all the door needs.
+    inherited turn is loaded, no turn keeps its records), which is all the door needs; its
+    turns are columns (``session.columns``), the ``Turn`` objects of each block folded back
+    into them after the block, so its memory is a few bytes per turn and per record.
 
     The cyclic garbage collector is paused while folding: a fold allocates many long-lived
     objects and no cycles, so generational collections are pure overhead (a third of the time
@@ -79,6 +81,9 @@ def _fold(path: Path, source: str, loader: Loader | None,
     """
     if ctx is None:
         ctx = Context(source, loader=loader, lazy=lazy)
+        if lazy:  # a structural fold keeps its turns as columns, spilled block by block
+            ctx.use_columns()
+    spill = ctx.spill if ctx.lazy else None
     shown = display or source or str(path)
     torn = find_torn_tail(path)
     stop = torn.offset if torn is not None else None  # never read into a torn tail: it may be huge
@@ -141,6 +146,8 @@ def _fold(path: Path, source: str, loader: Loader | None,
                         at = lineno + bisect.bisect_left(loci, locus) + 1
                         raise LogRefused(shown, at, str(e), locus[0]) from None
                 lineno += len(loci)
+                if spill is not None:
+                    spill()
                 if first is None:
                     first = loci[0]
                 last = loci[-1]

@@ -169,8 +169,8 @@ def candidates(ctx: Context, *, limit: int = 20) -> list[Candidate]:
     - a large search result followed by reads of what it found.
     """
     calls: list[tuple[int, int, ToolUse, int | None, int]] = []  # turn, call index, call, block, size
-    for t in ctx.turns:
-        if t.state != "resident" or t.records is None or t.role != "assistant":
+    for t in ctx.resident():
+        if t.records is None or t.role != "assistant":
             continue
         if t.id == ctx.in_hand:
             continue

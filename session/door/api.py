@@ -82,13 +82,17 @@ class Door:
         return self.ctx.in_hand if self.own else None
 
     def _ids(self):
-        return self.ctx.ids() if not self._live else [t.id for t in self.ctx.turns]
+        if not self._live:
+            return self.ctx.ids()
+        turns = self.ctx.turns
+        return [t.id for t in turns] if type(turns) is list else turns.ids  # columns: no Turn
 
     def positions(self, turns: Any = None) -> list[int]:
         """Positions of the turns a ``turns`` argument names, in id order."""
         if turns is None and self._live:
             hand = self._in_hand()
-            return [i for i, t in enumerate(self.ctx.turns) if t.id != hand]
+            ids = self._ids()
+            return [i for i in range(len(ids)) if ids[i] != hand]
         return _select(self._ids(), turns, self._in_hand(), self.ctx.latest)
 
     def select(self, turns: Any = None) -> list:
@@ -106,12 +110,15 @@ class Door:
         hand = ctx.in_hand
         if turns is None:  # the whole transcript: the inherited part is resolved once
             memo = _cache(ctx)
-            own = ctx.turns[memo["n"]:]
-            if self.own:
-                own = [t for t in own if t.id != hand]
+            turns = ctx.turns
             with _no_gc():
+                own = [turns.want(i) for i in range(memo["n"], len(turns))] \
+                    if type(turns) is not list else \
+                    [(t.id, t.source, t.loci) for t in turns[memo["n"]:]]
+                if self.own:
+                    own = [w for w in own if w[0] != hand]
                 return memo["prefix"] + [
-                    (t.id, t.source, t.loci if t.id != hand else tuple(t.loci)) for t in own]
+                    w if w[0] != hand else (w[0], w[1], tuple(w[2])) for w in own]
         sel = self.select(turns)
         with _no_gc():  # a tuple per turn: without this, cyclic GC walks the whole table
             return [(t.id, t.source, t.loci if t.id != hand else tuple(t.loci)) for t in sel]

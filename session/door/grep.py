@@ -63,12 +63,15 @@ def _cache(ctx) -> dict:
     c = ctx.memo.get("door")
     if c is None:
         n = 0
-        for t in ctx.turns:
-            if t.origin != "inherited":
+        turns = ctx.turns
+        columns = type(turns) is not list  # kept as columns: read them, make no Turn
+        for i in range(len(turns)):
+            if (turns.origin_of(i) if columns else turns[i].origin) != "inherited":
                 break
             n += 1
         with _no_gc():
-            prefix = [(t.id, t.source, t.loci) for t in ctx.turns[:n]]
+            prefix = [turns.want(i) for i in range(n)] if columns else \
+                [(t.id, t.source, t.loci) for t in turns[:n]]
         per_source = collections.Counter(t[1] for t in prefix)
         c = ctx.memo["door"] = {"n": n, "prefix": prefix, "spans": {}, "flat": {},
                                 "own": ctx.source, "per_source": per_source}
