@@ -38,4 +38,17 @@ def results(path: Path) -> list[dict]:
 
 
 def records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The log's records; a torn last line (a SIGKILL can cut a long write short) is left out,
+    as the log's next writer moves it aside — any other line that does not parse fails."""
+    lines = path.read_bytes().split(b"\n")
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            if i == len(lines) - 1:  # no newline after it: the tail a kill tore
+                break
+            raise
+    return out
