@@ -509,6 +509,43 @@ def _time_door_bodies() -> dict:
     return spent
 
 
+def floor(folder: Path, *, agents: int, turns: int, latency: float) -> dict:
+    """The floor of a turn on this machine, now: a bare Trio program with as many tasks and
+    turns as the swarm, each turn a ``trio.sleep(latency)`` and four appends of a 2 KB msgspec
+    record to the task's own file (one ``os.write`` each) — what any CPython+Trio harness pays
+    (issue #17 measured 0.10 ms per turn). Measured in the same run as the swarm, so the
+    harness's figure can be read in floors, which this shared machine's moment moves less."""
+    import msgspec
+
+    folder.mkdir(parents=True, exist_ok=True)
+    per = max(1, round(turns / max(1, agents)))
+    rec = {"t": "Filler", "text": "x" * 2000}
+    enc = msgspec.json.Encoder().encode
+
+    async def one(i: int) -> None:
+        fd = os.open(folder / f"{i}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            for k in range(per):
+                await trio.sleep(latency)
+                for _ in range(4):
+                    os.write(fd, enc({**rec, "k": k}) + b"\n")
+        finally:
+            os.close(fd)
+
+    async def main() -> None:
+        async with trio.open_nursery() as n:
+            for i in range(agents):
+                n.start_soon(one, i)
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    trio.run(main)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"agents": agents, "turns": agents * per, "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 3),
+            "cpu_ms_per_turn": round(cpu / (agents * per) * 1e3, 4),
+            "ratio": round(wall / (per * latency), 2) if latency else None}
+
+
 def amortised_expire() -> None:
     """What-if (--what-if-expire): ``CacheModel._expire`` scans only once the earliest expiry
     can have passed (a lower bound kept beside the entries), instead of every request."""
@@ -592,6 +629,8 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=200_000)
     ap.add_argument("--overhead-turns", type=int, default=40)
     ap.add_argument("--only", choices=["overhead", "swarm", "memory"])
+    ap.add_argument("--no-floor", action="store_true",
+                    help="skip the bare Trio program measured after the swarm (the floor)")
     ap.add_argument("--goal", type=float, default=1.2,
                     help="the swarm's goal as a multiple of its ideal wall time (issue #17: "
                          "1.1 for 1 000 agents at 1 s, 1.3 for 10 000 at 5 s)")
@@ -640,6 +679,12 @@ def main() -> int:
             pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(40)
             res["profile_cumulative"] = s.getvalue()
         logs.shutdown()
+        if not args.no_floor:
+            res["swarm"]["floor"] = floor(base / "floor", agents=res["swarm"]["agents"],
+                                          turns=res["swarm"]["turns"], latency=args.latency)
+            res["swarm"]["harness_per_turn_in_floors"] = round(
+                res["swarm"]["harness_cpu_ms_per_turn"]
+                / max(1e-9, res["swarm"]["floor"]["cpu_ms_per_turn"]), 2)
     if args.only == "memory":
         res["memory"] = trio.run(lambda: memory_phase(base, trajs, roots=args.roots,
                                                       children=args.children))
