@@ -35,6 +35,11 @@ Three figures (docs/performance.md, "Orchestrator"):
     provider call (the roots parked in ``agents_wait``): ``tracemalloc`` current minus the
     baseline before the supervisor opened, and the RSS delta, divided by the number of agents.
 
+The swarm is followed by the **floor** (``--only floor`` in its own process, skipped with
+``--no-floor``): issue 17's bare Trio program with as many tasks and turns, so the harness's
+CPU per turn can be read in floors of the same moment of a shared machine. The process sets
+the collector as the ``mnemon`` command does (decision 0261; ``--host-gc`` keeps CPython's).
+
 This is a benchmark, not a test: it prints figures (``--json``: one object) and exits 0.
 """
 
@@ -628,7 +633,7 @@ def main() -> int:
     ap.add_argument("--context-tokens", type=int, default=150_000)
     ap.add_argument("--window", type=int, default=200_000)
     ap.add_argument("--overhead-turns", type=int, default=40)
-    ap.add_argument("--only", choices=["overhead", "swarm", "memory"])
+    ap.add_argument("--only", choices=["overhead", "swarm", "memory", "floor"])
     ap.add_argument("--no-floor", action="store_true",
                     help="skip the bare Trio program measured after the swarm (the floor)")
     ap.add_argument("--goal", type=float, default=1.2,
@@ -640,9 +645,20 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile the swarm; print the top")
     ap.add_argument("--what-if-expire", action="store_true",
                     help="patch CacheModel._expire to an amortised scan (a proposed fix)")
+    ap.add_argument("--host-gc", action="store_true",
+                    help="keep CPython's collector settings instead of the mnemon command's (gctune)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--dir", default=None, help="where run roots go (default: a temp dir)")
     args = ap.parse_args()
+    if args.only == "floor":  # (--roots agents, --child-turns turns in all): the bare program
+        print(json.dumps({"floor": floor(Path(args.dir or tempfile.mkdtemp()) / "floor",
+                                         agents=args.roots, turns=args.child_turns,
+                                         latency=args.latency)}))
+        return 0
+    if not args.host_gc:  # as the mnemon command sets it (decision 0261)
+        from mnemon.orchestrator.gctune import for_process
+
+        for_process()
 
     if args.what_if_expire:
         amortised_expire()
@@ -680,8 +696,14 @@ def main() -> int:
             res["profile_cumulative"] = s.getvalue()
         logs.shutdown()
         if not args.no_floor:
-            res["swarm"]["floor"] = floor(base / "floor", agents=res["swarm"]["agents"],
-                                          turns=res["swarm"]["turns"], latency=args.latency)
+            import subprocess
+
+            proc = subprocess.run(  # its own process: CPython's collector, no swarm's heap
+                [sys.executable, __file__, "--only", "floor", "--json", "--dir", str(base),
+                 "--roots", str(res["swarm"]["agents"]),
+                 "--child-turns", str(res["swarm"]["turns"]), "--latency", str(args.latency)],
+                capture_output=True, text=True, check=True)
+            res["swarm"]["floor"] = json.loads(proc.stdout)["floor"]
             res["swarm"]["harness_per_turn_in_floors"] = round(
                 res["swarm"]["harness_cpu_ms_per_turn"]
                 / max(1e-9, res["swarm"]["floor"]["cpu_ms_per_turn"]), 2)

@@ -18,7 +18,9 @@ structlog writes ``mnemon.log`` — the whole runner (``orchestrator.jobs.runner
 * **overhead** = wall ÷ ideal − 1. Goal (issue 15): ≤ 10 % at 1 000 tasks, concurrency 64,
   0.1 s latency.
 
-Medians of ``--runs`` runs, each on a fresh run root. A benchmark, not a test: prints, exits 0.
+Medians of ``--runs`` runs, each on a fresh run root. The process sets the collector as the
+``mnemon`` command does (decision 0261; ``--host-gc`` keeps CPython's). A benchmark, not a
+test: prints, exits 0.
 """
 
 from __future__ import annotations
@@ -112,11 +114,17 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=1)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--cli", action="store_true", help="also time python -m mnemon run")
+    ap.add_argument("--host-gc", action="store_true",
+                    help="keep CPython's collector settings instead of the mnemon command's (gctune)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--dir", default=str(ROOT / "bench" / "out"),
                     help="where the run roots go (default bench/out: /tmp may be a slow file "
                          "system — on this machine mkdir+create cost 1.2 ms there, 74 µs here)")
     args = ap.parse_args()
+    if not args.host_gc:  # as the mnemon command sets it (decision 0261)
+        from mnemon.orchestrator.gctune import for_process
+
+        for_process()
     Path(args.dir).mkdir(parents=True, exist_ok=True)
     ideal = math.ceil(args.tasks / args.concurrency) * args.turns * args.latency
     walls, clis = [], []

@@ -121,5 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
+def console() -> None:
+    """The ``mnemon`` command (and ``python -m mnemon``): its own process, so the collector is
+    set for many agents first (``gctune``, decision 0261)."""
+    from .gctune import for_process
+
+    for_process()
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    console()

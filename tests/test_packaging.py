@@ -106,7 +106,7 @@ def test_wheel_holds_exactly_the_source_tree_under_mnemon(wheel):
         "both C accelerators ship in the wheel"
     assert any(n.startswith("mnemon/orchestrator/corpus/") for n in files), "the demo corpus"
     entry = zipfile.ZipFile(wheel).read(f"{dist_info.pop()}/entry_points.txt").decode()
-    assert "mnemon = mnemon.orchestrator.cli:main" in entry
+    assert "mnemon = mnemon.orchestrator.cli:console" in entry
 
 
 @pytest.mark.skipif(not os.environ.get("MNEMON_WHEEL"), reason="CI installs the wheel")

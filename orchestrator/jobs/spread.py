@@ -43,6 +43,7 @@ def run_chunk(job_path: str, run_root: str, chunk: str, task_ids: list[str], run
 
     from ...session.records import Usage
     from .. import logs
+    from ..gctune import tuned
     from .build import prepare
     from .ledger import Ledger, SharedSpend, folder_of
 
@@ -73,12 +74,22 @@ def run_chunk(job_path: str, run_root: str, chunk: str, task_ids: list[str], run
                 with trio.CancelScope(shield=True):
                     await provider.aclose()
 
-        summary = trio.run(main)
+        with tuned():  # the collector set for many agents while the chunk runs (0261)
+            summary = trio.run(main)
         ledger.running = 0
         sup.publish(ended=True)
     finally:
         ledger.close()
     return {"chunk": chunk, "pid": os.getpid(), **msgspec.to_builtins(summary)}
+
+
+QUIET_WORKERS = {
+    # A worker samples every thread's stack every 10 ms for Dask's profile page, and watches the
+    # GIL every 1 ms: on a CPU-bound chunk that is CPU and GIL taken from the agents. The
+    # LocalCluster mnemon starts has no dashboard to show them (decision 0250).
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+}
 
 
 def chunks_of(ids: list[str], workers: int) -> list[list[str]]:
@@ -188,6 +199,7 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     the chunks, merges what they finished and returns ``interrupted``."""
     import msgspec
     import trio
+    import dask
     from distributed import Client, LocalCluster
 
     from .build import prepare
@@ -217,8 +229,10 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
             if scheduler:
                 client = Client(scheduler)
             else:
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
+                with dask.config.set(QUIET_WORKERS):  # the nannies pass it to the workers
+                    cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
+                                           processes=True, dashboard_address=None,
+                                           silence_logs=40)
                 client = Client(cluster)
             nworkers = max(1, len(client.scheduler_info()["workers"]) or workers)
             parts = chunks_of(pending, nworkers)

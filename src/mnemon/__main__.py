@@ -1,8 +1,6 @@
 """``python -m mnemon …``: the same as the ``mnemon`` console script."""
 
-import sys
-
-from .orchestrator.cli import main
+from .orchestrator.cli import console
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
