@@ -117,6 +117,10 @@ class Supervisor:
         self.user_tools = {t.name: t for t in (user_tools or [])}
         self.agents: dict[str, AgentNode] = {}
         self.limiter = trio.CapacityLimiter(settings.concurrency)
+        # the tool sets offered so far and their opening-record form (``tools.tool_defs``,
+        # ``_started``): each made once per set of tools, not per request or per agent
+        self._tool_defs: list[tuple[tuple, list]] = []
+        self._started_tools: tuple[list, list[dict]] | None = None
         self.loader = make_loader(self.root)
         self.usage = Usage()
         self.cost_usd = 0.0
@@ -199,7 +203,7 @@ class Supervisor:
 
         s = settings or self.settings
         defs = tool_defs(self, node)
-        memo = getattr(self, "_started_tools", None)
+        memo = self._started_tools
         if memo is None or memo[0] is not defs:  # one list per tool set, shared by the records
             memo = self._started_tools = (defs, [
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema}

@@ -131,7 +131,7 @@ def tool_defs(sup: "Supervisor", node: "AgentNode | None" = None) -> list[ToolDe
     builtin = BUILTIN if sup.settings.builtin_tools else _NO_TOOLS
     table = sup.tools_for(node)
     key = (builtin, tuple((t, t.name, t.description, t.schema) for t in table.values()))
-    slots: list = sup.__dict__.setdefault("_tool_defs", [])
+    slots = sup._tool_defs
     for k, defs in slots:
         if k == key:
             return defs

@@ -566,15 +566,20 @@ class Loci(tuple):
         return list(self) + list(other)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Loci, list, tuple)):
-            return len(self) == len(other) and all(
-                tuple(x) == tuple(y) for x, y in zip(self, other))
-        return NotImplemented
+        return loci_equal(self, other)
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return repr(list(self))
+
+
+def loci_equal(a, other: object):
+    """Both views of loci (this module's and ``columns.Loci``) equal a list, a tuple or a view
+    of their own kind holding the same ``(offset, length, digest)`` triples."""
+    if isinstance(other, (list, tuple, type(a))):
+        return len(a) == len(other) and all(tuple(x) == tuple(y) for x, y in zip(a, other))
+    return NotImplemented
 
 
 class Row:

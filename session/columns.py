@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from .context import _NO_SWEEPS, ResidueEntry, Turn
 
-from .checkpoint import ORIGINS, ROLES, STATES
+from .checkpoint import ORIGINS, ROLES, STATES, loci_equal
 
 _ROLE = {r: i for i, r in enumerate(ROLES)}
 _STATE = {s: i << 1 for i, s in enumerate(STATES)}
@@ -100,10 +100,7 @@ class Loci:
         return map(self._at, range(self._a, self._b))
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Loci, list, tuple)):
-            return len(self) == len(other) and all(
-                tuple(x) == tuple(y) for x, y in zip(self, other))
-        return NotImplemented
+        return loci_equal(self, other)
 
     __hash__ = None  # type: ignore[assignment]
 

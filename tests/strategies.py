@@ -209,3 +209,14 @@ def fold_records(records: list[Record], source: str = "agents/a1/record.jsonl") 
 
 __all__ = ["sessions", "notes", "texts", "blocks", "tool_inputs", "usages", "frontier_spans",
            "markable", "rewind_targets", "fold_records", "ResidueEntry", "NASTY"]
+
+
+def fresh_log(tmp_path, first: Record, source: str = "agents/a1/record.jsonl"):
+    """An agent log at ``source`` under ``tmp_path`` opened with ``first``: hypothesis reuses a
+    test's ``tmp_path`` across examples, so the previous example's file goes first."""
+    from mnemon.session.agentlog import AgentLog
+
+    path = tmp_path / source
+    if path.exists():
+        path.unlink()
+    return AgentLog.create(path, source, first)

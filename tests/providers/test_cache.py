@@ -187,7 +187,7 @@ def test_the_memoised_head_gives_the_same_blocks():
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
-from tests.strategies import sessions  # noqa: E402
+from tests.strategies import fresh_log, sessions  # noqa: E402
 
 
 @settings(max_examples=80, deadline=None,
@@ -198,13 +198,9 @@ def test_the_block_memo_gives_what_hashing_every_block_gives(tmp_path, records):
     changes a flattened request or a usage: requests rendered after every record of random
     sessions — appends, evictions, sweeps, clears — through one model with its memo and one
     whose memo is emptied before each request."""
-    from mnemon.session.agentlog import AgentLog
     from mnemon.session.render import render
 
-    path = tmp_path / "agents" / "a1" / "record.jsonl"
-    if path.exists():
-        path.unlink()
-    log = AgentLog.create(path, "agents/a1/record.jsonl", records[0])
+    log = fresh_log(tmp_path, records[0])
     warm, cold = CacheModel(min_prefix_tokens=1), CacheModel(min_prefix_tokens=1)
     for i, r in enumerate(records[1:]):
         log.append(r)

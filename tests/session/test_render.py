@@ -6,7 +6,6 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 
-from mnemon.session.agentlog import AgentLog
 from mnemon.session.constants import RESIDUE_MAX_BYTES
 from mnemon.session.context import Context
 from mnemon.session.records import (
@@ -27,7 +26,7 @@ from mnemon.session.records import (
 )
 from mnemon.session.render import INTERRUPTED, render, residue_message
 from mnemon.session.resume import fold_file
-from tests.strategies import sessions
+from tests.strategies import fresh_log, sessions
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -74,10 +73,7 @@ def _bytes(msgs) -> bytes:
 @SETTINGS
 @given(records=sessions())
 def test_render_well_formed_and_deterministic(tmp_path, records):
-    path = tmp_path / "agents" / "a1" / "record.jsonl"
-    if path.exists():
-        path.unlink()
-    log = AgentLog.create(path, "agents/a1/record.jsonl", records[0])
+    log = fresh_log(tmp_path, records[0])
     for r in records[1:]:
         log.append(r)
         msgs = render(log.ctx)
@@ -87,7 +83,7 @@ def test_render_well_formed_and_deterministic(tmp_path, records):
             if not hasattr(item, "role"):
                 assert len(residue_message(log.ctx, item).encode()) < RESIDUE_MAX_BYTES
     log.close()
-    folded, _ = fold_file(path, "agents/a1/record.jsonl")
+    folded, _ = fold_file(log.path, "agents/a1/record.jsonl")
     assert _bytes(render(folded)) == _bytes(render(log.ctx))
 
 
@@ -100,10 +96,7 @@ def test_incremental_render_equals_a_fresh_one_after_every_record(tmp_path, reco
     from mnemon.session.records import compact
     from mnemon.session.render import rendered_bytes
 
-    path = tmp_path / "agents" / "a1" / "record.jsonl"
-    if path.exists():
-        path.unlink()
-    log = AgentLog.create(path, "agents/a1/record.jsonl", records[0])
+    log = fresh_log(tmp_path, records[0])
     for r in records[1:]:
         log.append(r)
         msgs = render(log.ctx)  # memo from the previous record's render
