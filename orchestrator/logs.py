@@ -18,6 +18,8 @@ from typing import Any, TextIO
 import msgspec
 import structlog
 
+from ..lineage.runroot import now_iso
+
 
 class _Tee:
     """Writes each event as a JSON line to the log file and, with ``-v``, to stderr — rendered
@@ -83,13 +85,20 @@ def configure(run_root: Path | None, *, verbose: bool = False, level: int | None
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _stamp,
             structlog.processors.dict_tracebacks,
             _render,
         ],
         logger_factory=lambda *a: tee,
         cache_logger_on_first_use=False,
     )
+
+
+def _stamp(_logger: Any, _name: str, event_dict: dict) -> dict:
+    """The same ISO-8601 UTC ``timestamp`` as ``structlog.processors.TimeStamper(fmt="iso",
+    utc=True)``, at the records' cheaper clock (``now_iso``)."""
+    event_dict["timestamp"] = now_iso()
+    return event_dict
 
 
 def _drop(_logger: Any, _name: str, _event: Any) -> Any:

@@ -293,8 +293,16 @@ async def _complete(sup: "Supervisor", node: "AgentNode", request: Request):
             for listen in sup.text_listeners:
                 listen(node.id, text)
         kw["on_text"] = on_text
-    async with sup.limiter:
+    try:  # a free slot is taken without a checkpoint: the turn goes on to its request in
+        # the same step (a yield here makes every task woken together send its request only
+        # after all of them have rendered theirs, so waves of tasks stay in lockstep)
+        sup.limiter.acquire_nowait()
+    except trio.WouldBlock:
+        await sup.limiter.acquire()
+    try:
         return await sup.provider.complete(request, on_attempt=on_attempt, **kw)  # type: ignore[call-arg]
+    finally:
+        sup.limiter.release()
 
 
 def used_tokens(node: "AgentNode") -> int:

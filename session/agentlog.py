@@ -38,13 +38,7 @@ class AgentLog:
     @classmethod
     def create(cls, path: Path, source: str, started: SessionStarted, *,
                loader: Loader | None = None, fsync: Fsync = "none") -> "AgentLog":
-        try:
-            held = path.stat().st_size > 0
-        except FileNotFoundError:
-            held = False
-        if held:
-            raise FileExistsError(f"{path} already holds a log")
-        log = RecordLog(path, fsync=fsync)
+        log = RecordLog(path, fsync=fsync, new=True)
         agent = cls(path, source, Context(source, loader=loader), log)
         agent.append(started)
         return agent

@@ -154,13 +154,22 @@ class RecordLog:
     this process or another, is refused by name before it can touch a torn tail.
     """
 
-    def __init__(self, path: Path, *, fsync: Fsync = "none"):
+    def __init__(self, path: Path, *, fsync: Fsync = "none", new: bool = False):
+        """``new``: the log must be empty or absent (``FileExistsError`` otherwise), as for an
+        agent being created — checked on the open descriptor, not by a ``stat`` before it."""
         self.path = path
         self.fsync = fsync
         self.torn: TornTail | None = None
         self.broken: str | None = None  # why no more appends are taken, after a failed fsync
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        try:
+            fd = os.open(path, flags, 0o644)
+        except FileNotFoundError:  # its directory first (one syscall saved when it exists)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, flags, 0o644)
+        if new and os.fstat(fd).st_size > 0:
+            os.close(fd)
+            raise FileExistsError(f"{path} already holds a log")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:

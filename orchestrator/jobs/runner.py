@@ -179,28 +179,40 @@ class JobRunner:
                 return
 
     async def _feed(self, pending: list[Task]) -> None:
-        limiter = trio.CapacityLimiter(self.spec.concurrency)
-        batch = max(8, self.spec.concurrency)
-        async with trio.open_nursery() as nursery:
-            for i, t in enumerate(pending):
-                if i % batch == 0:  # the next tasks' directories, in one hand-off to a thread:
-                    # on a slow file system mkdir is much of what starting a task costs
-                    fresh = [self.root / agent_source(x.agent) for x in pending[i:i + batch]
-                             if x.agent not in self._existing]
-                    if fresh:
-                        await trio.to_thread.run_sync(prepare, fresh)
-                        self._prepared.update(fresh)
-                await limiter.acquire_on_behalf_of(t.id)
-                if (why := self.sup.over_budget()) is not None and \
-                        t.agent not in self._existing:
-                    self._finish(t, Result(task=t.id, status="budget", answer=None, agent=None,
-                                           reason=f"not started: {why}", usage=_usage(Usage()),
-                                           cost_usd=0.0, input=t.row, attempts=0))
-                    limiter.release_on_behalf_of(t.id)
-                    continue
-                nursery.start_soon(self._task, t, limiter)
+        """``concurrency`` workers, each taking the next task the moment its last one ends.
 
-    async def _task(self, t: Task, limiter: trio.CapacityLimiter) -> None:
+        A task that ends starts the next in the same Trio step: no limiter to wake a feeder,
+        no task to spawn (with 64 tasks in flight, each such hand-off waits for a pass over all
+        of them, and the waves of a job drift apart by that much; decision 0262)."""
+        batch = max(8, self.spec.concurrency)
+        todo = iter(enumerate(pending))  # shared by the workers: ``next`` runs between steps
+        async with trio.open_nursery() as nursery:
+            await self._prepare(pending[:2 * batch])  # two batches ahead of the first task
+            for _ in range(min(self.spec.concurrency, len(pending))):
+                nursery.start_soon(self._worker, todo, pending, batch, nursery)
+
+    async def _worker(self, todo, pending: list[Task], batch: int,
+                      nursery: trio.Nursery) -> None:
+        for i, t in todo:
+            if i and i % batch == 0 and i + batch < len(pending):
+                # the directories of the batch after next, in one hand-off to a thread: on a
+                # slow file system mkdir is much of what starting a task costs
+                nursery.start_soon(self._prepare, pending[i + batch:i + 2 * batch])
+            if (why := self.sup.over_budget()) is not None and t.agent not in self._existing:
+                self._finish(t, Result(task=t.id, status="budget", answer=None, agent=None,
+                                       reason=f"not started: {why}", usage=_usage(Usage()),
+                                       cost_usd=0.0, input=t.row, attempts=0))
+                continue
+            await self._task(t)
+
+    async def _prepare(self, tasks: list[Task]) -> None:
+        fresh = [self.root / agent_source(x.agent) for x in tasks
+                 if x.agent not in self._existing]
+        if fresh:
+            await trio.to_thread.run_sync(prepare, fresh)
+            self._prepared.update(fresh)
+
+    async def _task(self, t: Task) -> None:
         self.counts.running += 1
         self.on_change(self)
         nodes: list[AgentNode] = []
@@ -220,7 +232,6 @@ class JobRunner:
                     if n.log is not None:  # None: cancelled before its own servers started
                         n.log.close()
                     self.sup.agents.pop(n.id, None)
-                limiter.release_on_behalf_of(t.id)
 
     def _finish(self, t: Task, result: Result) -> None:
         line = result.as_dict()
