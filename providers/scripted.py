@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from . import latency
 from .base import Request, Response
 from .cache import CacheModel
 from .retry import OnAttempt
@@ -84,7 +85,7 @@ class ScriptedProvider:
         script: a JSONL path or a list of turns.
         policy: ``policy(request, state) -> (blocks, stop_reason)``; used when no script.
         cache_model: the shared ``CacheModel`` usage comes from; one of its own by default.
-        latency_s: simulated latency per request (``trio.sleep``).
+        latency_s: simulated latency per request (``latency.wait``: Trio's clock).
         clock: seconds for the cache's TTL; ``trio.current_time`` by default.
     """
 
@@ -121,7 +122,7 @@ class ScriptedProvider:
         """
         t0 = trio.current_time()
         if self.latency_s:
-            await trio.sleep(self.latency_s)
+            await latency.wait(self.latency_s)
         agent = str(request.meta.get("agent", ""))
         state = self.states.setdefault(agent, {})
         blocks, stop_reason = await self._next(request, agent, state)
