@@ -23,6 +23,9 @@ from trio.lowlevel import Abort, RunVar, current_task, reschedule, wait_task_res
 __all__ = ["wait"]
 
 
+BATCH = 100000  # requests woken per step of the timer (see ``_Timer.run``)
+
+
 class _Timer:
     def __init__(self) -> None:
         self.heap: list[tuple[float, int, list]] = []  # (deadline, order, [task or None])
@@ -36,13 +39,17 @@ class _Timer:
                 scope.deadline = self.heap[0][0] if self.heap else math.inf
                 await trio.sleep_forever()
             self.scope = None
-            now = trio.current_time()
             heap = self.heap
-            while heap and heap[0][0] <= now:
-                entry = heapq.heappop(heap)[2]
-                if entry[0] is not None:
-                    reschedule(entry[0])
-                    entry[0] = None
+            while heap and heap[0][0] <= trio.current_time():
+                woken = 0
+                while woken < BATCH and heap and heap[0][0] <= trio.current_time():
+                    entry = heapq.heappop(heap)[2]
+                    if entry[0] is not None:
+                        reschedule(entry[0])
+                        entry[0] = None
+                        woken += 1
+                if woken == BATCH:  # let these run before waking more: deadline order
+                    await trio.lowlevel.cancel_shielded_checkpoint()
 
     def arm(self, deadline: float) -> list:
         entry = [current_task()]

@@ -187,10 +187,19 @@ class Door:
     # ------------------------------------------------------------------ model-facing (async)
 
     async def _resolve_locked(self, turns: Any):
-        if self.seam is None:
+        seam = self.seam
+        if seam is None:
             return self.resolve(turns)
-        async with self.seam:
+        import trio  # (here: the door from outside never loads Trio)
+
+        try:  # a free seam is taken without a checkpoint (one pass of the scheduler fewer
+            seam.acquire_nowait()  # per call: the answer is often small enough to read here)
+        except trio.WouldBlock:
+            await seam.acquire()
+        try:
             return self.resolve(turns)
+        finally:
+            seam.release()
 
     async def aindex(self) -> list[dict]:
         if self.seam is None:
@@ -204,6 +213,8 @@ class Door:
         if turns is None:
             raise Refusal("name the turns to read, such as \"3,5-9\"")
         wants = await self._resolve_locked(turns)
+        if _small(wants):
+            return read_wants(self.sources, wants)
         return await trio.to_thread.run_sync(read_wants, self.sources, wants,
                                              abandon_on_cancel=True)
 
@@ -215,9 +226,41 @@ class Door:
         wants = await self._resolve_locked(turns)
         memo = _cache(self.ctx) if self._live else None
         sources = self.sources
+        if _small(wants):  # here, with a short budget of regex time: a runaway pattern
+            # stalls the loop at most INLINE_REGEX_S, then starts again in a worker thread
+            matcher.left = min(timeout_s, INLINE_REGEX_S)
+            try:
+                return grep_wants(sources, wants, pattern, _matcher=matcher, _memo=memo)
+            except Refusal:
+                if not matcher.ran_out or timeout_s <= INLINE_REGEX_S:
+                    raise
+            matcher.left, matcher.ran_out = timeout_s - INLINE_REGEX_S, False
         return await trio.to_thread.run_sync(
             lambda: grep_wants(sources, wants, pattern, _matcher=matcher, _memo=memo),
             abandon_on_cancel=True)
+
+
+INLINE_BYTES = 256 * 1024
+"""A model-facing read or grep of at most this many bytes of records runs on the Trio thread
+(a grep's regex with at most ``INLINE_REGEX_S`` of time):
+from the page cache that is ~0.1 ms, less than handing it to a worker thread and back costs
+(decision 0262). Anything larger goes to a thread, so a long grep stalls no other agent. (The
+loop's appends are synchronous writes already, so storage slow enough to make a 256 KiB read
+from it stall the loop would stall every append too.)"""
+
+
+INLINE_REGEX_S = 0.02
+"""The regex time a grep run on the Trio thread may take before it is handed to a thread."""
+
+
+def _small(wants: list) -> bool:
+    n, limit = 0, INLINE_BYTES
+    for w in wants:
+        for locus in w[2]:
+            n += locus[1]
+            if n > limit:
+                return False
+    return True
 
 
 # --------------------------------------------------------------------------- module-level calls

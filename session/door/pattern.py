@@ -267,6 +267,7 @@ class _Matcher:
             self._compile()
         self.timeout_s = timeout_s
         self.left = timeout_s
+        self.ran_out = False  # set when the regex time is spent (the refusal that follows)
         self.shortcut = shortcut
         self.lit = lit or None
         self.pure = pure
@@ -302,6 +303,7 @@ class _Matcher:
         return m is not None
 
     def _timeout(self):
+        self.ran_out = True
         raise Refusal(f"the pattern ran longer than {self.timeout_s:g} s — narrow it")
 
     def lines(self, text: str) -> Iterable[str]:
