@@ -64,7 +64,15 @@ def level_from_env() -> int:
     return LEVELS[name]
 
 
+DEBUG = True
+"""Whether debug lines may be written: ``configure`` and ``quiet`` set it from the level. The
+per-turn lines test it before building their fields, since a filtered ``log.debug`` through
+structlog's lazy proxy still costs ~2 µs (and the fields more); True until configured, so an
+unconfigured structlog decides as before."""
+
+
 def configure(run_root: Path | None, *, verbose: bool = False, level: int | None = None) -> None:
+    global DEBUG
     for f in _open:
         f.close()
     _open.clear()
@@ -80,6 +88,7 @@ def configure(run_root: Path | None, *, verbose: bool = False, level: int | None
             tee.msg(_encode({"event": "bad log level", "error": str(e),
                              "level": "warning"}).decode())
             level = logging.INFO
+    DEBUG = level <= logging.DEBUG
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(level),
         processors=[
@@ -107,6 +116,8 @@ def _drop(_logger: Any, _name: str, _event: Any) -> Any:
 
 def quiet() -> None:
     """No output at all (tests and library use before configure)."""
+    global DEBUG
+    DEBUG = False
     structlog.configure(processors=[_drop], logger_factory=lambda *a: _Tee(None, None),
                         wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
 

@@ -16,6 +16,7 @@ import structlog
 import trio
 
 from ..lineage.runroot import now_iso
+from . import logs
 from ..providers.base import Request
 from ..providers.errors import ContextTooLong, ProviderError
 from ..session.eviction import AUTO, due_line, eviction_due, plan_eviction, pressure_reminder
@@ -211,9 +212,11 @@ async def _loop(sup: "Supervisor", node: "AgentNode") -> str:
         text = "\n".join(b.text for b in response.blocks if isinstance(b, Text) and b.text)
         if text:
             node.answer = text
-        log.debug("turn", turn=tid, stop_reason=response.stop_reason, calls=len(calls),
-                 input_tokens=response.usage.total_input, output_tokens=response.usage.output_tokens,
-                 history_bytes=ctx.history_bytes())
+        if logs.DEBUG:
+            log.debug("turn", turn=tid, stop_reason=response.stop_reason, calls=len(calls),
+                      input_tokens=response.usage.total_input,
+                      output_tokens=response.usage.output_tokens,
+                      history_bytes=ctx.history_bytes())
         if not calls:
             if await sup.policy.on_idle(sup, node):
                 continue  # more work for the same agent (the next recorded prompt, in replay)
@@ -282,7 +285,8 @@ async def _complete(sup: "Supervisor", node: "AgentNode", request: Request):
         node.log.append(ProviderCall(attempt=attempt, latency_s=round(latency_s, 6), usage=usage,
                                      error=error, model=priced_model(sup, None, node), at=now_iso()))
         if error is None:
-            log.debug("provider call", attempt=attempt, latency_s=round(latency_s, 4))
+            if logs.DEBUG:
+                log.debug("provider call", attempt=attempt, latency_s=round(latency_s, 4))
         else:
             log.warning("provider call failed", attempt=attempt, latency_s=round(latency_s, 4),
                         error=error)

@@ -70,6 +70,11 @@ class Provider(Protocol):
 
     name: str
 
-    async def complete(self, request: Request) -> Response: ...
+    async def complete(self, request: Request) -> Response:
+        """One model response. Like every Trio async function it checkpoints (a real provider
+        waits on its connection; the scripted one on its simulated latency, a checkpoint even
+        at 0): the loop takes the provider slot without one (decision 0262), so this is where
+        an agent's turn yields to the others and sees a cancel."""
+        ...
 
     async def aclose(self) -> None: ...

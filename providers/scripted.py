@@ -121,8 +121,7 @@ class ScriptedProvider:
             Only the simulated latency waits; cancelling there consumes no script turn.
         """
         t0 = trio.current_time()
-        if self.latency_s:
-            await latency.wait(self.latency_s)
+        await latency.wait(self.latency_s)  # at 0, a checkpoint: a turn always yields once here
         agent = str(request.meta.get("agent", ""))
         state = self.states.setdefault(agent, {})
         blocks, stop_reason = await self._next(request, agent, state)

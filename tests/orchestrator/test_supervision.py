@@ -10,6 +10,7 @@ import trio.testing
 
 from mnemon.lineage.runroot import agent_source
 from mnemon.orchestrator.supervisor import Supervisor, open_supervisor
+from mnemon.providers import latency
 from mnemon.providers.errors import ServerError
 from mnemon.session.records import ToolUse
 
@@ -51,6 +52,7 @@ async def test_cancelling_a_parent_ends_every_descendant(tmp_path, autojump_cloc
     root = tmp_path / "run"
     prov = CountingProvider(provider(tree_policy(2), latency_s=0.1))
     async with open_supervisor(root, prov, settings(), user_tools=[fetch_tool()]) as sup:
+        await latency.wait(0.001)  # the scripted provider's timer: one task for the whole run
         baseline = trio.lowlevel.current_statistics().tasks_living
         node = sup.new_root("root")
         sup.start(node)
