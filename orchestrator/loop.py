@@ -111,22 +111,21 @@ async def run_agent(sup: "Supervisor", node: "AgentNode",
     except Exception as e:
         reason = f"failed: {type(e).__name__}: {e}"
         log.error("agent failed", error=reason)
-    finally:
-        with trio.CancelScope(shield=True):
-            node.reason = reason
-            node.state = state_of(reason)
-            if node.log is None:  # ended before its log opened: nothing to record it in
-                log.warning("agent ended before its log opened", reason=reason)
-            else:
-                try:
-                    node.log.append(SessionEnded(reason=reason, at=now_iso()))
-                except Exception as e:  # a closed or broken log must not hide the outcome
-                    log.error("could not record SessionEnded", error=str(e))
-            node.done.set()
-            if not reported:
-                task_status.started()
-            log.info("agent ended", reason=reason, turns=node.turns_taken,
-                     cost_usd=round(node.cost_usd, 6))
+    finally:  # nothing here awaits, so a cancel cannot cut it short (no shield needed)
+        node.reason = reason
+        node.state = state_of(reason)
+        if node.log is None:  # ended before its log opened: nothing to record it in
+            log.warning("agent ended before its log opened", reason=reason)
+        else:
+            try:
+                node.log.append(SessionEnded(reason=reason, at=now_iso()))
+            except Exception as e:  # a closed or broken log must not hide the outcome
+                log.error("could not record SessionEnded", error=str(e))
+        node.done.set()
+        if not reported:
+            task_status.started()
+        log.info("agent ended", reason=reason, turns=node.turns_taken,
+                 cost_usd=round(node.cost_usd, 6))
 
 
 @asynccontextmanager

@@ -219,19 +219,18 @@ class JobRunner:
         result: Result | None = None
         try:
             result = await self._run_task(t, nodes)
-        finally:
+        finally:  # nothing here awaits: a cancel cannot cut it short
             self.counts.running -= 1
-            with trio.CancelScope(shield=True):
-                if result is None and nodes:  # cut off (Ctrl-C) before the task ended: even
-                    # if its agent had answered, a synod may be unfinished — never final
-                    result = self._result(t, nodes[0], nodes, "cancelled", "cancelled",
-                                          attempts=0)
-                if result is not None:
-                    self._finish(t, result)
-                for n in _with_descendants(nodes):
-                    if n.log is not None:  # None: cancelled before its own servers started
-                        n.log.close()
-                    self.sup.agents.pop(n.id, None)
+            if result is None and nodes:  # cut off (Ctrl-C) before the task ended: even
+                # if its agent had answered, a synod may be unfinished — never final
+                result = self._result(t, nodes[0], nodes, "cancelled", "cancelled",
+                                      attempts=0)
+            if result is not None:
+                self._finish(t, result)
+            for n in _with_descendants(nodes):
+                if n.log is not None:  # None: cancelled before its own servers started
+                    n.log.close()
+                self.sup.agents.pop(n.id, None)
 
     def _finish(self, t: Task, result: Result) -> None:
         line = result.as_dict()
