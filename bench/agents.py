@@ -648,10 +648,13 @@ def main() -> int:
     ap.add_argument("--host-gc", action="store_true",
                     help="keep CPython's collector settings instead of the mnemon command's (gctune)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--dir", default=None, help="where run roots go (default: a temp dir)")
+    ap.add_argument("--dir", default=None,
+                    help="where the run's fresh directory of run roots goes (default: the "
+                         "system's temp dir); removed at the end unless --keep")
+    ap.add_argument("--keep", action="store_true", help="keep the run roots")
     args = ap.parse_args()
     if args.only == "floor":  # (--roots agents, --child-turns turns in all): the bare program
-        print(json.dumps({"floor": floor(Path(args.dir or tempfile.mkdtemp()) / "floor",
+        print(json.dumps({"floor": floor(Path(tempfile.mkdtemp(dir=args.dir)) / "floor",
                                          agents=args.roots, turns=args.child_turns,
                                          latency=args.latency)}))
         return 0
@@ -663,8 +666,11 @@ def main() -> int:
     if args.what_if_expire:
         amortised_expire()
     trajs = load_trajectories()
-    base = Path(args.dir or tempfile.mkdtemp(prefix="mnemon-bench-agents-"))
-    base.mkdir(parents=True, exist_ok=True)
+    if args.dir:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
+    # a fresh directory each run, also under --dir: a run root left by an earlier run would be
+    # reopened, and listing its thousands of agents counted in this run's CPU
+    base = Path(tempfile.mkdtemp(prefix="mnemon-bench-agents-", dir=args.dir))
     res: dict = {"machine": machine(), "command": "python " + " ".join(sys.argv)}
 
     if args.only in (None, "overhead"):
@@ -717,6 +723,10 @@ def main() -> int:
                                "--roots", str(args.roots), "--children", str(args.children),
                                "--dir", str(base)], capture_output=True, text=True, check=True)
         res["memory"] = json.loads(proc.stdout)["memory"]
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
     if args.json:
         print(json.dumps(res))
         return 0
@@ -724,7 +734,7 @@ def main() -> int:
         if key in res:
             print(res.pop(key))
     print(json.dumps(res, indent=2))
-    print(f"run roots under {base}")
+    print(f"run roots under {base}" if args.keep else "run roots removed (--keep keeps them)")
     return 0
 
 
