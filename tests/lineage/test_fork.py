@@ -346,3 +346,27 @@ def test_a_residue_spanning_withdrawn_turns(run_root):
     assert pw == cw
     assert_prefix(parent.ctx, child.ctx, "t")
     assert child.ctx == refold(run_root, "c1")
+
+
+def test_a_live_fork_shares_the_parents_records_and_reads_the_rest(run_root):
+    """``sharing_loader``: the rows whose loci the parent holds take its records (no re-read);
+    a pointer to loci it does not hold exactly is read from the file, digest-checked; either
+    way the child equals the refold of its log."""
+    from mnemon.lineage.fork import sharing_loader
+    from mnemon.session.records import Pointer
+
+    parent = busy_parent(run_root)
+    start_call(parent)
+    child = fork(run_root, parent, "c1", task="t")
+    assert child.ctx == refold(run_root, "c1")
+    held = {t.id: t for t in parent.ctx.turns if t.records is not None}
+    shared = [t for t in child.ctx.turns if t.origin == "inherited" and t.records is not None]
+    assert shared and all(held[t.id].records[0] is t.records[0] for t in shared)
+    first = next(t for t in held.values() if len(t.loci) > 1)
+    part = Pointer(first.source, [list(x) for x in first.loci[:1]])  # not a turn's loci
+    load = sharing_loader(parent.ctx, run_root)
+    got = load(part)
+    assert got == first.records[:1] and got[0] is not first.records[0]
+    bad = Pointer(first.source, [[first.loci[0][0], first.loci[0][1], "0" * 16]])
+    with pytest.raises(Exception, match="digest|does not match|changed"):
+        load(bad)
