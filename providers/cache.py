@@ -71,7 +71,7 @@ MEMO_MAX = 200_000  # blocks a ``CacheModel`` remembers before it starts over
 
 
 def flatten(request: Any, *, model: str | None = None,
-            heads: dict[tuple, tuple[list[FlatBlock], bytes]] | None = None,
+            heads: dict[tuple, tuple] | None = None,
             memo: dict[tuple, tuple] | None = None) -> list[FlatBlock]:
     """The request as blocks: each tool, the system prompt, each message's content blocks.
 
@@ -110,8 +110,18 @@ def flatten(request: Any, *, model: str | None = None,
                 memo.clear()
             memo[(prev, id(value), tag)] = (value, len(raw), h, hx)
 
-    key = (seed, compact(list(request.tools)), request.system) if heads is not None else None
-    head = heads.get(key) if heads is not None else None
+    head = key = None
+    if heads is not None:
+        tools = request.tools
+        # the same tools list object (the harness keeps one per tool set) is looked up by
+        # identity; any other by its bytes
+        key = (seed, id(tools), request.system)
+        head = heads.get(key)
+        if head is None or head[2] is not tools:
+            key = (seed, compact(list(tools)), request.system)
+            head = heads.get(key)
+            if head is not None:
+                heads[(seed, id(tools), request.system)] = (head[0], head[1], tools)
     if head is not None:
         out.extend(head[0])
         h = head[1]
@@ -124,7 +134,8 @@ def flatten(request: Any, *, model: str | None = None,
         if heads is not None:
             if len(heads) >= 64:
                 heads.clear()
-            heads[key] = (list(out), h)
+            heads[key] = (list(out), h, None)
+            heads[(seed, id(request.tools), request.system)] = (list(out), h, request.tools)
     for i, msg in enumerate(request.messages):
         content = msg.get("content")
         if isinstance(content, str):
@@ -195,7 +206,7 @@ class CacheModel:
         self.tokens_per_byte = tokens_per_byte
         self.lookback = lookback
         self.entries: dict[str, CacheEntry] = {}
-        self._heads: dict[tuple, tuple[list[FlatBlock], bytes]] = {}  # see ``flatten``
+        self._heads: dict[tuple, tuple] = {}  # see ``flatten``
         self._blocks: dict[tuple, tuple] = {}  # see ``flatten``
         self._scan_at = math.inf  # no entry expires before this; entries only live longer
 
