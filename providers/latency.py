@@ -23,7 +23,7 @@ from trio.lowlevel import Abort, RunVar, current_task, reschedule, wait_task_res
 __all__ = ["wait"]
 
 
-BATCH = 100000  # requests woken per step of the timer (see ``_Timer.run``)
+BATCH = 16  # requests woken per step of the timer (see ``_Timer.run``)
 
 
 class _Timer:
