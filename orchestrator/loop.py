@@ -112,8 +112,6 @@ async def run_agent(sup: "Supervisor", node: "AgentNode",
         reason = f"failed: {type(e).__name__}: {e}"
         log.error("agent failed", error=reason)
     finally:  # nothing here awaits, so a cancel cannot cut it short (no shield needed)
-        node.reason = reason
-        node.state = state_of(reason)
         if node.log is None:  # ended before its log opened: nothing to record it in
             log.warning("agent ended before its log opened", reason=reason)
         else:
@@ -121,6 +119,10 @@ async def run_agent(sup: "Supervisor", node: "AgentNode",
                 node.log.append(SessionEnded(reason=reason, at=now_iso()))
             except Exception as e:  # a closed or broken log must not hide the outcome
                 log.error("could not record SessionEnded", error=str(e))
+        # after the record: a reader in another thread that sees the agent no longer
+        # running finds its end in the log (the service's views)
+        node.reason = reason
+        node.state = state_of(reason)
         node.done.set()
         if not reported:
             task_status.started()

@@ -158,11 +158,15 @@ class Run:
         return scan
 
     def view(self, aid: str, children: list[str] | None = None) -> AgentOut:
-        scan = self._scan(aid)
+        # (a worker thread) the live state first, the log after: an agent's loop records its
+        # ``SessionEnded`` before it stops being "running", so a log read after a state that
+        # is not "running" holds the end — never a finished agent seen as "open"
         node = self.sup.agents.get(aid) if self.sup is not None else None
+        running = node is not None and node.state == "running"
+        scan = self._scan(aid)
         if children is None:
             children = [a for a in self.agent_ids() if self._scan(a).parent == aid]
-        if node is not None and node.state == "running":
+        if running:
             state, reason = "running", None
         elif scan.ended:
             reason = scan.reason

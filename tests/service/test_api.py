@@ -299,3 +299,34 @@ async def test_a_read_only_service_runs_no_jobs(tmp_path):
     async with live_service(run, read_only=True) as svc:
         r = await svc.client.post("/v1/jobs", json={"path": "x.toml"})
         assert r.status_code == 409
+
+
+async def test_an_agent_ending_while_its_view_is_read_is_never_open(tmp_path, monkeypatch):
+    """``Run.view`` runs in a worker thread while the agent's loop goes on: an agent that ends
+    between the view's two reads (its live state, its log) is seen running or ended, never
+    "open" (a log with no end and no live loop). The loop records ``SessionEnded`` before it
+    stops being running; the view reads the state first."""
+    from mnemon.orchestrator.service import runs
+    from mnemon.session.records import SessionEnded
+
+    async with live_service(tmp_path / "run",
+                            provider=ScriptedProvider(policy=slow_policy(30))) as svc:
+        aid = (await svc.client.post("/v1/agents", json={"prompt": "first"})).json()["id"]
+        await trio.sleep(0.2)
+        run = svc.run
+        node = run.sup.agents[aid]
+        assert node.state == "running"
+        real = runs._Scan.advance
+
+        def advance(scan, path, ttl):  # the agent ends just after its log was read
+            real(scan, path, ttl)
+            if node.state == "running":
+                node.log.append(SessionEnded(reason="done", at="2026-12-02T00:00:00.000000Z"))
+                node.state = "ended"
+
+        monkeypatch.setattr(runs._Scan, "advance", advance)
+        seen = run.view(aid, children=[]).state  # (as views() calls it: one read of the log)
+        assert seen in ("running", "ended"), seen
+        monkeypatch.setattr(runs._Scan, "advance", real)
+        assert run.view(aid).state == "ended"
+        node.scope.cancel()
