@@ -319,3 +319,62 @@ def test_agent_mcp_in_a_job_gives_each_tasks_agent_its_own_servers(tmp_path):
                    text=True, timeout=120)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "[agent] mcp" in proc.stderr
+
+
+async def test_slots_hold_concurrency_and_take_the_next_task_at_once(tmp_path, autojump_clock):
+    """``concurrency`` tasks are in flight, never more; tasks start in input order; and a
+    slot's next task sends its first request the moment its last task ends — no step of the
+    scheduler between (decision 0262: with many tasks ending together, each such step waits for
+    all of them)."""
+    import trio
+
+    from mnemon.lineage.runroot import create_run_root
+    from mnemon.orchestrator.jobs import (JobRunner, load_job, load_tasks, provider_for,
+                                          settings_for, user_tools_for)
+    from mnemon.orchestrator.jobs.state import check_manifest
+
+    job = load_job(write_job(tmp_path / "j", STEPS.replace("concurrency = 3",
+                                                           "concurrency = 4"), tasks=13))
+    tasks = load_tasks(job)
+    root = create_run_root(tmp_path / "run", "test")
+    check_manifest(root, job, tasks)
+    inner = provider_for(job)
+    inner.latency_s = 0.5
+    running: set[str] = set()
+    peak, firsts, ends = [0], [], {}
+    steps: dict = {}  # Trio task -> steps it has taken
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task):
+            steps[task] = steps.get(task, 0) + 1
+
+    class Watch:
+        name = "scripted"
+
+        async def complete(self, request, *, on_attempt=None):
+            agent, me = request.meta["agent"], trio.lowlevel.current_task()
+            if agent not in running:
+                running.add(agent)
+                firsts.append((agent, trio.current_time(), me, steps.get(me)))
+                peak[0] = max(peak[0], len(running))
+            out = await inner.complete(request, on_attempt=on_attempt)
+            if out.stop_reason == "end_turn":
+                running.discard(agent)
+                ends[agent] = (trio.current_time(), me, steps.get(me))
+            return out
+
+    trio.lowlevel.add_instrument(Steps())
+    runner = JobRunner(job, tasks, root=root, output=root / "results.jsonl", provider=Watch(),
+                       settings=settings_for(job), user_tools=user_tools_for(job))
+    summary = await runner.run()
+    assert summary.done == 13
+    assert peak[0] == 4
+    assert [a for a, *_ in firsts] == [f"t{i}" for i in range(1, 14)]
+    assert len({me for *_, me, _ in firsts}) == 4, "four slots run the thirteen tasks"
+    by_slot: dict = {}
+    for agent, at, me, step in firsts:
+        by_slot.setdefault(me, []).append((agent, at, step))
+    for runs in by_slot.values():  # in a slot, the next task's first request follows its
+        for (prev, *_), (agent, at, step) in zip(runs, runs[1:]):  # last one's end: the same
+            end_at, _, end_step = ends[prev]  # time, one step of the slot later (the agent's
+            assert at == end_at and step - end_step <= 1, (prev, agent)  # nursery closing)
