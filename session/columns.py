@@ -227,6 +227,14 @@ class Turns:
         u = self.under[i]
         return self.residues[u] if u >= 0 else None
 
+    def label_of(self, i: int) -> str:
+        t = self.made.get(i)
+        return t.label if t is not None else self.label(i)
+
+    def weight_of(self, i: int) -> int:
+        t = self.made.get(i)
+        return t.bytes if t is not None else self.weights[i]
+
     def state_of(self, i: int) -> str:
         t = self.made.get(i)
         return t.state if t is not None else _STATE_OF[self.meta[i]]
