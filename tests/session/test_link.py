@@ -175,6 +175,7 @@ EDITS = {  # what reading the line in pieces does: read it, give it back, or not
     "an unknown member that holds a row-like object": "back", "rows twice": "back",
     "residues before rows": "untried", "spaces": "read",
     "the close of the rows inside a residue's note": "read", "none": "read", "torn": "untried",
+    "torn after": "read",
 }
 
 
@@ -190,6 +191,8 @@ def test_a_link_that_cannot_be_read_in_pieces_is_decoded_whole(tmp_path, monkeyp
     task = b'{"t":"UserPrompt","turn":100,"text":"child task"}\n'
     if edit == "torn":
         line, tail = good, b""  # no newline: a torn tail, never read
+    elif edit == "torn after":  # the link whole, then a torn tail
+        line, tail = good + b"\n", task[:-9]
     else:
         line, tail = (good if edit == "none" else _edits(good)[edit]) + b"\n", task
     src = _log(root, line, tail)
