@@ -769,7 +769,10 @@ class Table:
         checkpoint (its ``index`` column, digest-checked on first use); None when that column
         does not check out (the caller then builds the rows from the other columns)."""
         try:
-            blob = self._col("index", "B", True)
+            blob = self._col("index", "B")
+            # checked whole before a byte is printed, each block's pages dropped once checked
+            # (they stay in the page cache): the printing maps them again a piece at a time
+            self._check_blocks("index", sorted(self._todo["index"]), drop=True)
             off = self._col("index_off", "q", True)
         except (Stale, KeyError):
             return None
@@ -791,7 +794,10 @@ class Table:
                     runs.append((i, i + 1))
         for k, (a, b) in enumerate(runs):
             end = off[b] - (1 if k == len(runs) - 1 else 0)  # no comma after the last row
-            yield blob[off[a]:end]
+            for x in range(off[a], end, CHECK_BLOCK):  # a long run a piece at a time, its
+                y = min(end, x + CHECK_BLOCK)         # pages dropped once it is taken
+                yield blob[x:y]
+                self.let_go("index", x, y)
         yield b"]\n"
 
     def rows(self, positions: Sequence[int] | None = None, chunk: int = 8192):

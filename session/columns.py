@@ -70,12 +70,17 @@ class Loci:
     """A closed turn's loci read from the per-record columns ``[a, b)`` of a ``Turns``: a
     sequence of ``(offset, length, digest)`` that builds no tuple until one is asked for (a
     made turn of a restored table holds this, not a list: its loci never change, and the
-    per-record columns only ever grow past it)."""
+    per-record columns only ever grow past it).
 
-    __slots__ = ("_t", "_a", "_b")
+    It holds the three columns, not the ``Turns``: a ``Turn`` is not tracked by the cyclic
+    garbage collector, so a cycle table → made turn → its loci → table would never be freed
+    (the whole table outliving its context)."""
+
+    __slots__ = ("_off", "_len", "_dig", "_a", "_b")
 
     def __init__(self, turns: "Turns", a: int, b: int):
-        self._t, self._a, self._b = turns, a, b
+        self._off, self._len, self._dig = turns.loff, turns.llen, turns.ldig
+        self._a, self._b = a, b
 
     def __len__(self) -> int:
         return self._b - self._a
@@ -84,8 +89,7 @@ class Loci:
         return self._b > self._a
 
     def _at(self, r: int) -> tuple:
-        t = self._t
-        return (t.loff[r], t.llen[r], t.ldig[8 * r:8 * r + 8].hex())
+        return (self._off[r], self._len[r], self._dig[8 * r:8 * r + 8].hex())
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -226,6 +230,14 @@ class Turns:
             return t.under
         u = self.under[i]
         return self.residues[u] if u >= 0 else None
+
+    def label_of(self, i: int) -> str:
+        t = self.made.get(i)
+        return t.label if t is not None else self.label(i)
+
+    def weight_of(self, i: int) -> int:
+        t = self.made.get(i)
+        return t.bytes if t is not None else self.weights[i]
 
     def state_of(self, i: int) -> str:
         t = self.made.get(i)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -28,6 +28,7 @@ from .records import (
     Cleared,
     Evicted,
     Inherited,
+    Linked,
     Locus,
     Marked,
     Opaque,
@@ -243,8 +244,26 @@ def _turn_id(t: Turn) -> int:
 _FORENSIC = frozenset(FORENSIC)
 
 
+class _Link:
+    """A link being installed (``Context._link_begin``): its residue entries, the outermost
+    ones and their first ids, and over the rows appended so far the running sum of the evicted
+    rows' weights (``prefix[i]``: rows before position ``i``) and the positions of the evicted
+    user rows with a label."""
+
+    __slots__ = ("entries", "outer", "firsts", "prefix", "users")
+
+    def __init__(self, entries: list[ResidueEntry], outer: list[ResidueEntry],
+                 firsts: list[int]):
+        from array import array
+
+        self.entries, self.outer, self.firsts = entries, outer, firsts
+        self.prefix = array("q", [0])
+        self.users = array("q")
+
+
 class Context:
-    """The context table of one agent. ``step`` is the only way it changes."""
+    """The context table of one agent. ``step`` is the only way it changes (``step_link`` is
+    ``step`` of a link whose rows are read in pieces)."""
 
     def __init__(self, source: str = "", *, loader: Loader | None = None, lazy: bool = False):
         self.source = source
@@ -319,13 +338,16 @@ class Context:
             else:
                 i += 1
 
-    def _items_of_columns(self, lo: int, hi: int) -> Iterator[Turn | ResidueEntry]:
+    def _items_of_columns(self, lo: int, hi: int, *, make: bool = True
+                          ) -> Iterator[Turn | ResidueEntry | int]:
+        """Frontier items of a table kept as columns; a resident turn as its ``Turn``, or as its
+        position when not ``make``."""
         turns: Any = self.turns
         i = lo
         while i < hi:
             state = turns.state_of(i)
             if state == "resident":
-                yield turns[i]
+                yield turns[i] if make else i
                 i += 1
             elif state == "evicted" and (under := turns.under_of(i)) is not None:
                 r = under.outermost()
@@ -540,12 +562,18 @@ class Context:
             raise Refusal(f"turn {tid} is below the id floor {self.id_floor} of this lineage")
 
     def _check_inherited(self, rec: Inherited) -> None:
+        covered = self._check_link_head(rec.residues)
+        prev = self._check_link_rows(rec.turns, 0, covered)
+        self._check_id_floor(rec.id_floor, prev)
+
+    def _check_link_head(self, residues: list[Residue]) -> Callable[[int], bool]:
+        """The judgement of a link's place and residues (before its rows): answers whether a
+        turn id lies under one of the residues."""
         if self.protocol_seen:
             raise Refusal("Inherited only opens a log — it must come before every other "
                           "protocol record")
-        prev = 0
-        spans = [r.span for r in rec.residues]
-        for r in rec.residues:
+        spans = [r.span for r in residues]
+        for r in residues:
             check_note(r.note)
             if r.span[0] > r.span[1]:
                 raise Refusal(f"the residue {list(r.span)} runs backwards")
@@ -569,7 +597,13 @@ class Context:
             k = bisect.bisect_right(firsts, tid) - 1
             return k >= 0 and outer[k][1] >= tid
 
-        for link in rec.turns:
+        return covered
+
+    @staticmethod
+    def _check_link_rows(links: list[Linked], prev: int, covered: Callable[[int], bool]) -> int:
+        """The judgement of a link's rows, in order after the row with id ``prev`` (0: none);
+        returns the last row's id."""
+        for link in links:
             row = link.row
             if row.id <= prev:
                 raise Refusal(f"inherited rows must have increasing ids: {row.id} after {prev}")
@@ -580,8 +614,12 @@ class Context:
                 raise Refusal(f"inherited row {row.id} is held {row.held} inside a residue")
             if row.role not in ("user", "assistant"):
                 raise Refusal(f"inherited row {row.id} has role {row.role!r}")
-        if rec.id_floor is not None and rec.id_floor <= prev:
-            raise Refusal(f"id_floor {rec.id_floor} is not above the inherited rows (latest {prev})")
+        return prev
+
+    @staticmethod
+    def _check_id_floor(id_floor: int | None, prev: int) -> None:
+        if id_floor is not None and id_floor <= prev:
+            raise Refusal(f"id_floor {id_floor} is not above the inherited rows (latest {prev})")
 
     def _check_extension(self, record: Record) -> None:
         match record:
@@ -830,9 +868,39 @@ class Context:
 
     def _install(self, rec: Inherited) -> None:
         """Install a link: O((rows + residues) log residues), whatever the nesting depth."""
-        import bisect
+        link = self._link_begin(rec.residues)
+        self._link_rows(link, rec.turns)
+        self._link_end(link, rec.id_floor)
 
-        entries = [ResidueEntry((r.span[0], r.span[1]), r.note, r.by, 0) for r in rec.residues]
+    def step_link(self, head: Inherited, pieces: Iterable[list[Linked]]) -> None:
+        """``step`` of an ``Inherited`` record whose rows come in pieces: ``head`` is the record
+        without its rows (``turns`` empty), ``pieces`` yields the rows in order. The same
+        judgement and the same install as ``step`` of the whole record, row by row, but only
+        one piece of rows is held at a time, and a structural table (``use_columns``) spills
+        each piece to its columns (``session.link`` reads a long link this way).
+
+        A refusal may come after some pieces are installed: the caller throws the table away
+        (a fold stops there)."""
+        if self.started is None:
+            raise Refusal("a log opens with SessionStarted")
+        covered = self._check_link_head(head.residues)
+        if head.turns:
+            raise Refusal("a link read in pieces has its rows in the pieces only")
+        self.records_folded += 1
+        self.protocol_seen = True
+        link = self._link_begin(head.residues)
+        prev = 0
+        for links in pieces:
+            prev = self._check_link_rows(links, prev, covered)
+            self._link_rows(link, links)
+            self.spill()
+        self._check_id_floor(head.id_floor, prev)
+        self._link_end(link, head.id_floor)
+
+    def _link_begin(self, residues: list[Residue]) -> "_Link":
+        """A link's residues as entries, nested, in the table (their weights and labels come
+        with ``_link_end``, once the rows are in)."""
+        entries = [ResidueEntry((r.span[0], r.span[1]), r.note, r.by, 0) for r in residues]
         # nesting (the family is laminar, ``check`` saw to it): each residue's parent is the
         # smallest one containing it; of equal spans the one listed first stays outermost
         order = sorted(range(len(entries)), key=lambda i: (entries[i].first, -entries[i].last, i))
@@ -844,45 +912,60 @@ class Context:
             e.parent = stack[-1] if stack and stack[-1].contains(e.span) else None
             stack.append(e)
         outer = sorted((e for e in entries if e.parent is None), key=lambda e: e.first)
-        outer_firsts = [e.first for e in outer]
-        for link in rec.turns:
-            row = link.row
+        self.residues.extend(entries)
+        return _Link(entries, outer, [e.first for e in outer])
+
+    def _link_rows(self, link: "_Link", links: list[Linked]) -> None:
+        """Append a link's rows (after those already appended), each under the outermost
+        residue over it; keep the running sums ``_link_end`` weighs the residues with."""
+        outer, outer_firsts = link.outer, link.firsts
+        prefix, users = link.prefix, link.users
+        total = prefix[-1]
+        turns = self.turns
+        by_id = self._by_id
+        lazy = self.lazy
+        for item in links:
+            row = item.row
+            at = item.at
             state = "resident" if row.held in ("resident", "swept") else row.held
             records = None
-            if state == "resident" and not self.lazy:
+            if state == "resident" and not lazy:
                 if self.loader is None:
                     raise Refusal(f"inherited row {row.id} is resident but no loader can read "
-                                  f"{link.at.source}")
-                records = self.loader(link.at)
+                                  f"{at.source}")
+                records = self.loader(at)
             under = None
             if state != "resident":
                 k = bisect.bisect_right(outer_firsts, row.id) - 1
                 if k >= 0 and outer[k].last >= row.id:
                     under = outer[k]
-            t = Turn(row.id, row.role, row.label, row.bytes, state, link.at.source,
-                     [tuple(x) for x in link.at.loci], "inherited", records,  # type: ignore[misc]
+                if state == "evicted":
+                    total += row.bytes
+                    if row.role == "user" and row.label:
+                        users.append(len(turns))
+            t = Turn(row.id, row.role, row.label, row.bytes, state, at.source,
+                     [tuple(x) for x in at.loci], "inherited", records,  # type: ignore[misc]
                      dict(row.swept or []), under)
-            self._by_id[row.id] = len(self.turns)
-            self.turns.append(t)
+            by_id[row.id] = len(turns)
+            turns.append(t)
+            prefix.append(total)
             self.reach = row.id
-        # weights and labels from prefix sums over the evicted rows, not a walk per residue
-        ids = [t.id for t in self.turns]
-        prefix = [0]
-        users: list[int] = []  # indices of evicted user rows with a label
-        for n, t in enumerate(self.turns):
-            ev = t.state == "evicted"
-            prefix.append(prefix[-1] + (t.bytes if ev else 0))
-            if ev and t.role == "user" and t.label:
-                users.append(n)
-        for e in entries:
+
+    def _link_end(self, link: "_Link", id_floor: int | None) -> None:
+        """Weights and labels of the link's residues from the running sums over the evicted
+        rows (not a walk per residue); the fold's scalars after a link."""
+        turns: Any = self.turns
+        columns = type(turns) is not list
+        ids = turns.ids if columns else [t.id for t in turns]
+        prefix, users = link.prefix, link.users
+        for e in link.entries:
             lo = bisect.bisect_left(ids, e.first)
             hi = bisect.bisect_right(ids, e.last)
             e.weight = prefix[hi] - prefix[lo]
             a, b = bisect.bisect_left(users, lo), bisect.bisect_left(users, hi)
-            e.labels = tuple(self.turns[users[j]].label
+            e.labels = tuple(turns.label_of(users[j]) if columns else turns[users[j]].label
                              for j in range(b - 1, max(a, b - LABELS_LISTED) - 1, -1))
-            self.residues.append(e)
-        self.id_floor = rec.id_floor if rec.id_floor is not None else self.reach + 1
+        self.id_floor = id_floor if id_floor is not None else self.reach + 1
         self.in_hand = None
         self._hist = self.history_bytes_projection()
 
@@ -900,6 +983,12 @@ class Context:
         total = 0
         from .render import residue_message
 
+        turns: Any = self.turns
+        if type(turns) is not list:  # columns: a resident row's weight, no Turn made for it
+            for it in self._items_of_columns(0, len(turns), make=False):
+                total += turns.weight_of(it) if type(it) is int else len(
+                    residue_message(self, it).encode("utf-8"))  # type: ignore[arg-type]
+            return total
         for item in self.frontier():
             total += item.bytes if isinstance(item, Turn) else len(
                 residue_message(self, item).encode("utf-8"))

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import bisect
 import gc
+import os
 import threading
 from pathlib import Path
 
 
 from .context import Context, Loader
 from .errors import LogRefused, SessionError
+from .link import OPENING, fold_link
 from .log import TornTail, find_torn_tail
 from .native import fill
 from .records import DECODE_ERRORS, _decoder
@@ -79,6 +81,7 @@ def _fold(path: Path, source: str, loader: Loader | None,
     the JSON-lines decoder cannot pair values with lines any other way; otherwise, and to name
     the line a refusal comes from, line by line.
     """
+    fresh = ctx is None  # folded from the log's start: a long link may be read in pieces
     if ctx is None:
         ctx = Context(source, loader=loader, lazy=lazy)
         if lazy:  # a structural fold keeps its turns as columns, spilled block by block
@@ -109,6 +112,20 @@ def _fold(path: Path, source: str, loader: Loader | None,
                 if not loci:
                     if not more:
                         break  # what is left, if anything, is a torn tail
+                    if fresh and buf.startswith(OPENING):  # a long link: its rows in pieces
+                        fresh = False  # (one try: declined, it is decoded whole below)
+                        locus = fold_link(ctx, fd, base, stop)
+                        if locus is not None:
+                            lineno += 1
+                            if spill is not None:
+                                spill()
+                            if first is None:
+                                first = locus
+                            last = locus
+                            base = locus[0] + locus[1] + 1
+                            os.lseek(fd, base, os.SEEK_SET)
+                            filled, end, loci, whole = fill(fd, buf, None, 0, 0, base)
+                            continue
                     bigger = bytearray(2 * len(buf))  # one line longer than the buffer
                     filled, end, loci, whole = fill(fd, bigger, buf, 0, filled, base)
                     bufs[cur] = bigger

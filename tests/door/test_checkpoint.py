@@ -241,3 +241,21 @@ def test_context_from_the_checkpoint_is_the_full_fold(tmp_path_factory, ops, mor
     _, _, got, _ = open_agent(root / "agents" / agent)
     assert got == want
     assert survey(got) == survey(want) and render(got) == render(want)
+
+
+def test_the_printed_index_comes_in_pieces_of_a_block(run_root, monkeypatch):
+    """``transcript index --json`` copies the checkpoint's printed rows a block at a time (each
+    block's mapped pages dropped once taken), and the pieces are the rows a full fold prints."""
+    monkeypatch.setattr(checkpoint, "CHECK_BLOCK", 256)
+    log = new_agent(run_root, "a1")
+    for i in range(40):
+        tool_turn(log, f"t{i} needle", "ls", f"out {i}")
+    evict_prefix(log, 10, note="the first ten")
+    log.close()
+    door, _ = door_open(run_root / "agents" / "a1")
+    assert isinstance(door.ctx, checkpoint.Table)
+    pieces = list(door.index_json())
+    assert len(pieces) > 10 and max(len(p) for p in pieces) <= 256
+    assert json.loads(b"".join(pieces)) == full(run_root, "a1")[0]
+    some = list(range(3, 40, 4))
+    assert json.loads(b"".join(door.index_json(some))) == door.index(some)

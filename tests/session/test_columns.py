@@ -188,3 +188,25 @@ def test_a_catch_up_rewrites_the_printed_residue_of_swallowed_residues(tmp_path,
     assert isinstance(door.ctx, checkpoint.Table) and door.ctx.key.end == path.stat().st_size
     assert set(map(tuple, door.ctx._outer)) != outer
     assert answers(door) == full(root, "a1")
+
+
+def test_a_table_of_columns_is_freed_with_its_context(tmp_path):
+    """A made row's loci read the table's columns without holding the table: a ``Turn`` is not
+    tracked by the cyclic collector, so a cycle through one (table → made turn → loci → table)
+    would keep the whole table alive after its context is gone (the door from outside kept a
+    1 GB lineage's columns, ~40 MB, for the rest of the call that built its checkpoint)."""
+    import gc
+    import weakref
+
+    root = create_run_root(tmp_path / "run", "tests")
+    log = new_agent(root, "a1")
+    for k in range(6):
+        tool_turn(log, f"t{k}", "ls", "out")
+    log.close()
+    src = "agents/a1/record.jsonl"
+    lazy, _ = fold_file(root / src, src, lazy=True)
+    assert lazy.turns[2].loci == lazy.turns.loci_of(2)  # a made row, its loci from the columns
+    gone = weakref.ref(lazy.turns)
+    del lazy
+    gc.collect()
+    assert gone() is None
