@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..lineage.runroot import Sources
 from ..session.door import Door
 
 if TYPE_CHECKING:
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def _door(sup: "Supervisor", node: "AgentNode") -> Door:
-    return Door.of_agent(sup.root, node.log, own=True, sources=Sources(sup.root))
+    return Door.of_agent(sup.root, node.log, own=True, sources=sup.sources)
 
 
 async def index(sup: "Supervisor", node: "AgentNode") -> list[dict]:

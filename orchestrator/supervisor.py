@@ -13,7 +13,8 @@ from typing import Any, Callable
 import structlog
 import trio
 
-from ..lineage.runroot import agent_source, create_run_root, list_agents, make_loader, now_iso
+from ..lineage.runroot import (Sources, agent_source, create_run_root, list_agents,
+                               make_loader, now_iso)
 from ..providers.base import Provider
 from ..session.agentlog import AgentLog
 from ..session.errors import Refusal
@@ -122,6 +123,7 @@ class Supervisor:
         self._tool_defs: list[tuple[tuple, list]] = []
         self._started_tools: tuple[list, list[dict]] | None = None
         self.loader = make_loader(self.root)
+        self.sources = Sources(self.root)  # the transcript tools' opener: each log confined once
         self.usage = Usage()
         self.cost_usd = 0.0
         self.provider_calls = 0

@@ -14,8 +14,9 @@ from pathlib import Path
 from .errors import AncestorUnreadable
 
 
-def confine(root: Path, source: str) -> Path:
-    """Resolve a pointer's source inside the run root, refusing anything that leads out."""
+def confine(root: Path, source: str, *, resolved_root: Path | None = None) -> Path:
+    """Resolve a pointer's source inside the run root, refusing anything that leads out.
+    ``resolved_root``: ``root.resolve()``, when the caller already has it."""
     if not source or source.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", source):
         raise AncestorUnreadable(source, "a pointer must name a path relative to the run root")
     if "\x00" in source:
@@ -23,7 +24,7 @@ def confine(root: Path, source: str) -> Path:
     parts = Path(source).parts
     if ".." in parts:
         raise AncestorUnreadable(source, "a pointer may not leave the run root ('..')")
-    root = root.resolve()
+    root = resolved_root if resolved_root is not None else root.resolve()
     full = (root / source)
     try:
         real = full.resolve(strict=True)
@@ -50,17 +51,21 @@ class Sources:
     file. Each source is confined once (one ``realpath``), then opened afresh on each call.
 
     The door takes one of these (or any callable of the same shape) from its caller; it never
-    finds ancestor files on its own.
+    finds ancestor files on its own. A supervisor keeps one for its run, so each log is
+    confined once per run, not once per transcript call (two ``realpath`` walks each).
     """
 
     def __init__(self, root: Path):
         self.root = Path(root)
         self._paths: dict[str, Path] = {}
+        self._real_root: Path | None = None
 
     def path(self, source: str) -> Path:
         p = self._paths.get(source)
         if p is None:
-            p = self._paths[source] = confine(self.root, source)
+            if self._real_root is None:
+                self._real_root = self.root.resolve()
+            p = self._paths[source] = confine(self.root, source, resolved_root=self._real_root)
         return p
 
     def __call__(self, source: str):

@@ -183,3 +183,33 @@ async def test_keep_auto_records_its_figures_and_the_log_still_folds(tmp_path):
             else:
                 assert "plan" not in r
         assert refold(root, node.id) == node.ctx
+
+
+async def test_transcript_calls_confine_each_log_once_per_run(tmp_path, monkeypatch):
+    """The transcript tools open logs through the supervisor's one ``Sources``: a log is
+    confined to the run root (two ``realpath`` walks) once per run, not once per call; every
+    call still answers."""
+    from mnemon.session import paths
+
+    root = tmp_path / "run"
+    seen: list[str] = []
+    real = paths.confine
+
+    def counting(root_, source, **kw):
+        seen.append(source)
+        return real(root_, source, **kw)
+
+    monkeypatch.setattr(paths, "confine", counting)
+
+    def policy(request, state):
+        state["k"] = state.get("k", 0) + 1
+        if state["k"] <= 3:
+            return call(state, "transcript_grep", pattern="go")
+        return say("ok")
+
+    async with open_supervisor(root, provider(policy), settings()) as sup:
+        node = await sup.ask("go and grep")
+    res = [r["results"][0] for r in records(root, node.id) if r["t"] == "ToolResults"]
+    assert len(res) == 3 and not any(r["is_error"] for r in res)
+    assert res[0]["content"] == '{"hits":[{"turn":1,"line":"go and grep"}],"total":1}'
+    assert seen.count(f"agents/{node.id}/record.jsonl") == 1
