@@ -18,10 +18,13 @@ import trio
 from ..lineage.runroot import now_iso
 from . import logs
 from ..providers.base import Request
+from ..providers.prices import cost_usd, price_for
 from ..providers.errors import ContextTooLong, ProviderError
 from ..session.eviction import AUTO, due_line, eviction_due, plan_eviction, pressure_reminder
 from ..session.keep import Economy
+from ..session.constants import EVICT_THRESHOLD_BYTES
 from ..session.records import (
+    Evicted,
     ProviderCall,
     Residue,
     SessionEnded,
@@ -35,6 +38,8 @@ from ..session.records import (
     compact,
 )
 from ..session.render import render, rendered_bytes
+from .tools import (EXCLUSIVE, _mults, call_tool, candidates_line, sweep_if_pays, sweep_pending,
+                    tool_defs)
 
 if TYPE_CHECKING:
     from .supervisor import AgentNode, Supervisor
@@ -52,8 +57,6 @@ def priced_model(sup: "Supervisor", response_model: str | None,
 
 
 def _price(sup: "Supervisor", node: "AgentNode", usage: Usage, model: str | None) -> float:
-    from ..providers.prices import cost_usd
-
     return cost_usd(usage, priced_model(sup, model, node), sup.settings_for(node).cache_ttl)
 
 
@@ -271,8 +274,6 @@ def _account(sup: "Supervisor", node: "AgentNode", request: Request, usage: Usag
 
 
 def build_request(sup: "Supervisor", node: "AgentNode") -> Request:
-    from .tools import tool_defs
-
     s = sup.settings_for(node)
     return Request(system=s.system, messages=render(node.ctx), tools=tool_defs(sup, node),
                    max_tokens=s.max_tokens, model=s.model,
@@ -317,8 +318,6 @@ def used_tokens(node: "AgentNode") -> int:
 def weigh(sup: "Supervisor", node: "AgentNode") -> None:
     """At a turn boundary: harness eviction when due (no provider call), pending marks swept
     first since that region is rewritten anyway; otherwise a sweep when the gate says it pays."""
-    from .tools import sweep_if_pays, sweep_pending
-
     ctx = node.ctx
     s = sup.settings_for(node)
     used = used_tokens(node)
@@ -326,8 +325,6 @@ def weigh(sup: "Supervisor", node: "AgentNode") -> None:
         plan = plan_eviction(ctx, s.keep, economy(sup, node, used))
         if plan is not None:
             sweep_pending(node)
-            from ..session.records import Evicted
-
             before = ctx.history_bytes()
             node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness"),
                                     plan=plan.figures))
@@ -347,10 +344,6 @@ def economy(sup: "Supervisor", node: "AgentNode", used: int) -> Economy | None:
     s = sup.settings_for(node)
     if s.keep != AUTO:
         return None
-    from ..providers.prices import price_for
-    from ..session.constants import EVICT_THRESHOLD_BYTES
-    from .tools import _mults
-
     ctx = node.ctx
     tpb = node.tokens_per_byte or 0.25
     w, r = _mults(sup)
@@ -398,8 +391,6 @@ def pressure(sup: "Supervisor", node: "AgentNode") -> None:
     if node.latch.update(used, s.context_window, node.ctx.history_bytes()):
         text = pressure_reminder(node.ctx, used, s.context_window, s.keep,
                                  economy(sup, node, used))
-        from .tools import candidates_line
-
         extra = candidates_line(sup, node)
         node.log.append(Steering(text=text + (" " + extra if extra else ""), by="harness"))
 
@@ -410,8 +401,6 @@ CUT_OFF = ("this call was cut off by max_tokens: its input is not valid JSON, so
 async def run_calls(sup: "Supervisor", node: "AgentNode", calls: list[ToolUse]) -> None:
     """Run tool calls in call order: evict, mark and agents_start one at a time, door reads and
     user tools concurrently; record every result in call order in one ToolResults."""
-    from .tools import EXCLUSIVE, call_tool
-
     results: list[ToolResult | None] = [None] * len(calls)
     tools = sup.tools_for(node)
 

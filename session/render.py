@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .constants import RESIDUE_MAX_BYTES
+from .context import Turn
 from .records import (
     AssistantMessage,
     Opaque,
@@ -23,7 +24,7 @@ from .records import (
 )
 
 if TYPE_CHECKING:
-    from .context import Context, ResidueEntry, Turn
+    from .context import Context, ResidueEntry
 
 Message = dict[str, Any]
 
@@ -207,17 +208,43 @@ def render(ctx: "Context") -> list[Message]:
     Incremental: each turn's messages are kept in ``ctx.memo`` and made again only when the turn
     changed (a record appended, its records loaded or dropped, a block swept), so a turn costs
     what changed, not the whole context. The memo holds the turn itself, so an id is never
-    reused under it; turns that left the frontier leave the memo. The messages are shared
-    between renders and must not be mutated (no caller does: adapters copy what they send).
+    reused under it; turns that left the frontier leave the memo. The longest run of frontier
+    items unchanged since the last render, from the first, is not merged again: the messages
+    and the byte count as they stood after its last item are taken up again (between edits a
+    turn's render costs its own turn). The messages are shared between renders and must not
+    be mutated (no caller does: adapters copy what they send).
     """
-    from .context import Turn
-
-    old: dict[int, tuple] = ctx.memo.get("render") or {}
-    memo: dict[int, tuple] = {}
-    out: list[Message] = []
-    sizes: list[list[int]] = []
+    state = ctx.memo.get("render")
+    old, seq, raw, raw_sizes = state if state is not None else ({}, [], [], [])
     frontier = ctx.frontier()
-    for item in frontier:
+    # the items unchanged from the first: same object, and a turn as it was rendered
+    j, lim = 0, min(len(seq), len(frontier))
+    while j < lim:
+        item, hit = seq[j][0], seq[j][1]
+        if frontier[j] is not item:
+            break
+        if hit[1]:
+            recs, sw = item.records, item.swept
+            if (hit[2] is not recs or hit[3] != (len(recs) if recs is not None else -1)
+                    or hit[4] is not sw or (sw and hit[5] != tuple(sw.items()))):
+                break
+        j += 1
+    if j:
+        _, _, n_out, last, last_sizes, n = seq[j - 1]
+        out: list[Message] = raw[:n_out]
+        sizes: list[list[int]] = raw_sizes[:n_out]
+        if n_out:  # the last message as it stood then (a later item may have merged into it)
+            out[-1], sizes[-1] = last, last_sizes
+        new_seq = seq[:j]
+    else:
+        out, sizes, new_seq, n = [], [], [], 1
+    if j == len(seq) or (j == len(seq) - 1 and j < len(frontier)):
+        memo = old  # appended to, or its last item changed: every earlier entry still stands
+        if j < len(seq) and seq[j][0] is not frontier[j]:
+            memo.pop(id(seq[j][0]), None)  # the last item left the frontier
+    else:  # an edit inside the frontier: keep the entries of the items still on it only
+        memo = {id(x[0]): x[1] for x in new_seq}
+    for item in frontier[j:]:
         hit = old.get(id(item))
         if hit is None or hit[0] is not item:
             hit = _entry(ctx, item, isinstance(item, Turn))
@@ -229,23 +256,26 @@ def render(ctx: "Context") -> list[Message]:
         memo[id(item)] = hit
         for m, z in zip(hit[6], hit[7]):
             if out and out[-1]["role"] == m["role"]:
+                prev = sizes[-1]
                 out[-1] = {"role": m["role"], "content": out[-1]["content"] + m["content"]}
-                sizes[-1] = sizes[-1] + z
+                sizes[-1] = prev + z
+                n += sum(z) + len(z)  # the blocks and their commas, in the message before
             else:
                 out.append(m)
                 sizes.append(z)
-    ctx.memo["render"] = memo
+                n += _HEAD[m["role"]] + sum(z) + len(z) + 1 + 1  # its head, blocks, '],' ','
+        new_seq.append((item, hit, len(out), out[-1] if out else None,
+                        sizes[-1] if sizes else None, n))
+    ctx.memo["render"] = (memo, new_seq, out, sizes)  # (the next render copies ``out``)
     if out and out[0]["role"] != "user":
         first = frontier[0]
         tid = first.id if isinstance(first, Turn) else first.first
         line = {"type": "text", "text": opening_line(tid)}
-        out.insert(0, {"role": "user", "content": [line]})
-        sizes.insert(0, [len(compact(line))])
-    # the byte size of ``compact(out)``, from the blocks' sizes: '[' + messages + ']', each
-    # '{"role":"<role>","content":[' + blocks joined by ',' + ']}'
-    n = 1 + len(out)
-    for m, z in zip(out, sizes):
-        n += _HEAD[m["role"]] + sum(z) + len(z) + 1
+        out = [{"role": "user", "content": [line]}, *out]
+        n += _HEAD["user"] + len(compact(line)) + 3
+    # ``n`` is the byte size of ``compact(out)``, counted as it grew: '[' + messages joined by
+    # ',' + ']', each message '{"role":"<role>","content":[' + blocks joined by ',' + ']}' —
+    # 1 + len(out) + the sum over messages of (head + blocks' sizes + their count + 1)
     if not out:
         n = 2
     ctx.memo["rendered"] = (out, n)
