@@ -20,6 +20,7 @@ from ..session.records import Marked, Residue, Swept, ToolResult, ToolUse, compa
 from ..session.render import residue_message
 from ..session.sweep import READ_MULT, WRITE_MULT, candidates, gate
 
+from . import doorcalls
 from .usertools import ToolError, ToolInputError
 
 if TYPE_CHECKING:
@@ -350,23 +351,17 @@ def _target(sup: "Supervisor", node: "AgentNode", inp: Any) -> "AgentNode":
 
 
 async def _transcript_index(sup, node, inp) -> str:
-    from . import doorcalls
-
     target = _target(sup, node, inp)
     return _json(await doorcalls.index(sup, target))
 
 
 async def _transcript_read(sup, node, inp) -> str:
-    from . import doorcalls
-
     target = _target(sup, node, inp)
     turns = _arg(inp, "turns", (list, str, int), tool="transcript_read")
     return _json(await doorcalls.read(sup, target, turns))
 
 
 async def _transcript_grep(sup, node, inp) -> str:
-    from . import doorcalls
-
     target = _target(sup, node, inp)
     pattern = _arg(inp, "pattern", str, tool="transcript_grep")
     turns = _arg(inp, "turns", (list, str, int), None, tool="transcript_grep")
