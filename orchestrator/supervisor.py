@@ -29,6 +29,10 @@ from .usertools import UserTool
 log = structlog.get_logger("mnemon.supervisor")
 
 
+def _no_edit_hook(node: "AgentNode", kind: str, history_before: int) -> None:
+    return None
+
+
 class AgentNode:
     """One live agent: its log, its place in the lineage, its cancel scope and its outcome."""
 
@@ -57,7 +61,10 @@ class AgentNode:
         self.sweeps = 0
         self.started = False  # its loop has begun (a resumed child waits for its parent's)
         self.resumed = False  # reopened from its log: a turn that ended the agent ends it again
-        self.on_edit: Any = lambda kind, before: None  # the supervisor's hook, bound per node
+        # the supervisor's edit hook, ``hook(node, kind, history_before)``: a bound method, not
+        # a closure over the node, so a finished agent is freed at once (no reference cycle
+        # for the collector to find: a job's thousands of agents kept it busy)
+        self.edit_hook: Callable[[AgentNode, str, int], None] = _no_edit_hook
         # MCP servers this agent starts for itself, in its own nursery, before its log opens
         self.mcp_servers: tuple[Any, ...] = ()
         # the tools of those servers, once started: offered to it and to its descendants
@@ -65,6 +72,9 @@ class AgentNode:
         # writes the agent's opening records once its own servers have listed their tools (an
         # agent with servers of its own is born in its loop's task, not when it is created)
         self.birth: Callable[[], AgentLog] | None = None
+
+    def on_edit(self, kind: str, history_before: int) -> None:
+        self.edit_hook(self, kind, history_before)
 
     @property
     def ctx(self):
@@ -244,7 +254,7 @@ class Supervisor:
 
         self._taken.add(aid)
         self._born(node, birth)
-        node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
+        node.edit_hook = self.on_edit
         self.agents[aid] = node
         return node
 
@@ -283,7 +293,7 @@ class Supervisor:
 
         self._taken.add(aid)
         self._born(node, birth)
-        node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
+        node.edit_hook = self.on_edit
         node.tokens_per_byte = tpb
         parent.children[aid] = node
         self.agents[aid] = node
@@ -314,7 +324,7 @@ class Supervisor:
         depth = (st.depth if st and st.depth is not None else
                  (parent.depth + 1 if parent else 0))
         node = AgentNode(agent_id, alog, kind=st.kind if st else None, depth=depth, parent=parent)
-        node.on_edit = lambda kind, before, node=node: self.on_edit(node, kind, before)
+        node.edit_hook = self.on_edit
         node.tokens_per_byte = st.tokens_per_byte if st else None
         node.resumed = True
         node.mcp_servers = tuple(
