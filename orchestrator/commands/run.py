@@ -76,10 +76,11 @@ def _run_dask(args) -> int:
     from ..jobs.runner import JobSummary
     from ..jobs.spec import JobError
 
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        raise UserError("--engine dask needs Dask: pip install 'mnemon[dask]'") from None
+    import importlib.util
+
+    # found, not imported: the driver imports it while a LocalCluster's fork server does too
+    if importlib.util.find_spec("distributed") is None:
+        raise UserError("--engine dask needs Dask: pip install 'mnemon[dask]'")
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, not {args.workers}")
     from ..jobs.spread import run_job

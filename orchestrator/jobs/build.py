@@ -107,12 +107,27 @@ def load_object(job: Job, ref: str, key: tuple[str, ...]) -> Any:
     return obj
 
 
+def load(path: str | Path) -> "tuple[Job, list]":
+    """The job file, checked, and its tasks, each prompt filled in."""
+    from .spec import load_job
+    from .tasks import load_tasks
+
+    try:
+        job = load_job(path)
+    except OSError as e:
+        raise JobError(f"{path}: {e.strerror or e}") from None
+    return job, load_tasks(job)
+
+
 def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
-            watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None):
+            watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None,
+            loaded: "tuple[Job, list] | None" = None):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
     ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).
+    ``loaded`` is ``(job, tasks)`` as ``load`` gave them for this file (a Dask worker keeps them
+    for its next chunk of the same job).
 
     Raises:
         JobError: the job file, its tasks or its run root, named by key, line or path.
@@ -120,15 +135,9 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     from ...lineage.runroot import RunRootError, create_run_root
     from ..supervisor import Supervisor
     from .runner import JobRunner
-    from .spec import load_job
     from .state import check_manifest
-    from .tasks import load_tasks
 
-    try:
-        job = load_job(path)
-    except OSError as e:
-        raise JobError(f"{path}: {e.strerror or e}") from None
-    tasks = load_tasks(job)
+    job, tasks = loaded if loaded is not None else load(path)
     settings = settings_for(job)
     tools = user_tools_for(job)
     provider = provider_for(job)
