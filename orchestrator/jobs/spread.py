@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,6 +30,7 @@ from .runner import Counts, JobSummary
 
 CHUNKS_PER_WORKER = 2  # more chunks lose less to a dead worker; fewer start faster
 RESULTS = "results.d"
+_NONE = object()
 
 _LOADED: dict[str, tuple[tuple, Any, list]] = {}  # a worker's last job: path -> (stamp, job, tasks)
 
@@ -180,12 +182,18 @@ class Watch:
         from .results import FINAL
 
         self.root = root
+        self.folder = root / RESULTS
         self.run = run
         self.reader = Reader(folder_of(root, run))
         self.base_usd = base_usd
         self.final = {t.id: prior[t.id]["status"] for t in tasks
                       if prior.get(t.id, {}).get("status") in FINAL}
         self.lines: dict[str, dict] = {}  # this run's, by task
+        # each task's status and how many have each, kept as lines arrive: a poll costs what
+        # is new, not every task again
+        self._status: dict[str, Any] = dict(self.final)
+        self._tally: Counter = Counter(self._status.values())
+        self._finished = 0  # tasks with a line of this run that were not final before it
         self.ended: set[str] = set()  # chunks whose Dask task has ended
         self._at: dict[str, tuple[int, int]] = {}  # results file -> (inode, bytes read)
         self.counts = Counts(total=len(tasks), skipped=len(self.final),
@@ -193,11 +201,22 @@ class Watch:
         self.cost_usd = base_usd
         self.poll()
 
+    def _take(self, line: dict) -> None:
+        task = line["task"]
+        if task not in self.lines and task not in self.final:
+            self._finished += 1
+        self.lines[task] = line
+        old = self._status.get(task, _NONE)
+        if old is not _NONE:
+            self._tally[old] -= 1
+        self._status[task] = line.get("status")
+        self._tally[self._status[task]] += 1
+
     def _tail(self) -> None:
         import json
 
         try:
-            files = [e for e in os.scandir(self.root / RESULTS)
+            files = [e for e in os.scandir(self.folder)
                      if e.name.startswith(self.run + "-") and e.name.endswith(".jsonl")]
         except FileNotFoundError:
             return
@@ -219,7 +238,7 @@ class Watch:
                 except ValueError:
                     continue
                 if isinstance(line, dict) and isinstance(line.get("task"), str):
-                    self.lines[line["task"]] = line
+                    self._take(line)
             self._at[e.name] = (st.st_ino, at + len(whole))
 
     def poll(self) -> None:
@@ -232,11 +251,9 @@ class Watch:
             if name > latest.get(chunk, ""):
                 latest[chunk] = name
         c = self.counts
-        statuses = dict(self.final)
-        statuses.update((k, v.get("status")) for k, v in self.lines.items())
         for k in ("done", "failed", "budget", "cancelled"):
-            setattr(c, k, sum(1 for v in statuses.values() if v == k))
-        c.finished_this_run = sum(1 for k in self.lines if k not in self.final)
+            setattr(c, k, self._tally[k])
+        c.finished_this_run = self._finished
         c.running = sum(entries[n].running for ch, n in latest.items() if ch not in self.ended)
         self.cost_usd = self.base_usd + sum(e.usd for e in entries.values())
         c.cost_usd = self.cost_usd

@@ -109,3 +109,27 @@ def test_the_driver_counts_each_task_as_its_line_lands(tmp_path):
     assert (c.done, c.failed, c.cancelled, c.finished_this_run, c.running) == (2, 1, 1, 3, 0)
     dead.close()
     live.close()
+
+
+def test_a_worker_reads_a_job_once_until_its_files_change(tmp_path):
+    """A Dask worker keeps the job and its tasks for its next chunk of the same job; a job file
+    or an input file that changed is read again."""
+    import os
+
+    from mnemon.orchestrator.jobs import spread
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "in.jsonl").write_text('{"q": "one"}\n{"q": "two"}\n')
+    job = folder / "job.toml"
+    job.write_text('[provider]\nname = "scripted"\n\n[input]\npath = "in.jsonl"\n'
+                   'prompt = "{q}"\n')
+    first = spread._load(str(job))
+    assert [t.prompt for t in first[1]] == ["one", "two"]
+    assert spread._load(str(job)) is not first and spread._load(str(job))[1] is first[1]
+    (folder / "in.jsonl").write_text('{"q": "one"}\n{"q": "two"}\n{"q": "three"}\n')
+    assert [t.prompt for t in spread._load(str(job))[1]] == ["one", "two", "three"]
+    text = job.read_text().replace("{q}", "Q: {q}")
+    job.write_text(text)
+    os.utime(job, ns=(1, 1))  # a change within the file system's time resolution: the size
+    assert spread._load(str(job))[1][0].prompt == "Q: one"
