@@ -9,6 +9,12 @@ answers. Figures: agent-turns per second of each engine (whole ``mnemon run`` pr
 ``--runs``), and their ratio. ``--with-budget`` adds ``--engine dask`` on the same job with a job
 budget it never reaches: what reading the other workers' ledgers before every turn costs
 (decision 0251). This is a benchmark, not a test.
+
+Also, per engine: the CPU of the whole process tree (``cpu_s_median``: the driver, the fork
+server and the workers, sampled every 50 ms with psutil — the workers of a LocalCluster are the
+fork server's children, so ``/usr/bin/time`` and ``RUSAGE_CHILDREN`` miss them) and what the
+rest of the machine used meanwhile (``others_cores_median``, from ``/proc/stat``): on a machine
+shared with other sessions, a wall time says little beside it (decision 0252).
 """
 
 from __future__ import annotations
@@ -46,17 +52,55 @@ def make_job(folder: Path, tasks: int, turns: int, latency: float,
     return folder / "job.toml"
 
 
-def one(job: Path, engine: str, workers: int, root: Path) -> float:
+def _busy() -> float | None:
+    """CPU seconds the whole machine has used (Linux), or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except OSError:
+        return None
+    return (sum(v[:3]) + sum(v[5:8])) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def one(job: Path, engine: str, workers: int, root: Path) -> tuple[float, float | None,
+                                                                    float | None]:
+    """Wall seconds, CPU seconds of the process tree (None without psutil), cores the rest of
+    the machine used meanwhile (None where unknown)."""
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    b0 = _busy()
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "mnemon", "run", str(job), "--engine", engine,
-                           "--workers", str(workers), "--run-root", str(root), "--json"],
-                          capture_output=True, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "mnemon", "run", str(job), "--engine",
+                             engine, "--workers", str(workers), "--run-root", str(root),
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    cpu: dict[int, float] = {}  # pid -> CPU seconds when last seen
+    if psutil is not None:
+        top = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                tree = [top, *top.children(recursive=True)]
+            except psutil.Error:
+                tree = [top]
+            for p in tree:
+                try:
+                    t = p.cpu_times()
+                    cpu[p.pid] = t.user + t.system
+                except psutil.Error:
+                    pass
+            time.sleep(0.05)
+    out, err = proc.communicate()
     took = time.monotonic() - t0
+    b1 = _busy()
     if proc.returncode != 0:
-        raise SystemExit(proc.stderr[-2000:])
-    assert json.loads(proc.stdout)["done"] > 0
+        raise SystemExit(err[-2000:])
+    assert json.loads(out)["done"] > 0
     shutil.rmtree(root)
-    return took
+    used = sum(cpu.values()) if psutil is not None else None
+    others = (b1 - b0 - used) / took if None not in (b0, b1, used) else None
+    return took, used, others
 
 
 def main() -> None:
@@ -76,18 +120,27 @@ def main() -> None:
     if a.with_budget:
         jobs["dask with a job budget"] = make_job(tmp / "budgeted", a.tasks, a.turns, a.latency,
                                                   budget=10**15)
-    times: dict[str, list[float]] = {k: [] for k in jobs}
+    times: dict[str, list[tuple]] = {k: [] for k in jobs}
+    load = os.getloadavg()[0]
     for r in range(a.runs):
         for i, (name, path) in enumerate(jobs.items()):
             engine = name.split()[0]
             times[name].append(one(path, engine, a.workers, tmp / f"{i}-{r}.run"))
     turns = a.tasks * a.turns
-    med = {e: statistics.median(v) for e, v in times.items()}
+
+    def median(e: str, k: int) -> float | None:
+        v = [x[k] for x in times[e] if x[k] is not None]
+        return round(statistics.median(v), 2) if v else None
+
+    med = {e: statistics.median(x[0] for x in v) for e, v in times.items()}
     out = {"tasks": a.tasks, "turns_per_task": a.turns, "latency_s": a.latency,
            "workers": a.workers, "runs": a.runs, "cpus": os.cpu_count(),
            "seconds_median": {e: round(v, 2) for e, v in med.items()},
            "agent_turns_per_s": {e: round(turns / v, 1) for e, v in med.items()},
-           "dask_over_local": round(med["local"] / med["dask"], 2)}
+           "dask_over_local": round(med["local"] / med["dask"], 2),
+           "cpu_s_median": {e: median(e, 1) for e in times},
+           "others_cores_median": {e: median(e, 2) for e in times},
+           "load_average": [round(load, 2), round(os.getloadavg()[0], 2)]}
     shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(out) if a.json else json.dumps(out, indent=2))
 
