@@ -26,6 +26,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    if args.engine == "dask":
+        return _run_dask(args)
     import json
     import msgspec
     import trio
@@ -35,8 +37,6 @@ def run(args) -> int:
     from ..jobs.display import JobProgress, final_table
     from ..jobs.spec import JobError
 
-    if args.engine == "dask":
-        return _run_dask(args)
     try:  # every check before anything is written or any agent starts
         runner, provider = prepare(args.job, run_root=args.run_root, output=args.output)
     except JobError as e:
@@ -70,19 +70,21 @@ def run(args) -> int:
 
 
 def _run_dask(args) -> int:
-    import json
-
-    from ..jobs.display import JobProgress, final_table
-    from ..jobs.runner import JobSummary
-    from ..jobs.spec import JobError
-
     import importlib.util
+    import json
 
     # found, not imported: the driver imports it while a LocalCluster's fork server does too
     if importlib.util.find_spec("distributed") is None:
         raise UserError("--engine dask needs Dask: pip install 'mnemon[dask]'")
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, not {args.workers}")
+    if not args.scheduler:  # first: it imports while this process imports the rest (0252)
+        from ..jobs.forks import start_fork_server
+
+        start_fork_server()
+    from ..jobs.display import JobProgress, final_table
+    from ..jobs.runner import JobSummary
+    from ..jobs.spec import JobError
     from ..jobs.spread import run_job
 
     shown: list = []  # the driver's Watch, once it exists

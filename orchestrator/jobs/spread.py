@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+from .forks import PRELOAD, start_fork_server  # noqa: F401 (PRELOAD: part of this API)
 from .runner import Counts, JobSummary
 
 CHUNKS_PER_WORKER = 2  # more chunks lose less to a dead worker; fewer start faster
@@ -136,29 +137,6 @@ QUIET_WORKERS = {
     "distributed.worker.multiprocessing-method": "forkserver",
 }
 
-PRELOAD = (
-    # What a worker imports, loaded once in the fork server (``multiprocessing`` skips a name it
-    # cannot import); the rest a worker imports itself, as before.
-    "distributed", "distributed.nanny", "distributed.worker", "trio", "msgspec",
-    "mnemon.orchestrator.jobs.spread", "mnemon.orchestrator.jobs.build",
-    "mnemon.orchestrator.jobs.ledger", "mnemon.orchestrator.jobs.runner",
-    "mnemon.orchestrator.loop", "mnemon.orchestrator.options", "mnemon.orchestrator.tools",
-    "mnemon.orchestrator.costs", "mnemon.providers.select", "mnemon.session.door",
-)
-
-
-def start_fork_server() -> None:
-    """Start the fork server a LocalCluster's workers are forked from, with ``PRELOAD``: it
-    imports them while the driver imports Dask and checks the job. Its workers are forked in
-    milliseconds each instead of spawned (a new interpreter each importing ~1.1 s of CPU of
-    Dask and mnemon). It serves every LocalCluster of this process, then ends with it."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(PRELOAD))
-    from multiprocessing import forkserver
-
-    forkserver.ensure_running()
 
 
 def chunks_of(ids: list[str], workers: int) -> list[list[str]]:
