@@ -2,7 +2,7 @@
 worker processes × 1 thread), on a CPU-bound swarm (scripted provider, short latency).
 
     python bench/scale.py [--tasks 600] [--turns 6] [--latency 0.02] [--workers 2] [--runs 3]
-                          [--with-budget] [--json]
+                          [--with-budget] [--baseline PYTHON] [--quiet CORES] [--json]
 
 Each task is a root agent that calls ``transcript_index`` for ``--turns`` − 1 turns, then
 answers. Figures: agent-turns per second of each engine (whole ``mnemon run`` process, median of
@@ -15,6 +15,9 @@ server and the workers, sampled every 50 ms with psutil — the workers of a Loc
 fork server's children, so ``/usr/bin/time`` and ``RUSAGE_CHILDREN`` miss them) and what the
 rest of the machine used meanwhile (``others_cores_median``, from ``/proc/stat``): on a machine
 shared with other sessions, a wall time says little beside it (decision 0252).
+``--baseline PYTHON`` adds both engines run by another interpreter (another checkout's venv),
+interleaved with these run by run: a before/after side by side. ``--quiet CORES`` waits (up to
+two minutes) before each run for two seconds in which the machine used less than CORES.
 """
 
 from __future__ import annotations
@@ -62,8 +65,19 @@ def _busy() -> float | None:
     return (sum(v[:3]) + sum(v[5:8])) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
 
 
-def one(job: Path, engine: str, workers: int, root: Path) -> tuple[float, float | None,
-                                                                    float | None]:
+def wait_quiet(cores: float, longest: float = 120.0) -> None:
+    """Until two seconds in which the machine used less than ``cores`` (at most ``longest``)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < longest:
+        b0 = _busy()
+        time.sleep(2.0)
+        b1 = _busy()
+        if b0 is None or b1 is None or (b1 - b0) / 2.0 < cores:
+            return
+
+
+def one(job: Path, engine: str, workers: int, root: Path,
+        python: str = sys.executable) -> tuple[float, float | None, float | None]:
     """Wall seconds, CPU seconds of the process tree (None without psutil), cores the rest of
     the machine used meanwhile (None where unknown)."""
     try:
@@ -72,7 +86,7 @@ def one(job: Path, engine: str, workers: int, root: Path) -> tuple[float, float 
         psutil = None
     b0 = _busy()
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "mnemon", "run", str(job), "--engine",
+    proc = subprocess.Popen([python, "-m", "mnemon", "run", str(job), "--engine",
                              engine, "--workers", str(workers), "--run-root", str(root),
                              "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -112,6 +126,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--with-budget", action="store_true",
                     help="also --engine dask with a job budget never reached")
+    ap.add_argument("--baseline", metavar="PYTHON",
+                    help="also both engines under this interpreter (another checkout's venv)")
+    ap.add_argument("--quiet", type=float, metavar="CORES",
+                    help="before each run, wait for the machine to use less than CORES")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="mnemon-scale-"))
@@ -120,12 +138,17 @@ def main() -> None:
     if a.with_budget:
         jobs["dask with a job budget"] = make_job(tmp / "budgeted", a.tasks, a.turns, a.latency,
                                                   budget=10**15)
-    times: dict[str, list[tuple]] = {k: [] for k in jobs}
+    runs = [(name, path, sys.executable) for name, path in jobs.items()]
+    if a.baseline:
+        runs += [(f"{name} (baseline)", path, a.baseline) for name, path in jobs.items()]
+    times: dict[str, list[tuple]] = {name: [] for name, _, _ in runs}
     load = os.getloadavg()[0]
     for r in range(a.runs):
-        for i, (name, path) in enumerate(jobs.items()):
+        for i, (name, path, python) in enumerate(runs):
+            if a.quiet is not None:
+                wait_quiet(a.quiet)
             engine = name.split()[0]
-            times[name].append(one(path, engine, a.workers, tmp / f"{i}-{r}.run"))
+            times[name].append(one(path, engine, a.workers, tmp / f"{i}-{r}.run", python))
     turns = a.tasks * a.turns
 
     def median(e: str, k: int) -> float | None:
@@ -138,9 +161,14 @@ def main() -> None:
            "seconds_median": {e: round(v, 2) for e, v in med.items()},
            "agent_turns_per_s": {e: round(turns / v, 1) for e, v in med.items()},
            "dask_over_local": round(med["local"] / med["dask"], 2),
+           **({"baseline_dask_over_local": round(med["local (baseline)"]
+                                                 / med["dask (baseline)"], 2)}
+              if a.baseline else {}),
            "cpu_s_median": {e: median(e, 1) for e in times},
            "others_cores_median": {e: median(e, 2) for e in times},
-           "load_average": [round(load, 2), round(os.getloadavg()[0], 2)]}
+           "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
+           "each_run": {e: [[round(x, 2) if x is not None else None for x in run] for run in v]
+                        for e, v in times.items()}}  # [wall, CPU, others' cores], in order
     shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(out) if a.json else json.dumps(out, indent=2))
 
