@@ -26,14 +26,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from .forks import PRELOAD, start_fork_server  # noqa: F401 (PRELOAD: part of this API)
+from .forks import start_fork_server
 from .runner import Counts, JobSummary
 
 CHUNKS_PER_WORKER = 2  # more chunks lose less to a dead worker; fewer start faster
 RESULTS = "results.d"
 _NONE = object()
 
-_LOADED: dict[str, tuple[tuple, Any, list]] = {}  # a worker's last job: path -> (stamp, job, tasks)
+_LOADED: dict[str, tuple[tuple, Any, list]] = {}  # a worker's job: path -> (stamp, job, tasks)
 
 
 def _stamp(job_path: str, job: Any = None) -> tuple:
@@ -122,7 +122,7 @@ def run_chunk(job_path: str, run_root: str, chunk: str, task_ids: list[str], run
     return {"chunk": chunk, "pid": os.getpid(), **msgspec.to_builtins(summary)}
 
 
-QUIET_WORKERS = {
+LOCAL_CLUSTER = {  # Dask settings for the LocalCluster mnemon starts, for its whole life
     # A worker samples every thread's stack every 10 ms for Dask's profile page, and watches the
     # GIL every 1 ms: on a CPU-bound chunk that is CPU and GIL taken from the agents. The
     # LocalCluster mnemon starts has no dashboard to show them (decision 0250).
@@ -136,7 +136,6 @@ QUIET_WORKERS = {
     # not each started afresh to import them again (decision 0252).
     "distributed.worker.multiprocessing-method": "forkserver",
 }
-
 
 
 def chunks_of(ids: list[str], workers: int) -> list[list[str]]:
@@ -290,7 +289,7 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     cluster = client = None
     # a LocalCluster's servers read their settings as they run (a nanny restarting a killed
     # worker, say) and the nannies pass them to the workers: set for the cluster's life
-    quiet = dask.config.set(QUIET_WORKERS if not scheduler else {})
+    settings = dask.config.set(LOCAL_CLUSTER if not scheduler else {})
     try:  # Ctrl-C anywhere here still merges what the chunks finished
         try:
             if scheduler:
@@ -332,7 +331,7 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
                 if cluster is not None:
                     cluster.close()
             finally:
-                quiet.__exit__(None, None, None)
+                settings.__exit__(None, None, None)
     except KeyboardInterrupt:
         interrupted = True
     lines = dict(prior)
