@@ -134,16 +134,23 @@ def test_a_structural_fold_spilled_block_by_block_is_the_full_fold(tmp_path_fact
     assert (lazy.reach, lazy.in_hand, lazy.pending) == (full.reach, full.in_hand, full.pending)
 
 
-def test_spill_and_frozen_keep_every_field(tmp_path):
-    """Columns out and back: a made row mutated, then spilled, reads back as mutated; ``frozen``
-    reports the made rows' values without changing the table."""
+def _six_tool_turns(tmp_path, label: str):
+    """A log of six tool turns (labelled ``label.format(k=k)``), folded lazily (a table of
+    columns), with its run root and source."""
     root = create_run_root(tmp_path / "run", "tests")
     log = new_agent(root, "a1")
     for k in range(6):
-        tool_turn(log, f"t{k} ünïcode", "ls", "out")
+        tool_turn(log, label.format(k=k), "ls", "out")
     log.close()
     src = "agents/a1/record.jsonl"
     lazy, _ = fold_file(root / src, src, lazy=True)
+    return lazy, root, src
+
+
+def test_spill_and_frozen_keep_every_field(tmp_path):
+    """Columns out and back: a made row mutated, then spilled, reads back as mutated; ``frozen``
+    reports the made rows' values without changing the table."""
+    lazy, root, src = _six_tool_turns(tmp_path, "t{k} ünïcode")
     turns = lazy.turns
     t = turns[2]
     t.bytes += 7
@@ -198,13 +205,7 @@ def test_a_table_of_columns_is_freed_with_its_context(tmp_path):
     import gc
     import weakref
 
-    root = create_run_root(tmp_path / "run", "tests")
-    log = new_agent(root, "a1")
-    for k in range(6):
-        tool_turn(log, f"t{k}", "ls", "out")
-    log.close()
-    src = "agents/a1/record.jsonl"
-    lazy, _ = fold_file(root / src, src, lazy=True)
+    lazy, _, _ = _six_tool_turns(tmp_path, "t{k}")
     assert lazy.turns[2].loci == lazy.turns.loci_of(2)  # a made row, its loci from the columns
     gone = weakref.ref(lazy.turns)
     del lazy
