@@ -212,13 +212,17 @@ _NEUTRAL_ROLES = {"system", "user", "assistant", "tool"}
 def _sniff(obj: Any) -> str | None:
     if not isinstance(obj, dict):
         return None
-    if isinstance(obj.get("payload"), dict) and obj.get("type") in _CODEX_KINDS:
+    kind = obj.get("type")
+    if not isinstance(kind, str):  # (a list or an object there is no kind: not hashable either)
+        kind = None
+    if isinstance(obj.get("payload"), dict) and kind in _CODEX_KINDS:
         return "codex"
-    if obj.get("type") in _CLAUDE_KINDS and (
+    if kind in _CLAUDE_KINDS and (
         "uuid" in obj or "parentUuid" in obj or "sessionId" in obj or "leafUuid" in obj or "messageId" in obj
     ):
         return "claude-code"
-    if obj.get("role") in _NEUTRAL_ROLES and isinstance(obj.get("text"), str):
+    if isinstance(obj.get("role"), str) and obj["role"] in _NEUTRAL_ROLES and \
+            isinstance(obj.get("text"), str):
         return "neutral"
     return None
 
@@ -379,7 +383,7 @@ def load_neutral(path: str | Path) -> Trajectory:
     skipped: dict[str, int] = {}
     for number, obj in _read_lines(path):
         role, text = obj.get("role"), obj.get("text")
-        if role not in _NEUTRAL_ROLES or not isinstance(text, str):
+        if not isinstance(role, str) or role not in _NEUTRAL_ROLES or not isinstance(text, str):
             raise TrajectoryFormatError(path, "not a neutral line: wants a role and a string text", line=number)
         if role == "system":
             if system is None and not b.out.steps:
@@ -571,6 +575,8 @@ def load_codex(path: str | Path) -> Trajectory:
             _bump(skipped, str(kind))
             continue
         item = payload.get("type")
+        if not isinstance(item, str):  # (unhashable, and no kind of item: skipped as unknown)
+            item = None
         if item == "message":
             role = payload.get("role")
             content = payload.get("content") or []

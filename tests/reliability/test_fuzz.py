@@ -163,6 +163,23 @@ def test_importers_refuse_by_name_or_load(tmp_path, rows, fmt):
         assert str(e)
 
 
+@pytest.mark.parametrize("fmt", ["auto", "neutral", "claude-code", "codex"])
+@pytest.mark.parametrize("row", [
+    {"type": []}, {"type": {}}, {"role": [], "text": "x"}, {"role": {"a": 1}, "text": "x"},
+    {"type": "response_item", "payload": {"type": ["message"]}},
+    {"type": "response_item", "payload": {"type": {"k": 1}}, "timestamp": "x"},
+])
+def test_importers_refuse_kinds_that_are_not_strings(tmp_path, row, fmt):
+    """A ``type``, ``role`` or payload ``type`` that is a list or an object is no kind: the
+    line is refused by name or skipped, never a ``TypeError`` (found by the fuzz test below)."""
+    path = tmp_path / "session.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    try:
+        load(path, fmt)
+    except TrajectoryFormatError as e:
+        assert str(e)
+
+
 @FAST
 @given(st.one_of(st.text(max_size=30), st.integers(), st.lists(st.one_of(st.integers(),
                                                                           st.text(max_size=8)))))
