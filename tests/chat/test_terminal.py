@@ -140,23 +140,31 @@ def markdown_script(tmp_path: Path) -> Path:
     return script
 
 
-def test_chat_renders_markdown_answers_on_a_terminal(tmp_path):
-    """The streamed answer is redrawn as Markdown in place: on the emulated screen the heading,
-    list, inline code and code block are rendered, no raw ``#``, ``**``, backticks or cropped
-    frame is left, and every line of an answer taller than the screen is there once, in order."""
-    root = tmp_path / "run"
-    c = spawn("--run-root", str(root), "--script", str(markdown_script(tmp_path)))
+def report_screen(tmp_path: Path, root: Path, then: str | None, *args: str) -> str:
+    """The raw terminal output of a chat asked for the Markdown report (``markdown_script``)
+    up to its "so far" line (and then ``then``, when given), the chat quit afterwards."""
+    c = spawn("--run-root", str(root), "--script", str(markdown_script(tmp_path)), *args)
     out = io.StringIO()
     c.logfile_read = out
     try:
         c.sendline("report please")
         c.expect("so far")
-        c.expect("›")
+        if then is not None:
+            c.expect(then)
         raw = out.getvalue()
         c.sendline("/quit")
         c.expect(pexpect.EOF)
     finally:
         c.close(force=True)
+    return raw
+
+
+def test_chat_renders_markdown_answers_on_a_terminal(tmp_path):
+    """The streamed answer is redrawn as Markdown in place: on the emulated screen the heading,
+    list, inline code and code block are rendered, no raw ``#``, ``**``, backticks or cropped
+    frame is left, and every line of an answer taller than the screen is there once, in order."""
+    root = tmp_path / "run"
+    raw = report_screen(tmp_path, root, "›")
     lines = screen_lines(raw)
     start = next(i for i, line in enumerate(lines) if "Ctrl-C cancels this turn" in line) + 1
     end = next(i for i, line in enumerate(lines) if "so far" in line)
@@ -176,17 +184,7 @@ def test_chat_renders_markdown_answers_on_a_terminal(tmp_path):
 def test_chat_plain_keeps_the_text_as_written(tmp_path):
     """``--plain`` on a terminal (as when piped): the answer exactly as the model wrote it."""
     root = tmp_path / "run"
-    c = spawn("--run-root", str(root), "--script", str(markdown_script(tmp_path)), "--plain")
-    out = io.StringIO()
-    c.logfile_read = out
-    try:
-        c.sendline("report please")
-        c.expect("so far")
-        raw = out.getvalue()
-        c.sendline("/quit")
-        c.expect(pexpect.EOF)
-    finally:
-        c.close(force=True)
+    raw = report_screen(tmp_path, root, None, "--plain")
     text = "\n".join(screen_lines(raw))
     assert "# Harbour report" in text and "And **last** words:" in text
     assert "```python" in text

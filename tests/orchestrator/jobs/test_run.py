@@ -241,38 +241,57 @@ async def test_a_task_cut_off_during_its_synod_is_cancelled_not_done(tmp_path):
     assert any((root / "agents").glob("t1.s*")), "cut off during the synod"
 
 
+ADDING = (
+    "def policy(request, state):\n"
+    "    said = sum(1 for m in request.messages if m['role'] == 'assistant')\n"
+    "    if said == 0:\n"
+    "        return [{'type': 'tool_use', 'id': 'c1', 'name': 'tools__add',\n"
+    "                 'input': {'a': 2, 'b': 40}}], 'tool_use'\n"
+    "    got = request.messages[-1]['content'][-1]['content']\n"
+    "    return [{'type': 'text', 'text': 'sum ' + str(got)}], 'end_turn'\n")
+
+
+def _run_adding_job(tmp_path: Path, settings: str) -> tuple[Path, list[dict]]:
+    """A two-task job whose agents call ``tools__add`` of the test MCP server named in
+    ``servers.json``, wired in by ``settings`` (the job file's lines before its tasks); run
+    through ``python -m mnemon run``: its run root and results lines."""
+    import subprocess
+    import sys
+
+    toolserver = Path(__file__).resolve().parents[2] / "mcp" / "toolserver.py"
+    (tmp_path / "servers.json").write_text(json.dumps({"mcpServers": {"tools": {
+        "command": sys.executable, "args": [str(toolserver)]}}}))
+    (tmp_path / "play.py").write_text(ADDING)
+    (tmp_path / "job.toml").write_text(
+        settings + '[[tasks]]\nid = "one"\nprompt = "add"\n\n[[tasks]]\nid = "two"\n'
+        'prompt = "add"\n')
+    proc = subprocess.run([sys.executable, "-m", "mnemon", "run", str(tmp_path / "job.toml"),
+                           "--json"], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = tmp_path / "job.run"
+    return run, [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+
+
+def _run_with_missing_servers(tmp_path: Path):
+    """The same job naming a servers file that does not exist: the finished process."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text((tmp_path / "job.toml").read_text().replace("servers.json", "missing.json"))
+    return subprocess.run([sys.executable, "-m", "mnemon", "run", str(bad)],
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_a_jobs_agents_are_offered_its_mcp_servers_tools(tmp_path):
     """``mcp = "servers.json"`` in a job: every task's agent may call the servers' tools; the
     servers stop with the run."""
-    import json as _json
-    import subprocess as _sp
-    import sys as _sys
-    from pathlib import Path as _P
-
-    toolserver = _P(__file__).resolve().parents[2] / "mcp" / "toolserver.py"
-    (tmp_path / "servers.json").write_text(_json.dumps({"mcpServers": {"tools": {
-        "command": _sys.executable, "args": [str(toolserver)]}}}))
-    (tmp_path / "play.py").write_text(
-        "def policy(request, state):\n"
-        "    said = sum(1 for m in request.messages if m['role'] == 'assistant')\n"
-        "    if said == 0:\n"
-        "        return [{'type': 'tool_use', 'id': 'c1', 'name': 'tools__add',\n"
-        "                 'input': {'a': 2, 'b': 40}}], 'tool_use'\n"
-        "    got = request.messages[-1]['content'][-1]['content']\n"
-        "    return [{'type': 'text', 'text': 'sum ' + str(got)}], 'end_turn'\n")
-    (tmp_path / "job.toml").write_text(
-        'mcp = "servers.json"\n\n[provider]\nname = "scripted"\npolicy = "play:policy"\n\n'
-        '[[tasks]]\nid = "one"\nprompt = "add"\n\n[[tasks]]\nid = "two"\nprompt = "add"\n')
-    proc = _sp.run([_sys.executable, "-m", "mnemon", "run", str(tmp_path / "job.toml"), "--json"],
-                   capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = [_json.loads(x) for x in (tmp_path / "job.run" / "results.jsonl").read_text().splitlines()]
+    _, lines = _run_adding_job(
+        tmp_path, 'mcp = "servers.json"\n\n[provider]\nname = "scripted"\n'
+                  'policy = "play:policy"\n\n')
     assert [x["status"] for x in lines] == ["done", "done"]
     assert all("42" in x["answer"] for x in lines), lines
-    bad = tmp_path / "bad.toml"
-    bad.write_text((tmp_path / "job.toml").read_text().replace("servers.json", "missing.json"))
-    proc = _sp.run([_sys.executable, "-m", "mnemon", "run", str(bad)], capture_output=True,
-                   text=True, timeout=120)
+    proc = _run_with_missing_servers(tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -280,32 +299,11 @@ def test_agent_mcp_in_a_job_gives_each_tasks_agent_its_own_servers(tmp_path):
     """``[agent] mcp = "servers.json"``: each task's agent starts the servers for itself
     (its own stderr file under ``mcp/<agent>/``), records their tools in its opening and
     calls them; a bad file is one line, exit 2, naming the key."""
-    import json as _json
-    import subprocess as _sp
-    import sys as _sys
-    from pathlib import Path as _P
-
     from mnemon.session.records import decode
 
-    toolserver = _P(__file__).resolve().parents[2] / "mcp" / "toolserver.py"
-    (tmp_path / "servers.json").write_text(_json.dumps({"mcpServers": {"tools": {
-        "command": _sys.executable, "args": [str(toolserver)]}}}))
-    (tmp_path / "play.py").write_text(
-        "def policy(request, state):\n"
-        "    said = sum(1 for m in request.messages if m['role'] == 'assistant')\n"
-        "    if said == 0:\n"
-        "        return [{'type': 'tool_use', 'id': 'c1', 'name': 'tools__add',\n"
-        "                 'input': {'a': 2, 'b': 40}}], 'tool_use'\n"
-        "    got = request.messages[-1]['content'][-1]['content']\n"
-        "    return [{'type': 'text', 'text': 'sum ' + str(got)}], 'end_turn'\n")
-    (tmp_path / "job.toml").write_text(
-        '[provider]\nname = "scripted"\npolicy = "play:policy"\n\n[agent]\nmcp = "servers.json"\n\n'
-        '[[tasks]]\nid = "one"\nprompt = "add"\n\n[[tasks]]\nid = "two"\nprompt = "add"\n')
-    proc = _sp.run([_sys.executable, "-m", "mnemon", "run", str(tmp_path / "job.toml"), "--json"],
-                   capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    run = tmp_path / "job.run"
-    lines = [_json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    run, lines = _run_adding_job(
+        tmp_path, '[provider]\nname = "scripted"\npolicy = "play:policy"\n\n[agent]\n'
+                  'mcp = "servers.json"\n\n')
     assert [x["status"] for x in lines] == ["done", "done"]
     assert all("42" in x["answer"] for x in lines), lines
     for x in lines:
@@ -313,10 +311,7 @@ def test_agent_mcp_in_a_job_gives_each_tasks_agent_its_own_servers(tmp_path):
         assert "tools__add" in [t["name"] for t in decode(first).tools]
         assert (run / "mcp" / x["agent"] / "tools.stderr").exists()
     assert not (run / "mcp" / "tools.stderr").exists()  # nothing started for the whole run
-    bad = tmp_path / "bad.toml"
-    bad.write_text((tmp_path / "job.toml").read_text().replace("servers.json", "missing.json"))
-    proc = _sp.run([_sys.executable, "-m", "mnemon", "run", str(bad)], capture_output=True,
-                   text=True, timeout=120)
+    proc = _run_with_missing_servers(tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "[agent] mcp" in proc.stderr
 
