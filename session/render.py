@@ -199,6 +199,13 @@ def _entry(ctx: "Context", item: Any, turn: bool) -> tuple:
     return (item, turn, *key, msgs, [[len(compact(b)) for b in m["content"]] for m in msgs])
 
 
+def _changed(hit: tuple, turn: "Turn") -> bool:
+    """Whether a turn's memo entry (``_entry``) no longer describes it."""
+    recs, sw = turn.records, turn.swept
+    return (hit[2] is not recs or hit[3] != (len(recs) if recs is not None else -1)
+            or hit[4] is not sw or bool(sw and hit[5] != tuple(sw.items())))
+
+
 def render(ctx: "Context") -> list[Message]:
     """The frontier as neutral messages: well-formed for every provider.
 
@@ -223,11 +230,8 @@ def render(ctx: "Context") -> list[Message]:
         item, hit = seq[j][0], seq[j][1]
         if frontier[j] is not item:
             break
-        if hit[1]:
-            recs, sw = item.records, item.swept
-            if (hit[2] is not recs or hit[3] != (len(recs) if recs is not None else -1)
-                    or hit[4] is not sw or (sw and hit[5] != tuple(sw.items()))):
-                break
+        if hit[1] and _changed(hit, item):
+            break
         j += 1
     if j:
         _, _, n_out, last, last_sizes, n = seq[j - 1]
@@ -248,11 +252,8 @@ def render(ctx: "Context") -> list[Message]:
         hit = old.get(id(item))
         if hit is None or hit[0] is not item:
             hit = _entry(ctx, item, isinstance(item, Turn))
-        elif hit[1]:  # a turn: still as it was?
-            recs, sw = item.records, item.swept
-            if (hit[2] is not recs or hit[3] != (len(recs) if recs is not None else -1)
-                    or hit[4] is not sw or (sw and hit[5] != tuple(sw.items()))):
-                hit = _entry(ctx, item, True)
+        elif hit[1] and _changed(hit, item):
+            hit = _entry(ctx, item, True)
         memo[id(item)] = hit
         for m, z in zip(hit[6], hit[7]):
             if out and out[-1]["role"] == m["role"]:
