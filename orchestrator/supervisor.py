@@ -5,6 +5,7 @@ inside its parent's, so cancelling a parent cancels its descendants and nothing 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -227,28 +228,41 @@ class Supervisor:
 
     def new_root(self, task: str, agent_id: str | None = None, *,
                  settings: Settings | None = None,
-                 mcp_servers: "tuple[McpServerSpec, ...] | None" = None) -> AgentNode:
+                 mcp_servers: "tuple[McpServerSpec, ...] | None" = None,
+                 unborn: int | None = None) -> AgentNode:
         """Create a root agent with its task as the first prompt; ``settings``, when given, are
         this agent's own (and its descendants').
+
+        ``unborn``: its log's file, made ahead off the loop (``session.log.unborn``), owned from
+        here on: named at the birth, or closed when the birth waits for MCP servers.
 
         ``mcp_servers`` (default: the settings' ``agent_mcp_servers``) are MCP servers this
         agent starts for itself: they start in its nursery when it runs, and its log —
         ``SessionStarted`` listing their tools, then the task — is written once they have
         listed their tools. Until then ``node.log`` is None.
         """
-        self.check_limits(None)
+        try:
+            self.check_limits(None)
+        except BaseException:
+            if unborn is not None:
+                os.close(unborn)
+            raise
         aid = agent_id or self.mint_agent_id()
         servers = tuple((settings or self.settings).agent_mcp_servers
                         if mcp_servers is None else mcp_servers)
         node = AgentNode(aid, None, kind=None, depth=0, parent=None)
         node.settings = settings
         node.mcp_servers = servers
+        if unborn is not None and servers:  # born later, if ever: not worth holding it open
+            os.close(unborn)
+            unborn = None
 
         def birth() -> AgentLog:
             src = agent_source(aid)
             alog = AgentLog.create(self.root / src, src,
                                    self._started(aid, settings, node, depth=0),
-                                   loader=self.loader, fsync=self.settings.fsync)  # type: ignore[arg-type]
+                                   loader=self.loader, fsync=self.settings.fsync,  # type: ignore[arg-type]
+                                   unborn=unborn)
             alog.prompt(task)
             return alog
 

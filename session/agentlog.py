@@ -37,8 +37,10 @@ class AgentLog:
 
     @classmethod
     def create(cls, path: Path, source: str, started: SessionStarted, *,
-               loader: Loader | None = None, fsync: Fsync = "none") -> "AgentLog":
-        log = RecordLog(path, fsync=fsync, new=True)
+               loader: Loader | None = None, fsync: Fsync = "none",
+               unborn: int | None = None) -> "AgentLog":
+        """``unborn``: the log's file made ahead (``session.log.unborn``)."""
+        log = RecordLog(path, fsync=fsync, new=True, unborn=unborn)
         agent = cls(path, source, Context(source, loader=loader), log)
         agent.append(started)
         return agent

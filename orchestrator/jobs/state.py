@@ -7,11 +7,12 @@ during its creation aside.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 import structlog
 
 from ...lineage.runroot import agent_source
-from ...session.log import iter_lines
+from ...session.log import iter_lines, unborn
 from .spec import Job, JobError
 from .tasks import Task
 
@@ -74,15 +75,24 @@ def children_of(root: Path, agents: set[str]) -> dict[str, list[str]]:
     return out
 
 
-def prepare(paths: list[Path]) -> None:
-    """Make each new agent's directory (in a worker thread, many at a time). A directory with
-    no ``record.jsonl`` is no agent, so one left by a task that never starts is harmless."""
+def prepare(paths: list[Path]) -> dict[Path, int]:
+    """Make each new agent's directory and its log's file, unnamed (``session.log.unborn``), in
+    a worker thread, many at a time: on a slow file system creating them is much of what
+    starting a task costs. A directory with no ``record.jsonl`` is no agent, so one left by a
+    task that never starts (or by a killed process) is harmless."""
+    made: dict[Path, int] = {}
     for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = unborn(path)
+        if fd is not None:
+            made[path] = fd
+    return made
 
 
-def tidy(paths: set[Path]) -> None:
-    """Remove the directories made for tasks that did not start."""
+def tidy(paths: set[Path], unborn: dict[Path, int]) -> None:
+    """Close the files made for tasks that did not start and remove their directories."""
+    for fd in unborn.values():
+        os.close(fd)
+    unborn.clear()
     for path in paths:
         try:
             path.parent.rmdir()  # only if empty

@@ -424,3 +424,32 @@ async def test_resume_run_leaves_ended_agents_alone_and_finds_reopened_ones(tmp_
     sup2 = Supervisor(root, provider(lambda r, s: say("again")), settings())
     assert [n.id for n in sup2.resume_run()] == ["a2"]
     sup2.close()
+
+
+def test_a_new_root_owns_the_log_file_made_ahead_for_it(tmp_path):
+    """``new_root(unborn=fd)`` names the file at the birth; it closes it when the agent is
+    refused, or when the birth waits for the agent's own MCP servers."""
+    import os
+
+    import pytest
+
+    from mnemon.orchestrator.mcp.config import McpServerSpec
+    from mnemon.session import log as L
+    from mnemon.session.errors import Refusal
+
+    if not L._TMPFILE:
+        pytest.skip("no unnamed files on this system")
+    root = tmp_path / "run"
+    sup = Supervisor(root, provider(lambda r, s: say("ok")), settings(max_agents=2))
+    fds = len(os.listdir("/proc/self/fd"))
+    node = sup.new_root("go", agent_id="t1", unborn=L.unborn(root / "agents/t1/record.jsonl"))
+    assert [r["t"] for r in records(root, "t1")] == ["SessionStarted", "UserPrompt"]
+    spec = McpServerSpec(name="m", transport="stdio", command="true")
+    later = sup.new_root("wait", agent_id="t2", mcp_servers=(spec,),
+                         unborn=L.unborn(root / "agents/t2/record.jsonl"))
+    assert later.log is None and not (root / "agents/t2/record.jsonl").exists()
+    with pytest.raises(Refusal):
+        sup.new_root("no room", agent_id="t3", unborn=L.unborn(root / "agents/t3/record.jsonl"))
+    node.log.close()
+    assert len(os.listdir("/proc/self/fd")) == fds, "every file made ahead is named or closed"
+    sup.close()

@@ -397,3 +397,37 @@ def test_finished_agents_are_freed_without_the_collector(tmp_path, capsys):
     # (the Trio run's own objects are cycles too, once the run is over: not the agents')
     left = kinds & {"AgentNode", "AgentLog", "Context", "RecordLog", "Growth", "PressureLatch"}
     assert not left, left
+
+
+def test_logs_are_made_ahead_and_no_file_is_left_open(tmp_path, capsys, monkeypatch):
+    """A job makes its tasks' log files ahead, in a thread, each named at its agent's birth
+    (``session.log.unborn``); the ones made for tasks that never start (a spent budget) are
+    closed and their directories removed."""
+    import os
+
+    from mnemon.lineage.runroot import list_agents
+    from mnemon.session import log as L
+
+    if not L._TMPFILE:
+        pytest.skip("no unnamed files on this system")
+    named: list[bool] = []
+    real = L._name
+
+    def spy(fd, path):
+        named.append(real(fd, path))
+        return named[-1]
+
+    monkeypatch.setattr(L, "_name", spy)
+    one = STEPS.replace("concurrency = 3", "concurrency = 1")
+    run(write_job(tmp_path / "w", one, tasks=2), tmp_path / "warm", capsys)  # imports, once
+    before = len(os.listdir("/proc/self/fd"))
+    named.clear()
+    summary = run(write_job(tmp_path / "j", one, tasks=24), tmp_path / "run", capsys)
+    assert summary["done"] == 24
+    assert len(named) >= 16 and all(named), named  # (the first tasks may not wait for them)
+    root = tmp_path / "spent"
+    summary = run(write_job(tmp_path / "b", one + "[budget]\ntokens = 2500\n", tasks=24),
+                  root, capsys)
+    assert summary["budget"] >= 20
+    assert sorted(p.name for p in (root / "agents").iterdir()) == list_agents(root)
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -1,0 +1,87 @@
+"""A log made ahead of its agent (``session.log.unborn``): an unnamed file, named at the birth
+with one link — never a ``record.jsonl`` before it, never a second writer's log taken over."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mnemon.lineage.runroot import create_run_root, list_agents
+from mnemon.session import log as L
+from mnemon.session.errors import LogBusy
+
+pytestmark = pytest.mark.skipif(not L._TMPFILE, reason="no unnamed files on this system")
+
+
+def closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
+def test_an_unborn_log_has_no_name_until_its_birth(tmp_path):
+    root = create_run_root(tmp_path / "run", "test")
+    path = root / "agents" / "t1" / "record.jsonl"
+    fd = L.unborn(path)
+    assert fd is not None
+    assert path.parent.is_dir() and not any(path.parent.iterdir())
+    assert list_agents(root) == [], "a directory without a record.jsonl is no agent"
+    log = L.RecordLog(path, new=True, unborn=fd)
+    assert path.is_file() and list_agents(root) == ["t1"]
+    log.append_line(b'{"t":"x"}')
+    assert path.read_bytes() == b'{"t":"x"}\n'
+    with pytest.raises(LogBusy):  # the lock taken ahead is the log's: one writer
+        L.RecordLog(path)
+    log.close()
+
+
+def test_a_log_another_writer_created_first_is_not_taken_over(tmp_path):
+    path = tmp_path / "agents" / "t1" / "record.jsonl"
+    fd = L.unborn(path)
+    path.write_bytes(b'{"t":"theirs"}\n')
+    with pytest.raises(FileExistsError):
+        L.RecordLog(path, new=True, unborn=fd)
+    assert closed(fd)
+    assert path.read_bytes() == b'{"t":"theirs"}\n'
+
+
+def test_an_empty_log_found_at_the_birth_is_opened_as_without_it(tmp_path):
+    path = tmp_path / "agents" / "t1" / "record.jsonl"
+    fd = L.unborn(path)
+    path.touch()
+    n = len(os.listdir("/proc/self/fd"))
+    log = L.RecordLog(path, new=True, unborn=fd)
+    assert len(os.listdir("/proc/self/fd")) == n, "the unborn file closed, the log opened"
+    assert os.fstat(log._fd).st_ino == path.stat().st_ino
+    log.append_line(b'{"t":"x"}')
+    log.close()
+    assert path.read_bytes() == b'{"t":"x"}\n'
+
+
+def test_a_process_killed_before_the_birth_leaves_no_agent(tmp_path):
+    root = create_run_root(tmp_path / "run", "test")
+    code = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from mnemon.session.log import unborn\n"
+        "fd = unborn(Path(sys.argv[1]) / 'agents' / 't1' / 'record.jsonl')\n"
+        "os.write(fd, b'{}\\n')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(root)])
+    assert done.returncode == -9
+    assert (root / "agents" / "t1").is_dir()
+    assert not any((root / "agents" / "t1").iterdir())
+    assert list_agents(root) == []
+
+
+def test_without_unnamed_files_the_log_is_created_at_the_birth(tmp_path, monkeypatch):
+    monkeypatch.setattr(L, "_TMPFILE", 0)
+    path = tmp_path / "agents" / "t1" / "record.jsonl"
+    assert L.unborn(path) is None and path.parent.is_dir()
+    L.RecordLog(path, new=True, unborn=None).close()
+    assert path.is_file()
