@@ -139,9 +139,10 @@ class Supervisor:
         self.cost_usd = 0.0
         self.provider_calls = 0
         self.nursery: trio.Nursery | None = None
-        existing = list_agents(self.root)
-        self._ids = itertools.count(len(existing) + 1)
-        self._taken = set(existing)
+        # the ids in use: the run root is listed at the first id minted here, not before (a
+        # job names its agents; listing thousands of them cost each Dask chunk ~0.05 s)
+        self._ids: "itertools.count[int] | None" = None
+        self._taken: set[str] = set()
 
     def settings_for(self, node: AgentNode | None) -> Settings:
         """An agent's settings: its own where it was started with some, else the run's."""
@@ -154,6 +155,10 @@ class Supervisor:
     # ------------------------------------------------------------------ ids and limits
 
     def mint_agent_id(self) -> str:
+        if self._ids is None:
+            existing = list_agents(self.root)
+            self._ids = itertools.count(len(existing) + 1)
+            self._taken.update(existing)
         while True:
             aid = f"a{next(self._ids)}"
             if aid not in self._taken:

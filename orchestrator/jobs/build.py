@@ -122,12 +122,13 @@ def load(path: str | Path) -> "tuple[Job, list]":
 def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
             watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None,
-            loaded: "tuple[Job, list] | None" = None):
+            loaded: "tuple[Job, list] | None" = None, manifest: bool = True):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
     ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).
-    ``loaded`` is ``(job, tasks)`` as ``load`` gave them for this file (a Dask worker keeps them
-    for its next chunk of the same job).
+    ``loaded`` is ``(job, tasks)`` as ``load`` gave them for this file (a Dask chunk is sent
+    the driver's: the job, and the chunk's own tasks). ``manifest``: check and write the run root's manifest
+    (a Dask chunk does not: its driver did, and is its one writer).
 
     Raises:
         JobError: the job file, its tasks or its run root, named by key, line or path.
@@ -147,7 +148,8 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
         create_run_root(root, f"{started_by} {job.path}")
     except RunRootError as e:
         raise JobError(str(e)) from None
-    check_manifest(root, job, tasks)
+    if manifest:
+        check_manifest(root, job, tasks)
     mine = tasks if only is None else [t for t in tasks if t.id in only]
     runner = JobRunner(job, mine, root=root, output=out, provider=provider, settings=settings,
                        user_tools=tools, provider_name=job.spec.provider.name,

@@ -127,7 +127,7 @@ class JobRunner:
 
         prior = read_results(self.output)
         if self.count_prior:
-            spent = run_cost(self.root) if list_agents(self.root) else []
+            spent = run_cost(self.root) if self._existing else []
             self.sup.usage = sum((Usage(input_tokens=c.input_tokens,
                                         output_tokens=c.output_tokens,
                                         cache_read_tokens=c.cache_read_tokens,

@@ -111,25 +111,40 @@ def test_the_driver_counts_each_task_as_its_line_lands(tmp_path):
     live.close()
 
 
-def test_a_worker_reads_a_job_once_until_its_files_change(tmp_path):
-    """A Dask worker keeps the job and its tasks for its next chunk of the same job; a job file
-    or an input file that changed is read again."""
+def test_a_chunk_runs_the_job_its_driver_checked(tmp_path):
+    """A Dask chunk is sent the job and its own tasks as the driver read and checked them: it
+    does not read the job file again (once per chunk and worker, that was ~0.1 s of TOML on the
+    way to the first turn), nor write the run root's manifest (the driver is its one writer)."""
     import os
+    import subprocess
+    import sys
 
-    from mnemon.orchestrator.jobs import spread
+    from mnemon.lineage.runroot import create_run_root
+    from mnemon.orchestrator.jobs.build import load
 
     folder = tmp_path / "job"
     folder.mkdir()
-    (folder / "in.jsonl").write_text('{"q": "one"}\n{"q": "two"}\n')
-    job = folder / "job.toml"
-    job.write_text('[provider]\nname = "scripted"\n\n[input]\npath = "in.jsonl"\n'
-                   'prompt = "{q}"\n')
-    first = spread._load(str(job))
-    assert [t.prompt for t in first[1]] == ["one", "two"]
-    assert spread._load(str(job)) is not first and spread._load(str(job))[1] is first[1]
     (folder / "in.jsonl").write_text('{"q": "one"}\n{"q": "two"}\n{"q": "three"}\n')
-    assert [t.prompt for t in spread._load(str(job))[1]] == ["one", "two", "three"]
-    text = job.read_text().replace("{q}", "Q: {q}")
-    job.write_text(text)
-    os.utime(job, ns=(1, 1))  # a change within the file system's time resolution: the size
-    assert spread._load(str(job))[1][0].prompt == "Q: one"
+    path = folder / "job.toml"
+    path.write_text('[provider]\nname = "scripted"\n\n[input]\npath = "in.jsonl"\n'
+                    'prompt = "{q}"\n')
+    job, tasks = load(path)
+    root = create_run_root(tmp_path / "run", "the driver")
+    code = (
+        "import pickle, sys\n"
+        "from mnemon.orchestrator.jobs.spread import run_chunk\n"
+        "job, tasks, root = pickle.loads(sys.stdin.buffer.read())\n"
+        "print(run_chunk(job, tasks, root, 'r-0', 'r', {'usage': {}, 'cost_usd': 0.0})['done'])\n")
+    import pickle
+
+    path.unlink()  # the chunk needs neither file: the driver read them
+    (folder / "in.jsonl").unlink()
+    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(
+        (job, tasks[1:], str(root))), capture_output=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["2"]
+    lines = (root / "results.d" / "r-0.jsonl").read_text().splitlines()
+    assert sorted(__import__("json").loads(x)["task"] for x in lines) == \
+        sorted(t.id for t in tasks[1:])
+    assert not (root / "job.json").exists(), "the manifest is the driver's to write"
+    assert sorted(os.listdir(root / "agents")) == ["t2", "t3"]
