@@ -178,11 +178,16 @@ def _name(fd: int, path: Path) -> bool:
     the file then closed and forgotten. The source is the descriptor's ``/proc`` link, followed
     (``linkat`` with ``AT_SYMLINK_FOLLOW``: ``os.link`` takes that call only with a directory
     descriptor, which an absolute source ignores)."""
+    global _TMPFILE
     try:
         os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=fd, follow_symlinks=True)
         return True
-    except OSError:  # EEXIST: another writer created it first; anything else: created below
+    except FileExistsError:  # another writer created it first
         os.close(fd)
+        return False
+    except OSError:  # no /proc, say: created below, and no more unborn files made
+        os.close(fd)
+        _TMPFILE = 0
         return False
 
 

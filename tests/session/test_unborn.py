@@ -85,3 +85,20 @@ def test_without_unnamed_files_the_log_is_created_at_the_birth(tmp_path, monkeyp
     assert L.unborn(path) is None and path.parent.is_dir()
     L.RecordLog(path, new=True, unborn=None).close()
     assert path.is_file()
+
+
+def test_a_system_that_cannot_name_them_makes_no_more(tmp_path, monkeypatch):
+    """A link that fails for any reason but an existing log (no ``/proc``, say): the log is
+    created as without it, and no further unborn file is made in this process."""
+    monkeypatch.setattr(L, "_TMPFILE", L._TMPFILE)  # restored after the test
+    path = tmp_path / "agents" / "t1" / "record.jsonl"
+    fd = L.unborn(path)
+
+    def refuse(*a, **k):
+        raise PermissionError("no")
+
+    monkeypatch.setattr(L.os, "link", refuse)
+    log = L.RecordLog(path, new=True, unborn=fd)
+    assert path.is_file()
+    log.close()
+    assert L.unborn(tmp_path / "agents" / "t2" / "record.jsonl") is None
