@@ -110,7 +110,8 @@ class Supervisor:
 
     def __init__(self, root: Path, provider: Provider, settings: Settings, *,
                  user_tools: list[UserTool] | None = None, provider_name: str | None = None,
-                 policy: Any = None, tool_fallback: Any = None, on_edit: Any = None):
+                 policy: Any = None, tool_fallback: Any = None, on_edit: Any = None,
+                 existing: list[str] | None = None):
         """``policy`` replaces what the loop does around each request (default: ours, the
         ``HarnessPolicy``); ``tool_fallback(node, call) -> ToolResult`` answers calls no tool
         claims (replay answers them as recorded); ``on_edit(node, kind, history_bytes_before)``
@@ -139,10 +140,11 @@ class Supervisor:
         self.cost_usd = 0.0
         self.provider_calls = 0
         self.nursery: trio.Nursery | None = None
-        # the ids in use: the run root is listed at the first id minted here, not before (a
-        # job names its agents; listing thousands of them cost each Dask chunk ~0.05 s)
-        self._ids: "itertools.count[int] | None" = None
-        self._taken: set[str] = set()
+        # the ids in use, listed now: an agent set aside later (its creation cut) keeps its id
+        # (``existing``: the caller's listing of this run root, made just before)
+        existing = list_agents(self.root) if existing is None else existing
+        self._ids = itertools.count(len(existing) + 1)
+        self._taken = set(existing)
 
     def settings_for(self, node: AgentNode | None) -> Settings:
         """An agent's settings: its own where it was started with some, else the run's."""
@@ -155,10 +157,6 @@ class Supervisor:
     # ------------------------------------------------------------------ ids and limits
 
     def mint_agent_id(self) -> str:
-        if self._ids is None:
-            existing = list_agents(self.root)
-            self._ids = itertools.count(len(existing) + 1)
-            self._taken.update(existing)
         while True:
             aid = f"a{next(self._ids)}"
             if aid not in self._taken:

@@ -98,8 +98,9 @@ class JobRunner:
         self.tasks = tasks
         self.root = root
         self.output = output
+        existing = list_agents(root)  # one listing, not a stat per task, shared
         self.sup = supervisor(root, provider, settings, user_tools=user_tools,
-                              provider_name=provider_name)
+                              provider_name=provider_name, existing=existing)
         self.lines: dict[str, dict[str, Any]] = {}
         self.counts = Counts(total=len(tasks))
         self.on_change = on_change or (lambda runner: None)
@@ -109,7 +110,7 @@ class JobRunner:
         # total; a Dask chunk is handed it by the driver instead (``ledger.SharedSpend``)
         self.count_prior = True
         self._file: ResultsFile | None = None
-        self._existing = set(list_agents(root))  # one listing, not a stat per task
+        self._existing = set(existing)
         self._prepared: set[Path] = set()  # directories made ahead of their tasks
         self._unborn: dict[Path, int] = {}  # and their logs' files, not yet named
         self._created: set[Path] = set()  # logs this run created
