@@ -453,3 +453,21 @@ def test_a_new_root_owns_the_log_file_made_ahead_for_it(tmp_path):
     node.log.close()
     assert len(os.listdir("/proc/self/fd")) == fds, "every file made ahead is named or closed"
     sup.close()
+
+
+def test_an_agent_set_aside_on_resume_keeps_its_id(tmp_path):
+    """A resume moves aside an agent whose creation was cut before its task prompt; an id
+    minted afterwards is a new one, never the set-aside agent's (found by crash injection)."""
+    root = tmp_path / "run"
+    sup = Supervisor(root, provider(lambda r, s: say("ok")), settings())
+    first, second = sup.new_root("one"), sup.new_root("two")
+    for n in (first, second):
+        n.log.close()
+    path = root / agent_source(second.id)
+    path.write_bytes(path.read_bytes().split(b"\n")[0] + b"\n")  # cut before its task prompt
+    sup.close()
+    again = Supervisor(root, provider(lambda r, s: say("ok")), settings())
+    again.resume_run()
+    assert not path.exists() and list((root / "incomplete").iterdir())
+    assert again.mint_agent_id() not in (first.id, second.id)
+    again.close()
