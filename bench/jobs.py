@@ -124,8 +124,10 @@ def main() -> None:
                     help="keep CPython's collector settings instead of the mnemon command's (gctune)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--dir", default=str(ROOT / "bench" / "out"),
-                    help="where the run roots go (default bench/out: /tmp may be a slow file "
-                         "system — on this machine mkdir+create cost 1.2 ms there, 74 µs here)")
+                    help="where the run roots go (default bench/out). On ext4 without a "
+                         "journal a create costs 0.3-0.5 ms of kernel time for a minute after "
+                         "many files were removed nearby (decision 0263): /tmp, where the test "
+                         "suite removes thousands, often is such a place")
     args = ap.parse_args()
     if not args.host_gc:  # as the mnemon command sets it (decision 0261)
         from mnemon.orchestrator.gctune import for_process
