@@ -270,9 +270,13 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
             nworkers = max(1, len(client.scheduler_info()["workers"]) or workers)
             parts = chunks_of(pending, nworkers)
             by_id = {t.id: t for t in tasks}
-            futures = {client.submit(run_chunk, runner.job, [by_id[x] for x in ids], str(root),
-                                     f"{run}-{i}", run, base, key=f"mnemon-chunk-{run}-{i}",
-                                     retries=3, pure=False): f"{run}-{i}"
+            # absolute: a worker of a cluster you run has its own working directory (the
+            # storage is shared, at the same path; docs/scale.md)
+            job = msgspec.structs.replace(runner.job, path=runner.job.path.absolute())
+            futures = {client.submit(run_chunk, job, [by_id[x] for x in ids],
+                                     str(root.absolute()), f"{run}-{i}", run, base,
+                                     key=f"mnemon-chunk-{run}-{i}", retries=3,
+                                     pure=False): f"{run}-{i}"
                        for i, ids in enumerate(parts)}
             left = set(futures)
             while left:

@@ -182,3 +182,45 @@ def test_the_job_budget_holds_across_workers(tmp_path):
     assert 2 * budget <= total <= 2 * budget + in_flight * max(turns), (total, max(turns))
     assert len((root / "results.jsonl").read_text().splitlines()) == 8
     _verify(root)
+
+
+def test_a_cluster_you_run_whose_workers_have_their_own_working_directory(tmp_path):
+    """``--scheduler ADDRESS``: a scheduler and a worker you started yourself, in another
+    working directory than the driver's; the job file and the run root named relatively, as a
+    user types them. The chunks are sent absolute paths (shared storage, same path), so the
+    worker writes into the driver's run root, not a namesake under its own directory."""
+    import time
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    job = _job(tmp_path / "here", latency=0.01)
+    file = tmp_path / "scheduler.json"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": elsewhere}
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                                  "--port", "0", "--no-dashboard", "--scheduler-file", str(file)],
+                                 **quiet)
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = json.loads(file.read_text())["address"]
+        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                   "--nthreads", "1", "--no-dashboard"], **quiet)
+        proc = subprocess.run([sys.executable, "-m", "mnemon", "run", "job.toml", "--engine",
+                               "dask", "--scheduler", address, "--run-root", "job.run",
+                               "--json"], cwd=job.parent, capture_output=True, text=True,
+                              timeout=180)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert json.loads(proc.stdout)["done"] == TASKS
+        assert len(_results(job.parent / "job.run" / "results.jsonl")) == TASKS
+        assert not (elsewhere / "job.run").exists()
+        _verify(job.parent / "job.run")
+    finally:
+        for p in (worker, scheduler):
+            if p is not None:
+                p.terminate()
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
