@@ -153,16 +153,26 @@ def unborn(path: Path) -> int | None:
     unnamed file (``O_TMPFILE``) open for appending and locked, which ``RecordLog(path,
     new=True, unborn=fd)`` names with one link at the agent's birth.
 
-    Why: on a journalled disk, creating a file costs 0.05–0.3 ms of kernel time (this VM's ext4;
-    a link about 7 µs), paid on the Trio thread by every agent that starts. An unnamed file has
-    no name to leave behind: a process killed before the birth leaves only the empty directory,
+    Why: on ext4 without a journal (this VM's root file system) creating a file costs 0.05–0.5
+    ms of kernel time for a minute after many files were removed nearby (decision 0263); a link
+    is ~7 µs. Paid on the Trio thread, every agent that starts paid it. An unnamed file has no
+    name to leave behind: a process killed before the birth leaves only the empty directory,
     which is no agent. None where the system has no unnamed files (not Linux, NFS, too many
-    open files): the log is then created at birth, as without this."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    open files): the log is then created at birth, as without this.
+
+    Plain ``os`` calls on strings: this runs in a thread beside the Trio loop, and each stretch
+    of Python between two calls holds the GIL the loop waits for."""
+    folder = os.path.dirname(path)
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # the run root's agents/ folder first
+        os.makedirs(folder, exist_ok=True)
     if not _TMPFILE:
         return None
     try:
-        fd = os.open(path.parent, _TMPFILE | os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fd = os.open(folder, _TMPFILE | os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC, 0o644)
     except OSError:
         return None
     try:
