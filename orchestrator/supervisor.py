@@ -264,7 +264,8 @@ class Supervisor:
             src = agent_source(aid)
             alog = AgentLog.create(self.root / src, src,
                                    self._started(aid, settings, node, depth=0),
-                                   loader=self.loader, fsync=self.settings.fsync,  # type: ignore[arg-type]
+                                   loader=self.loader,
+                                   fsync=self.settings.fsync,  # type: ignore[arg-type]
                                    unborn=unborn)
             alog.prompt(task)
             return alog

@@ -127,8 +127,8 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
     ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).
     ``loaded`` is ``(job, tasks)`` as ``load`` gave them for this file (a Dask chunk is sent
-    the driver's: the job, and the chunk's own tasks). ``manifest``: check and write the run root's manifest
-    (a Dask chunk does not: its driver did, and is its one writer).
+    the driver's: the job, and the chunk's own tasks). ``manifest``: check and write the run
+    root's manifest (a Dask chunk does not: its driver did, and is its one writer).
 
     Raises:
         JobError: the job file, its tasks or its run root, named by key, line or path.
