@@ -22,8 +22,8 @@ structlog writes ``mnemon.log`` — the whole runner (``orchestrator.jobs.runner
 Medians of ``--runs`` runs, each on a fresh run root, all removed at the end: a run root
 removed just before a run makes its creates dearer on some file systems (ext4 without a journal
 skips inodes freed in the last minute, one lookup each; docs/performance.md). The process sets
-the collector as the ``mnemon`` command does (decision 0261; ``--host-gc`` keeps CPython's). A benchmark, not a
-test: prints, exits 0.
+the collector as the ``mnemon`` command does (decision 0261; ``--host-gc`` keeps CPython's).
+A benchmark, not a test: prints, exits 0.
 """
 
 from __future__ import annotations
