@@ -243,6 +243,9 @@ class RecordLog:
             raise
         try:
             size = os.fstat(fd).st_size
+            if new and size > 0:  # again under the lock: a writer that created the file
+                # first may have written and closed it between our open and our lock
+                raise FileExistsError(f"{path} already holds a log")
             torn = find_torn_tail(path) if size else None  # a new file has no tail to tear
             if torn is not None:
                 self.torn = self._move_aside(torn)

@@ -102,3 +102,41 @@ def test_a_system_that_cannot_name_them_makes_no_more(tmp_path, monkeypatch):
     assert path.is_file()
     log.close()
     assert L.unborn(tmp_path / "agents" / "t2" / "record.jsonl") is None
+
+
+def test_two_writers_creating_one_log_leave_one_writer(tmp_path):
+    """Two writers creating one log at once — one naming a file made ahead and one creating
+    it, or both creating it — in every interleaving the threads find: exactly one of them
+    writes, the other is refused by name (``FileExistsError`` or ``LogBusy``), and the log holds
+    the winner's line alone. (Found by this test: a writer that opened the file while it was
+    still empty, then waited for the lock, used to append after the first writer's records.)"""
+    import threading
+
+    for i in range(400):
+        path = tmp_path / "agents" / f"t{i}" / "record.jsonl"
+        fd = L.unborn(path) if i % 2 else None
+        go = threading.Barrier(2)
+        won: list[str] = []
+        refused: list[str] = []
+
+        def writer(name: str, unborn: int | None) -> None:
+            go.wait()
+            try:
+                log = L.RecordLog(path, new=True, unborn=unborn)
+            except (FileExistsError, LogBusy):
+                refused.append(name)
+                return
+            log.append_line(f'{{"t":"{name}"}}'.encode())
+            won.append(name)
+            log.close()
+
+        threads = [threading.Thread(target=writer, args=("first", fd)),
+                   threading.Thread(target=writer, args=("second", None))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # both may succeed one after the other only if the first closed before the second
+        # opened — then the second finds the first's record and is refused, so never both
+        assert len(won) == 1 and len(refused) == 1, (i, won, refused)
+        assert path.read_bytes() == f'{{"t":"{won[0]}"}}\n'.encode()
