@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -127,8 +128,9 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
     ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).
     ``loaded`` is ``(job, tasks)`` as ``load`` gave them for this file (a Dask chunk is sent
-    the driver's: the job, and the chunk's own tasks). ``manifest``: check and write the run
-    root's manifest (a Dask chunk does not: its driver did, and is its one writer).
+    the driver's: the job, and the chunk's own tasks). ``manifest``: hold the run root for this
+    run (``state.hold``; ``runner.release()`` or the end of ``runner.run()`` lets go) and check
+    and write its manifest — a Dask chunk does neither: its driver did, and is the one writer.
 
     Raises:
         JobError: the job file, its tasks or its run root, named by key, line or path.
@@ -136,7 +138,7 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     from ...lineage.runroot import RunRootError, create_run_root
     from ..supervisor import Supervisor
     from .runner import JobRunner
-    from .state import check_manifest
+    from .state import check_manifest, hold
 
     job, tasks = loaded if loaded is not None else load(path)
     settings = settings_for(job)
@@ -148,10 +150,23 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
         create_run_root(root, f"{started_by} {job.path}")
     except RunRootError as e:
         raise JobError(str(e)) from None
-    if manifest:
-        check_manifest(root, job, tasks)
+    held = None
+    if manifest:  # the run's own checks: the run root held until the run ends (``hold``)
+        held = hold(root)
+        try:
+            check_manifest(root, job, tasks)
+        except BaseException:
+            os.close(held)
+            raise
     mine = tasks if only is None else [t for t in tasks if t.id in only]
-    runner = JobRunner(job, mine, root=root, output=out, provider=provider, settings=settings,
-                       user_tools=tools, provider_name=job.spec.provider.name,
-                       watch_sigint=watch_sigint, supervisor=supervisor or Supervisor)
+    try:
+        runner = JobRunner(job, mine, root=root, output=out, provider=provider,
+                           settings=settings, user_tools=tools,
+                           provider_name=job.spec.provider.name, watch_sigint=watch_sigint,
+                           supervisor=supervisor or Supervisor)
+    except BaseException:
+        if held is not None:
+            os.close(held)
+        raise
+    runner.held = held
     return runner, provider

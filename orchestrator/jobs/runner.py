@@ -18,6 +18,7 @@ started when the job's budget is spent is not started and gets status ``budget``
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -115,6 +116,7 @@ class JobRunner:
         self._unborn: dict[Path, int] = {}  # and their logs' files, not yet named
         self._created: set[Path] = set()  # logs this run created
         self._kids: dict[str, list[str]] | None = None  # read on the first reopen
+        self.held: int | None = None  # the run root's lock for this run (``state.hold``)
 
     # ------------------------------------------------------------------ the run
 
@@ -165,7 +167,14 @@ class JobRunner:
                 rewrite(self.output, [self.lines[t.id] for t in self.tasks
                                       if t.id in self.lines])
                 self.sup.close()
+                self.release()
         return self.summary()
+
+    def release(self) -> None:
+        """Let go of the run root (``state.hold``), once its results file is written."""
+        if self.held is not None:
+            fd, self.held = self.held, None
+            os.close(fd)
 
     async def _watch_sigint(self, scope: trio.CancelScope) -> None:
         import signal

@@ -228,19 +228,33 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     the chunks, merges what they finished and returns ``interrupted``."""
     if not scheduler:
         start_fork_server()
+    import distributed  # noqa: F401 - imported here, while the fork server imports it too
+
+    from .build import prepare
+
+    runner, provider = prepare(job_path, run_root=run_root, output=output,
+                               started_by="mnemon run --engine dask")
+    try:  # the run root held until the merged results are written (``state.hold``)
+        return _drive(runner, provider, scheduler=scheduler, workers=workers,
+                      on_chunk=on_chunk, on_progress=on_progress, interval_s=interval_s)
+    finally:
+        runner.release()
+
+
+def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
+           interval_s) -> dict[str, Any]:
+    """``run_job`` once the job is checked and its run root held: the cluster, the chunks, the
+    merge."""
     import msgspec
     import trio
     import dask
     from distributed import Client, LocalCluster, wait
 
-    from .build import prepare
     from ...session.records import Usage
     from .ledger import Reader, clear, folder_of
     from .results import FINAL, read_results, rewrite
     from .runner import _usage
 
-    runner, provider = prepare(job_path, run_root=run_root, output=output,
-                               started_by="mnemon run --engine dask")
     trio.run(provider.aclose)
     root, out, tasks = runner.root, runner.output, runner.tasks
     prior = read_results(out)

@@ -44,6 +44,23 @@ def check_manifest(root: Path, job: Job, tasks: list[Task]) -> None:
     tmp.replace(path)
 
 
+def hold(root: Path) -> int:
+    """The run root held for one run of a job, from its checks to its end: an exclusive lock on
+    its ``run.json`` (a descriptor; closing it lets go). A second ``mnemon run`` of the run
+    root — the same command typed twice, a service job — is refused before it writes anything:
+    two runs would start the same tasks and each rewrite ``results.jsonl`` with what it saw."""
+    import fcntl
+
+    fd = os.open(root / "run.json", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise JobError(f"{root} is in use by another run of a job (one at a time per run root): "
+                       "wait for it to end, or name another run root") from None
+    return fd
+
+
 def session_state(path: Path) -> tuple[str | None, int]:
     """(the reason of the last SessionEnded if nothing resumed it since, failures so far)."""
     from ...session.records import SessionEnded, SessionResumed, decode

@@ -58,6 +58,7 @@ class Jobs:
             raise JobError(str(e)) from None
         for other in self.jobs.values():  # the job's own run root, once it is known
             if other.state == "running" and other.root.resolve() == runner.root.resolve():
+                runner.release()  # (its run root's lock refuses this first, ``state.hold``)
                 raise JobError(f"job {other.id} is already running in {runner.root}")
         sj = ServiceJob(f"j{len(self.jobs) + 1}", runner.job.path, runner.root, runner.output,
                         runner, provider)

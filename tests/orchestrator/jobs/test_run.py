@@ -433,3 +433,27 @@ def test_logs_are_made_ahead_and_no_file_is_left_open(tmp_path, capsys, monkeypa
     assert summary["budget"] >= 20
     assert sorted(p.name for p in (root / "agents").iterdir()) == list_agents(root)
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_run_root_runs_one_job_at_a_time(tmp_path, capsys):
+    """A second run of the same run root while one is running (the command typed twice, a
+    service job) is refused with one line before it writes anything; once the first run ends,
+    the same command runs (and finds everything done)."""
+    from mnemon.orchestrator.jobs.build import prepare
+    from mnemon.orchestrator.jobs.spec import JobError
+
+    job = write_job(tmp_path / "j", STEPS, tasks=3)
+    root = tmp_path / "run"
+    first, provider = prepare(job, run_root=root)
+    manifest = (root / "job.json").read_bytes()
+    with pytest.raises(JobError, match="in use by another run of a job"):
+        prepare(job, run_root=root)
+    code = main(["run", str(job), "--run-root", str(root), "--json"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "in use by another run" in err
+    assert (root / "job.json").read_bytes() == manifest and not (root / "results.jsonl").exists()
+    import trio
+
+    summary = trio.run(first.run)
+    assert summary.done == 3 and first.held is None
+    assert run(job, root, capsys)["skipped"] == 3
