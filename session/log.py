@@ -220,6 +220,10 @@ class RecordLog:
         self.fsync = fsync
         self.torn: TornTail | None = None
         self.broken: str | None = None  # why no more appends are taken, after a failed fsync
+        # a new log's name is durable only once its directory (and the agent's, in agents/)
+        # is: synced with the file's first durability point, where there is one
+        self._dirs: tuple[Path, ...] = (path.parent, path.parent.parent) \
+            if new and fsync != "none" else ()
         if unborn is not None and new and _name(unborn, path):
             self._size = 0
             self._fd: int | None = unborn
@@ -308,9 +312,16 @@ class RecordLog:
         except OSError as e:
             self.broken = f"a failed append that could not be cut back ({e.strerror})"
 
-    def _fsync(self) -> None:
+    def _fsync(self, fd: int | None = None) -> None:
         try:
-            os.fsync(self._fd)
+            os.fsync(self._fd if fd is None else fd)
+            while self._dirs:
+                d = os.open(self._dirs[0], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    os.fsync(d)
+                finally:
+                    os.close(d)
+                self._dirs = self._dirs[1:]
         except OSError as e:
             # After a failed fsync the kernel may have dropped the dirty pages: what is on disk
             # is unknown, so this writer stops; a reopen re-reads what the disk really holds.
@@ -333,7 +344,7 @@ class RecordLog:
             fd, self._fd = self._fd, None
             try:
                 if self.fsync != "none" and self.broken is None:
-                    os.fsync(fd)
+                    self._fsync(fd)
             finally:
                 os.close(fd)  # also releases the lock
 

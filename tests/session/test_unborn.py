@@ -140,3 +140,34 @@ def test_two_writers_creating_one_log_leave_one_writer(tmp_path):
         # opened — then the second finds the first's record and is refused, so never both
         assert len(won) == 1 and len(refused) == 1, (i, won, refused)
         assert path.read_bytes() == f'{{"t":"{won[0]}"}}\n'.encode()
+
+
+@pytest.mark.parametrize("made_ahead", [False, True])
+def test_a_new_logs_name_is_made_durable_with_its_first_record(tmp_path, monkeypatch,
+                                                               made_ahead):
+    """With a durability setting, the first fsync of a new log also syncs its directory and
+    the agents/ directory holding it (once): a power cut after an acknowledged record cannot
+    lose the log's name. Without one, nothing is synced."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(L.os, "fsync", spy)
+    for setting in ("none", "record"):
+        synced.clear()
+        path = tmp_path / setting / "agents" / "t1" / "record.jsonl"
+        fd = L.unborn(path) if made_ahead else None
+        if not made_ahead:
+            path.parent.mkdir(parents=True)
+        log = L.RecordLog(path, new=True, fsync=setting, unborn=fd)
+        log.append_line(b'{"t":"a"}')
+        log.append_line(b'{"t":"b"}')
+        log.close()
+        if setting == "none":
+            assert synced == []
+        else:
+            dirs = [s for s in synced if os.path.isdir(s)]
+            assert dirs == [str(path.parent), str(path.parent.parent)], synced
