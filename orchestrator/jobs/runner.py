@@ -162,12 +162,14 @@ class JobRunner:
                 outer.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
-                self._file.close()
-                tidy(self._prepared - self._created, self._unborn)
-                rewrite(self.output, [self.lines[t.id] for t in self.tasks
-                                      if t.id in self.lines])
-                self.sup.close()
-                self.release()
+                try:
+                    self._file.close()
+                    tidy(self._prepared - self._created, self._unborn)
+                    rewrite(self.output, [self.lines[t.id] for t in self.tasks
+                                          if t.id in self.lines])
+                    self.sup.close()
+                finally:  # (a full disk refusing the rewrite still lets go of the run root)
+                    self.release()
         return self.summary()
 
     def release(self) -> None:
