@@ -103,6 +103,13 @@ LOCAL_CLUSTER = {  # Dask settings for the LocalCluster mnemon starts, for its w
     # Workers forked from one server process that imported Dask and the chunk's modules once,
     # not each started afresh to import them again (decision 0252).
     "distributed.worker.multiprocessing-method": "forkserver",
+    # The scheduler's work stealing (a balance pass every 100 ms) has nothing to move: a chunk
+    # waits at the scheduler until a worker's one thread is free (Dask's queuing). With the
+    # nannies' memory checks at 1 s and the system monitor at 2 s, the driver's Dask thread
+    # takes 1.3–1.7 % of a core during a run instead of 3.0 % (decision 0253).
+    "distributed.scheduler.work-stealing": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
 }
 
 
