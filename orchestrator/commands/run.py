@@ -98,7 +98,10 @@ def _run_dask(args) -> int:
     try:
         summary = run_job(args.job, run_root=args.run_root, output=args.output,
                           scheduler=args.scheduler, workers=args.workers,
-                          on_progress=on_progress)
+                          on_progress=on_progress,
+                          # no line to redraw: look at the run root less often (a chunk's
+                          # end still wakes the driver at once)
+                          interval_s=0.25 if display.enabled else 1.0)
     except JobError as e:
         raise UserError(str(e)) from None
     except OSError as e:
