@@ -146,15 +146,23 @@ def test_due_line_used_in_tests_is_small():
 async def test_fsync_turn_syncs_once_per_turn_boundary(tmp_path, monkeypatch):
     import os
 
-    calls = []
+    import stat
+
+    calls, dirs = [], []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+
+    def spy(fd):
+        (dirs if stat.S_ISDIR(os.fstat(fd).st_mode) else calls).append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
     root = tmp_path / "run"
     async with open_supervisor(root, provider(reader_policy(3)), settings(fsync="turn"),
                                user_tools=[fetch_tool()]) as sup:
         node = await sup.ask("read")
     turns = sum(1 for r in records(root, node.id) if r["t"] == "AssistantMessage")
     assert turns == 4 and turns <= len(calls) <= turns + 2  # boundaries, plus the close
+    assert len(dirs) == 2, "the new log's directory and agents/, once, with its first fsync"
     calls.clear()
     async with open_supervisor(tmp_path / "run2", provider(reader_policy(3)),
                                settings(fsync="none"), user_tools=[fetch_tool()]) as sup:
