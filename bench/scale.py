@@ -14,7 +14,9 @@ Also, per engine: the CPU of the whole process tree (``cpu_s_median``: the drive
 server and the workers, sampled every 50 ms with psutil — the workers of a LocalCluster are the
 fork server's children, so ``/usr/bin/time`` and ``RUSAGE_CHILDREN`` miss them) and what the
 rest of the machine used meanwhile (``others_cores_median``, from ``/proc/stat``): on a machine
-shared with other sessions, a wall time says little beside it (decision 0252).
+shared with other sessions, a wall time says little beside it (decision 0252). Per round,
+``dask_cpu_above_local_s``: the Dask run's CPU above the local run's — what Dask itself costs,
+the steadiest figure when the machine is shared (decision 0253).
 ``--baseline PYTHON`` adds both engines run by another interpreter (another checkout's venv),
 interleaved with these run by run: a before/after side by side. ``--quiet CORES`` waits (up to
 two minutes) before each run for two seconds in which the machine used less than CORES.
@@ -117,6 +119,12 @@ def one(job: Path, engine: str, workers: int, root: Path,
     return took, used, others
 
 
+def _above(times: dict, dask: str, local: str) -> list[float | None]:
+    """Per round, the CPU seconds of ``dask`` minus those of ``local`` (None without psutil)."""
+    return [round(d[1] - l[1], 2) if d[1] is not None and l[1] is not None else None
+            for d, l in zip(times[dask], times[local])]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=600)
@@ -165,6 +173,12 @@ def main() -> None:
                                                  / med["dask (baseline)"], 2)}
               if a.baseline else {}),
            "cpu_s_median": {e: median(e, 1) for e in times},
+           # the Dask run's CPU above the local run's of the same round: on a shared machine
+           # steadier than either wall time (the rest of the machine slows both alike)
+           "dask_cpu_above_local_s": _above(times, "dask", "local"),
+           **({"baseline_dask_cpu_above_local_s": _above(times, "dask (baseline)",
+                                                         "local (baseline)")}
+              if a.baseline else {}),
            "others_cores_median": {e: median(e, 2) for e in times},
            "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
            "each_run": {e: [[round(x, 2) if x is not None else None for x in run] for run in v]
