@@ -150,16 +150,12 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
         create_run_root(root, f"{started_by} {job.path}")
     except RunRootError as e:
         raise JobError(str(e)) from None
-    held = None
-    if manifest:  # the run's own checks: the run root held until the run ends (``hold``)
-        held = hold(root)
-        try:
-            check_manifest(root, job, tasks)
-        except BaseException:
-            os.close(held)
-            raise
-    mine = tasks if only is None else [t for t in tasks if t.id in only]
+    # the run's own checks: the run root held until the run ends (``hold``)
+    held = hold(root) if manifest else None
     try:
+        if manifest:
+            check_manifest(root, job, tasks)
+        mine = tasks if only is None else [t for t in tasks if t.id in only]
         runner = JobRunner(job, mine, root=root, output=out, provider=provider,
                            settings=settings, user_tools=tools,
                            provider_name=job.spec.provider.name, watch_sigint=watch_sigint,
