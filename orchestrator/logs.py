@@ -9,6 +9,7 @@ Below the level an event is dropped before any processor runs (decision 0260).""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -43,6 +44,7 @@ class _Tee:
 
 
 _open: list[TextIO] = []
+_registered: list[bool] = []  # ``shutdown`` registered with ``atexit``
 _encode = msgspec.json.Encoder(enc_hook=str).encode  # a value JSON cannot hold is written as str
 
 
@@ -79,6 +81,9 @@ def configure(run_root: Path | None, *, verbose: bool = False, level: int | None
     file = None
     if run_root is not None:
         file = open(Path(run_root) / "mnemon.log", "a", encoding="utf-8")
+        if not _registered:  # written out at any exit, however the command ended
+            atexit.register(shutdown)
+            _registered.append(True)
         _open.append(file)
     tee = _Tee(file, sys.stderr if verbose else None)
     if level is None:

@@ -82,10 +82,15 @@ def _run_dask(args) -> int:
         from ..jobs.forks import start_fork_server
 
         start_fork_server()
-    from ..jobs.display import JobProgress, final_table
-    from ..jobs.runner import JobSummary
-    from ..jobs.spec import JobError
-    from ..jobs.spread import run_job
+    from ..gctune import warming
+
+    with warming():  # this process's imports: none of them in a collection (decision 0264)
+        import distributed  # noqa: F401 - while the fork server imports it too
+
+        from ..jobs.display import JobProgress, final_table
+        from ..jobs.runner import JobSummary
+        from ..jobs.spec import JobError
+        from ..jobs.spread import run_job
 
     shown: list = []  # the driver's Watch, once it exists
     display = JobProgress(lambda: (shown[0].counts, shown[0].cost_usd),

@@ -8,8 +8,8 @@ imports and checks the rest.
 from __future__ import annotations
 
 PRELOAD = (
-    # What a worker imports, loaded once in the fork server (``multiprocessing`` skips a name it
-    # cannot import); the rest a worker imports itself, as before.
+    # What a worker imports, loaded once in the fork server by ``warm`` (a name that cannot be
+    # imported is skipped); the rest a worker imports itself, as before.
     "distributed", "distributed.nanny", "distributed.worker", "trio", "msgspec",
     "mnemon.orchestrator.jobs.spread", "mnemon.orchestrator.jobs.build",
     "mnemon.orchestrator.jobs.ledger", "mnemon.orchestrator.jobs.runner",
@@ -26,7 +26,7 @@ def start_fork_server() -> None:
     import multiprocessing
 
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(PRELOAD))
+    ctx.set_forkserver_preload(["mnemon.orchestrator.jobs.warm"])  # PRELOAD, collector off
     from multiprocessing import forkserver
 
     forkserver.ensure_running()

@@ -293,12 +293,15 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
             by_id = {t.id: t for t in tasks}
             # absolute: a worker of a cluster you run has its own working directory (the
             # storage is shared, at the same path; docs/scale.md)
-            job = msgspec.structs.replace(runner.job, path=runner.job.path.absolute())
-            futures = {client.submit(run_chunk, job, [by_id[x] for x in ids],
-                                     str(root.absolute()), f"{run}-{i}", run, base,
-                                     key=f"mnemon-chunk-{run}-{i}", retries=3,
-                                     pure=False): f"{run}-{i}"
-                       for i, ids in enumerate(parts)}
+            job = msgspec.structs.replace(runner.job, path=runner.job.path.absolute(), text="",
+                                          spec=msgspec.structs.replace(runner.job.spec, tasks=[]))
+            names = [f"{run}-{i}" for i in range(len(parts))]
+            n = len(parts)
+            futures = dict(zip(client.map(run_chunk, [job] * n,
+                                          [[by_id[x] for x in ids] for ids in parts],
+                                          [str(root.absolute())] * n, names, [run] * n, [base] * n,
+                                          key=[f"mnemon-chunk-{x}" for x in names], retries=3,
+                                          pure=False), names))
             left = set(futures)
             while left:
                 for fut in [f for f in left if f.done()]:

@@ -1,0 +1,21 @@
+"""What the fork server of a LocalCluster's workers imports (``forks.PRELOAD``), with the
+collector off and the result frozen (``gctune.warming``, decision 0264): a worker forked from it
+starts with Dask and mnemon's chunk modules imported and out of every collection's sight.
+
+Imported only by the fork server (``multiprocessing`` preloads this one module); never by the
+driver, which imports what it needs itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..gctune import warming
+from .forks import PRELOAD
+
+with warming():
+    for _name in PRELOAD:
+        try:  # as ``multiprocessing`` would: a name that cannot be imported is the worker's to import
+            importlib.import_module(_name)
+        except ImportError:
+            pass
