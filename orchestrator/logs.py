@@ -44,7 +44,7 @@ class _Tee:
 
 
 _open: list[TextIO] = []
-_registered: list[bool] = []  # ``shutdown`` registered with ``atexit``
+_registered: list[bool] = []  # ``flush`` registered with ``atexit``
 _encode = msgspec.json.Encoder(enc_hook=str).encode  # a value JSON cannot hold is written as str
 
 
@@ -82,7 +82,7 @@ def configure(run_root: Path | None, *, verbose: bool = False, level: int | None
     if run_root is not None:
         file = open(Path(run_root) / "mnemon.log", "a", encoding="utf-8")
         if not _registered:  # written out at any exit, however the command ended
-            atexit.register(shutdown)
+            atexit.register(flush)
             _registered.append(True)
         _open.append(file)
     tee = _Tee(file, sys.stderr if verbose else None)

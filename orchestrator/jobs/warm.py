@@ -15,7 +15,7 @@ from .forks import PRELOAD
 
 with warming():
     for _name in PRELOAD:
-        try:  # as ``multiprocessing`` would: a name that cannot be imported is the worker's to import
+        try:  # as ``multiprocessing`` would: what cannot be imported, a worker imports itself
             importlib.import_module(_name)
         except ImportError:
             pass
