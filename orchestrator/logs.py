@@ -73,14 +73,19 @@ structlog's lazy proxy still costs ~2 µs (and the fields more); True until conf
 unconfigured structlog decides as before."""
 
 
-def configure(run_root: Path | None, *, verbose: bool = False, level: int | None = None) -> None:
+def configure(run_root: Path | None, *, verbose: bool = False, level: int | None = None,
+              path: Path | None = None) -> None:
+    """JSON lines to ``<run_root>/mnemon.log``, or to ``path`` (a Dask chunk's own file in
+    ``mnemon.log.d``: one writer per file, decision 0254); none without either."""
     global DEBUG
     for f in _open:
         f.close()
     _open.clear()
     file = None
-    if run_root is not None:
-        file = open(Path(run_root) / "mnemon.log", "a", encoding="utf-8")
+    if path is None and run_root is not None:
+        path = Path(run_root) / "mnemon.log"
+    if path is not None:
+        file = open(path, "a", encoding="utf-8")
         if not _registered:  # written out at any exit, however the command ended
             atexit.register(flush)
             _registered.append(True)
@@ -141,3 +146,7 @@ def shutdown() -> None:
 
 def bind(**kw: Any) -> None:
     structlog.contextvars.bind_contextvars(**kw)
+
+
+def unbind(*keys: str) -> None:
+    structlog.contextvars.unbind_contextvars(*keys)

@@ -87,6 +87,7 @@ def _run_dask(args) -> int:
     with warming():  # this process's imports: none of them in a collection (decision 0264)
         import distributed  # noqa: F401 - while the fork server imports it too
 
+        from .. import logs
         from ..jobs.display import JobProgress, final_table
         from ..jobs.runner import JobSummary
         from ..jobs.spec import JobError
@@ -106,13 +107,17 @@ def _run_dask(args) -> int:
                           on_progress=on_progress,
                           # no line to redraw: look at the run root less often (a chunk's
                           # end still wakes the driver at once)
-                          interval_s=0.25 if display.enabled else 1.0)
+                          interval_s=0.25 if display.enabled else 1.0,
+                          # the driver's lines to mnemon.log, each chunk's to mnemon.log.d
+                          on_root=lambda root: logs.configure(root, verbose=args.verbose),
+                          log_level=logs.level_from_env())
     except JobError as e:
         raise UserError(str(e)) from None
     except OSError as e:
         raise Failure(f"the Dask cluster failed: {e}") from None
     finally:
         display.clear()
+        logs.shutdown()
     if args.json:
         print(json.dumps(summary))
     else:

@@ -19,6 +19,7 @@ the same ``--json`` summary as ``--engine local``.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
@@ -31,14 +32,16 @@ from .runner import Counts, JobSummary
 
 CHUNKS_PER_WORKER = 2  # more chunks lose less to a dead worker; fewer start faster
 RESULTS = "results.d"
+LOGS = "mnemon.log.d"  # each chunk attempt's log lines, beside the driver's mnemon.log
 _NONE = object()
 
 
 def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
-              base: dict[str, Any]) -> dict[str, Any]:
+              base: dict[str, Any], log_level: int = logging.INFO) -> dict[str, Any]:
     """On a worker: run these tasks of the job to their ends (resuming what a lost worker
     left), in one ``trio.run``; the chunk's results go to ``results.d/<chunk>.jsonl``, its spend
-    and tasks running to its own ledger file. ``base`` is what earlier runs of the job spent.
+    and tasks running to its own ledger file, its log lines (at the driver's ``log_level``) to
+    its own file in ``mnemon.log.d``. ``base`` is what earlier runs of the job spent.
 
     ``job`` and ``tasks`` are the driver's, as it checked them against the run root's manifest:
     a chunk does not read the job file again (a 4 000-task file is ~0.06–0.15 s of TOML per
@@ -54,10 +57,13 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
     from .build import prepare
     from .ledger import Ledger, SharedSpend, folder_of
 
-    logs.quiet()
     root = Path(run_root)
     out = root / RESULTS / f"{chunk}.jsonl"
-    ledger = Ledger(folder_of(root, run), f"{chunk}.{time.time_ns():020d}.{os.getpid()}")
+    attempt = f"{chunk}.{time.time_ns():020d}.{os.getpid()}"  # this try of the chunk
+    (root / LOGS).mkdir(exist_ok=True)
+    logs.configure(None, path=root / LOGS / f"{attempt}.log", level=log_level)
+    logs.bind(chunk=chunk, pid=os.getpid())  # every line of the chunk, its agents' too
+    ledger = Ledger(folder_of(root, run), attempt)
     shared = functools.partial(SharedSpend, ledger=ledger,
                                base=(Usage(**base["usage"]), float(base["cost_usd"])))
     try:
@@ -87,6 +93,9 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
         sup.publish(ended=True)
     finally:
         ledger.close()
+        logs.shutdown()  # written out; the worker's next task may not be a chunk
+        logs.quiet()
+        logs.unbind("chunk", "pid")
     return {"chunk": chunk, "pid": os.getpid(), **msgspec.to_builtins(summary)}
 
 
@@ -228,11 +237,14 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
             scheduler: str | None, workers: int,
             on_chunk: Callable[[dict[str, Any], int, int], None] | None = None,
             on_progress: Callable[[Watch], None] | None = None,
-            interval_s: float = 0.25) -> dict[str, Any]:
+            interval_s: float = 0.25, on_root: Callable[[Path], None] | None = None,
+            log_level: int = logging.INFO) -> dict[str, Any]:
     """The driver: the summary of the whole job (``JobSummary``'s fields, as ``--engine local``
     gives them, and ``chunks``, ``workers``, ``engine``) after every chunk ended.
     ``on_progress(watch)`` is called every ``interval_s`` while the chunks run; Ctrl-C cancels
-    the chunks, merges what they finished and returns ``interrupted``."""
+    the chunks, merges what they finished and returns ``interrupted``. ``on_root(root)`` is
+    called once the job is checked and its run root made (the ``mnemon`` command sends its own
+    log lines there); the chunks log at ``log_level`` (decision 0254)."""
     if not scheduler:
         start_fork_server()
     import distributed  # noqa: F401 - imported here, while the fork server imports it too
@@ -242,17 +254,21 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     runner, provider = prepare(job_path, run_root=run_root, output=output,
                                started_by="mnemon run --engine dask")
     try:  # the run root held until the merged results are written (``state.hold``)
+        if on_root is not None:
+            on_root(runner.root)
         return _drive(runner, provider, scheduler=scheduler, workers=workers,
-                      on_chunk=on_chunk, on_progress=on_progress, interval_s=interval_s)
+                      on_chunk=on_chunk, on_progress=on_progress, interval_s=interval_s,
+                      log_level=log_level)
     finally:
         runner.release()
 
 
 def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
-           interval_s) -> dict[str, Any]:
+           interval_s, log_level) -> dict[str, Any]:
     """``run_job`` once the job is checked and its run root held: the cluster, the chunks, the
     merge."""
     import msgspec
+    import structlog
     import trio
     import dask
     from distributed import Client, LocalCluster, wait
@@ -262,6 +278,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
     from .results import FINAL, read_results, rewrite
     from .runner import _usage
 
+    log = structlog.get_logger("mnemon.jobs")
     trio.run(provider.aclose)
     root, out, tasks = runner.root, runner.output, runner.tasks
     prior = read_results(out)
@@ -300,14 +317,21 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
             futures = dict(zip(client.map(run_chunk, [job] * n,
                                           [[by_id[x] for x in ids] for ids in parts],
                                           [str(root.absolute())] * n, names, [run] * n, [base] * n,
+                                          [log_level] * n,
                                           key=[f"mnemon-chunk-{x}" for x in names], retries=3,
                                           pure=False), names))
+            log.info("chunks sent", scheduler=scheduler or "local", workers=nworkers,
+                     chunks=n, tasks=len(pending), run=run,  # the cluster's start, and this:
+                     seconds=round(time.monotonic() - watch.counts.started_at, 3))
             left = set(futures)
             while left:
                 for fut in [f for f in left if f.done()]:
                     left.discard(fut)
                     summary = fut.result()  # a chunk that failed every retry: raised here
                     watch.ended.add(futures[fut])
+                    log.info("chunk ended", chunk=summary["chunk"], pid=summary["pid"],
+                             **{k: summary[k] for k in ("done", "failed", "budget", "cancelled",
+                                                        "elapsed_s") if k in summary})
                     if on_chunk is not None:
                         on_chunk(summary, len(futures) - len(left), len(futures))
                 watch.poll()
@@ -331,6 +355,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                 settings.__exit__(None, None, None)
     except KeyboardInterrupt:
         interrupted = True
+        log.info("job interrupted")
     lines = dict(prior)
     folder = root / RESULTS
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
@@ -358,5 +383,8 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
         skipped=len(tasks) - len(pending), usage=_usage(usage), cost_usd=round(usd, 6),
         elapsed_s=round(time.monotonic() - watch.counts.started_at, 3),
         interrupted=interrupted)
+    log.info("job ended", engine="dask", done=summary.done, failed=summary.failed,
+             budget=summary.budget, cancelled=summary.cancelled, pending=summary.pending,
+             skipped=summary.skipped, cost_usd=summary.cost_usd, elapsed_s=summary.elapsed_s)
     return {**msgspec.to_builtins(summary), "chunks": len(parts), "workers": nworkers,
             "engine": "dask"}

@@ -42,9 +42,22 @@ def _verify(root: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-800:]
 
 
+def _log_lines(root: Path) -> list[dict]:
+    """The run's log lines: ``mnemon.log``, and each Dask chunk's own file (decision 0254),
+    whose every line names its chunk and worker process."""
+    main = root / "mnemon.log"  # the driver's: only where its program configured logging
+    lines = [json.loads(x) for x in main.read_text().splitlines()] if main.exists() else []
+    for f in sorted((root / "mnemon.log.d").glob("*.log")):
+        chunk = [json.loads(x) for x in f.read_text().splitlines()]
+        assert all(x["chunk"] == f.name.split(".")[0] and x["pid"] == int(f.name.split(".")[2])
+                   for x in chunk), f.name
+        lines += chunk
+    return lines
+
+
 def test_dask_and_local_give_the_same_results(tmp_path):
     job = _job(tmp_path / "job", latency=0.01)
-    runs, summaries = {}, {}
+    runs, summaries, ended = {}, {}, {}
     for engine in ("local", "dask"):
         root = tmp_path / f"{engine}.run"
         proc = subprocess.run([sys.executable, "-m", "mnemon", "run", str(job), "--engine",
@@ -59,8 +72,15 @@ def test_dask_and_local_give_the_same_results(tmp_path):
                                     for k in summary["usage"]}, "the job's spend, every turn"
         assert summary["cost_usd"] == pytest.approx(sum(x["cost_usd"] for x in lines), abs=1e-5)
         summaries[engine] = summary
+        ended[engine] = sorted(x["agent"] for x in _log_lines(root) if x["event"] == "agent ended")
         _verify(root)
     assert runs["local"] == runs["dask"]
+    assert ended["local"] == ended["dask"] == sorted(a for _, _, a in runs["local"].values()), \
+        "every agent's end logged, as the local engine logs it"
+    driver = [json.loads(x)["event"] for x in
+              (tmp_path / "dask.run" / "mnemon.log").read_text().splitlines()]
+    assert driver == ["chunks sent"] + ["chunk ended"] * summaries["dask"]["chunks"] \
+        + ["job ended"]
     assert set(summaries["local"]) <= set(summaries["dask"]), "the same --json summary"
     again = subprocess.run([sys.executable, "-m", "mnemon", "run", str(job), "--engine", "dask",
                             "--run-root", str(tmp_path / "dask.run"), "--json"],
@@ -158,6 +178,8 @@ def test_the_job_budget_holds_across_workers(tmp_path):
             if x["agent"] is not None and x["reason"] == "budget":
                 stopped.add(pid)
     assert len(stopped) == 2, f"budget stops on both workers, not only {stopped}"
+    logged = {x["pid"] for x in _log_lines(root) if x["event"] == "budget stop"}
+    assert logged == stopped, "each worker's budget stops in its chunks' log files"
     turns = [sum(r["usage"].values())
              for agent in (root / "agents").iterdir()
              for r in map(json.loads, (agent / "record.jsonl").read_text().splitlines())
