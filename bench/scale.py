@@ -13,8 +13,9 @@ budget it never reaches: what reading the other workers' ledgers before every tu
 Also, per engine: the CPU of the whole process tree (``cpu_s_median``: the driver, the fork
 server and the workers, sampled every 50 ms with psutil — the workers of a LocalCluster are the
 fork server's children, so ``/usr/bin/time`` and ``RUSAGE_CHILDREN`` miss them) and what the
-rest of the machine used meanwhile (``others_cores_median``, from ``/proc/stat``): on a machine
-shared with other sessions, a wall time says little beside it (decision 0252). Per round,
+rest of the machine used meanwhile (``others_cores_median``, from ``/proc/stat``; of it, what a
+virtual machine's host stole, ``steal_cores_median``): on a machine shared with other sessions,
+a wall time says little beside it (decision 0252). Per round,
 ``dask_cpu_above_local_s``: the Dask run's CPU above the local run's — what Dask itself costs,
 the steadiest figure when the machine is shared (decision 0253).
 ``--baseline PYTHON`` adds both engines run by another interpreter (another checkout's venv),
@@ -57,14 +58,24 @@ def make_job(folder: Path, tasks: int, turns: int, latency: float,
     return folder / "job.toml"
 
 
-def _busy() -> float | None:
-    """CPU seconds the whole machine has used (Linux), or None."""
+def _stat() -> list[int] | None:
     try:
         with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
+            return [int(x) for x in f.readline().split()[1:9]]
     except OSError:
         return None
-    return (sum(v[:3]) + sum(v[5:8])) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def _busy() -> float | None:
+    """CPU seconds the whole machine has used (Linux), or None: the hypervisor's steal too."""
+    v = _stat()
+    return None if v is None else (sum(v[:3]) + sum(v[5:8])) / os.sysconf("SC_CLK_TCK")
+
+
+def _steal() -> float | None:
+    """CPU seconds a virtual machine's host has taken from it (Linux), or None."""
+    v = _stat()
+    return None if v is None else v[7] / os.sysconf("SC_CLK_TCK")
 
 
 def wait_quiet(cores: float, longest: float = 120.0) -> None:
@@ -79,14 +90,14 @@ def wait_quiet(cores: float, longest: float = 120.0) -> None:
 
 
 def one(job: Path, engine: str, workers: int, root: Path,
-        python: str = sys.executable) -> tuple[float, float | None, float | None]:
+        python: str = sys.executable) -> tuple[float, float | None, float | None, float | None]:
     """Wall seconds, CPU seconds of the process tree (None without psutil), cores the rest of
-    the machine used meanwhile (None where unknown)."""
+    the machine used meanwhile and, of those, cores the host stole (None where unknown)."""
     try:
         import psutil
     except ImportError:
         psutil = None
-    b0 = _busy()
+    b0, s0 = _busy(), _steal()
     t0 = time.monotonic()
     proc = subprocess.Popen([python, "-m", "mnemon", "run", str(job), "--engine",
                              engine, "--workers", str(workers), "--run-root", str(root),
@@ -109,14 +120,14 @@ def one(job: Path, engine: str, workers: int, root: Path,
             time.sleep(0.05)
     out, err = proc.communicate()
     took = time.monotonic() - t0
-    b1 = _busy()
+    b1, s1 = _busy(), _steal()
     if proc.returncode != 0:
         raise SystemExit(err[-2000:])
     assert json.loads(out)["done"] > 0
     shutil.rmtree(root)
     used = sum(cpu.values()) if psutil is not None else None
     others = (b1 - b0 - used) / took if None not in (b0, b1, used) else None
-    return took, used, others
+    return took, used, others, (s1 - s0) / took if None not in (s0, s1) else None
 
 
 def _above(times: dict, dask: str, local: str) -> list[float | None]:
@@ -180,9 +191,11 @@ def main() -> None:
                                                          "local (baseline)")}
               if a.baseline else {}),
            "others_cores_median": {e: median(e, 2) for e in times},
+           # of which the host's steal: a VM's CPU second is worth less while it is high
+           "steal_cores_median": {e: median(e, 3) for e in times},
            "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
            "each_run": {e: [[round(x, 2) if x is not None else None for x in run] for run in v]
-                        for e, v in times.items()}}  # [wall, CPU, others' cores], in order
+                        for e, v in times.items()}}  # [wall, CPU, others' cores, steal], in order
     shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(out) if a.json else json.dumps(out, indent=2))
 
