@@ -34,6 +34,21 @@ def test_what_an_ordinary_exit_does_is_done_first():
     assert done.stderr == "on stderr\n"
 
 
+def test_a_file_left_open_is_written_as_teardown_would_have(tmp_path):
+    # a user tool's module-level log file, never closed: the interpreter's teardown would
+    # have closed it, so leave flushes it
+    done = _run(
+        "from mnemon.orchestrator.cli import leave\n"
+        f"text = open({str(tmp_path / 'text.log')!r}, 'a')\n"
+        f"raw = open({str(tmp_path / 'raw.bin')!r}, 'wb')\n"
+        "text.write('kept\\n')\n"
+        "raw.write(b'kept')\n"
+        "leave(0)\n")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "text.log").read_text() == "kept\n"
+    assert (tmp_path / "raw.bin").read_bytes() == b"kept"
+
+
 def test_the_run_roots_log_is_written_out_however_the_command_ends(tmp_path):
     done = _run(
         "import structlog\n"
