@@ -44,7 +44,7 @@ class _Tee:
 
 
 _open: list[TextIO] = []
-_registered: list[bool] = []  # ``flush`` registered with ``atexit``
+_flushed_at_exit = False  # ``flush`` registered with ``atexit``
 _encode = msgspec.json.Encoder(enc_hook=str).encode  # a value JSON cannot hold is written as str
 
 
@@ -77,7 +77,7 @@ def configure(run_root: Path | None, *, verbose: bool = False, level: int | None
               path: Path | None = None) -> None:
     """JSON lines to ``<run_root>/mnemon.log``, or to ``path`` (a Dask chunk's own file in
     ``mnemon.log.d``: one writer per file, decision 0254); none without either."""
-    global DEBUG
+    global DEBUG, _flushed_at_exit
     for f in _open:
         f.close()
     _open.clear()
@@ -86,9 +86,9 @@ def configure(run_root: Path | None, *, verbose: bool = False, level: int | None
         path = Path(run_root) / "mnemon.log"
     if path is not None:
         file = open(path, "a", encoding="utf-8")
-        if not _registered:  # written out at any exit, however the command ended
+        if not _flushed_at_exit:  # written out at any exit, however the command ended
             atexit.register(flush)
-            _registered.append(True)
+            _flushed_at_exit = True
         _open.append(file)
     tee = _Tee(file, sys.stderr if verbose else None)
     if level is None:

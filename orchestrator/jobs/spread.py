@@ -312,8 +312,8 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
             # storage is shared, at the same path; docs/scale.md)
             job = msgspec.structs.replace(runner.job, path=runner.job.path.absolute(), text="",
                                           spec=msgspec.structs.replace(runner.job.spec, tasks=[]))
-            names = [f"{run}-{i}" for i in range(len(parts))]
             n = len(parts)
+            names = [f"{run}-{i}" for i in range(n)]
             futures = dict(zip(client.map(run_chunk, [job] * n,
                                           [[by_id[x] for x in ids] for ids in parts],
                                           [str(root.absolute())] * n, names, [run] * n, [base] * n,
@@ -331,7 +331,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                     watch.ended.add(futures[fut])
                     log.info("chunk ended", chunk=summary["chunk"], pid=summary["pid"],
                              **{k: summary[k] for k in ("done", "failed", "budget", "cancelled",
-                                                        "elapsed_s") if k in summary})
+                                                        "elapsed_s")})
                     if on_chunk is not None:
                         on_chunk(summary, len(futures) - len(left), len(futures))
                 watch.poll()
