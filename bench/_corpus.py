@@ -2,7 +2,8 @@
 
 ``build_corpus(out_dir, target_bytes, children=N)`` writes ``run.json`` and
 ``agents/<id>/record.jsonl`` through the real writer (``AgentLog.append``): a parent ``p`` whose
-log cycles the turns of the real trajectories in ``data/trajectories/dev`` (``user`` →
+log cycles the turns of the trajectories in ``tests/data/trajectories`` (or
+``MNEMON_BENCH_CORPUS``) (``user`` →
 UserPrompt, ``assistant`` → AssistantMessage with a text block and its tool calls plus a
 ``ProviderCall`` forensic record, ``tool`` → ToolResults), varied on each pass so the text is not
 just repeats, with harness evictions wherever the 500 KiB trigger says they are due (keep half) —
@@ -48,7 +49,7 @@ from mnemon.session.records import (  # noqa: E402
     UserPrompt,
 )
 
-TRAJ = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
+from _data import TRAJECTORIES as TRAJ, announce  # noqa: E402  (the repository's, or MNEMON_BENCH_CORPUS)
 RARE_TOKEN = "QUOKKA-7f3a-ZEBRA"
 RARE_COUNT = 5
 BIG_TURN_BYTES = 100_000
@@ -234,6 +235,7 @@ def main() -> None:
     ap.add_argument("--no-evict", action="store_true",
                     help="the parent never evicts (every turn stays resident)")
     a = ap.parse_args()
+    announce()
     print(json.dumps(build_corpus(Path(a.out_dir), int(a.mb * 1e6), children=a.children,
                                   verbose=True, evict=not a.no_evict), indent=1))
 

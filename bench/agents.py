@@ -82,7 +82,7 @@ from mnemon.session.records import (  # noqa: E402
     UserPrompt,
 )
 
-TRAJ = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
+from _data import TRAJECTORIES as TRAJ, announce  # noqa: E402  (the repository's, or MNEMON_BENCH_CORPUS)
 
 
 # --------------------------------------------------------------------------- realistic material
@@ -653,6 +653,7 @@ def main() -> int:
                          "system's temp dir); removed at the end unless --keep")
     ap.add_argument("--keep", action="store_true", help="keep the run roots")
     args = ap.parse_args()
+    announce()
     if args.only == "floor":  # (--roots agents, --child-turns turns in all): the bare program
         print(json.dumps({"floor": floor(Path(tempfile.mkdtemp(dir=args.dir)) / "floor",
                                          agents=args.roots, turns=args.child_turns,

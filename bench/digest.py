@@ -1,7 +1,7 @@
 """Benchmark: BLAKE3 digests of many JSONL lines, per-record binding vs ``session.native``.
 
 Builds ~``--mb`` MB of lines in memory: the dev trajectories' lines
-(``/work/shared/data/trajectories/dev/*.jsonl``) repeated, or, with ``--random`` or when they are
+(``tests/data/trajectories/*.jsonl``, or ``MNEMON_BENCH_CORPUS``) repeated, or, with ``--random`` or when they are
 missing, random records of 300 B - 5 KB. Prints side by side, median of ``--runs``, in GB/s and
 µs per record:
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from mnemon.session import native  # noqa: E402
 
-DEV = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
+from _data import TRAJECTORIES as DEV, announce  # noqa: E402  (the repository's, or MNEMON_BENCH_CORPUS)
 
 
 def build(mb: int, use_random: bool) -> tuple[bytes, str]:
@@ -67,6 +67,7 @@ def main() -> None:
     ap.add_argument("--random", action="store_true", help="random 300 B - 5 KB records")
     ap.add_argument("--kernel", help="force one of the extension's kernels")
     args = ap.parse_args()
+    announce()
 
     buf, what = build(args.mb, args.random)
     offs, lens = native.split_lines(buf)

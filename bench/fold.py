@@ -2,7 +2,7 @@
 append rate of ``AgentLog.append``.
 
 The log is made of realistic records: the turn shapes and texts of the real trajectories in
-``data/trajectories/dev/*.jsonl`` (``user`` → UserPrompt, ``assistant`` → AssistantMessage with a
+``tests/data/trajectories/*.jsonl`` (or ``MNEMON_BENCH_CORPUS``) (``user`` → UserPrompt, ``assistant`` → AssistantMessage with a
 text block and tool_use blocks, ``tool`` → ToolResults), cycled until the file reaches the target
 size, with harness evictions wherever the 500 KiB trigger says they are due (keep half) — the
 shape a long-running agent without a known context window leaves behind.
@@ -48,7 +48,7 @@ from mnemon.session.resume import fold_file  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench"))
 import _corpus  # noqa: E402
 
-TRAJ = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
+from _data import TRAJECTORIES as TRAJ, announce  # noqa: E402  (the repository's, or MNEMON_BENCH_CORPUS)
 SOURCE = "agents/a1/record.jsonl"
 
 
@@ -191,6 +191,7 @@ def main() -> int:
     ap.add_argument("--dir", default="/tmp/mnemon-bench")
     ap.add_argument("--profile", action="store_true", help="cProfile one fold and print the top")
     args = ap.parse_args()
+    announce()
     path = Path(args.dir) / "run" / "agents" / "a1" / "record.jsonl"
     print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}; Python {platform.python_version()}")
     w = write_log(path, int(args.mb * 1024 * 1024))

@@ -49,7 +49,7 @@ from mnemon.session.records import (  # noqa: E402
 )
 
 FAST = True  # load with opening_loader (as fork does); False: make_loader, one confine per row
-DEFAULT_TRAJ = HERE.parent.parent / "shared" / "data" / "trajectories" / "dev"
+from _data import TRAJECTORIES as DEFAULT_TRAJ, announce  # noqa: E402  (the repository's, or MNEMON_BENCH_CORPUS)
 
 
 def _start_call(log: AgentLog) -> None:
@@ -254,6 +254,7 @@ def main() -> int:
     ap.add_argument("--trajectories", type=Path, default=DEFAULT_TRAJ)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    announce(args.trajectories)
 
     tmp = Path(tempfile.mkdtemp(prefix="mnemon-bench-fork-"))
     root = create_run_root(tmp / "run", "bench/fork.py")

@@ -22,7 +22,7 @@ How to run it (from the repo root, venv active)::
     #    structure), one target per process
     env $SAN python bench/fuzz_native.py atheris /tmp/san --target scan -- -max_total_time=600
 
-Targets: ``scan`` (count_literal on real trajectory lines from /work/shared/data/trajectories/dev
+Targets: ``scan`` (count_literal on real trajectory lines from tests/data/trajectories (or MNEMON_BENCH_CORPUS)
 re-encoded as records, then mutated: bit flips, truncation, inserted quotes/backslashes/``\\u``
 escapes/brackets, deep nesting, huge numbers, invalid UTF-8, NUL bytes; checked against the
 decoding oracle whenever msgspec still reads the line), ``findall`` (find_all against
@@ -57,6 +57,8 @@ from array import array
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from _data import TRAJECTORIES  # noqa: E402  (the repository's, or MNEMON_BENCH_CORPUS)
 
 SANFLAGS = ["-shared", "-fPIC", "-O1", "-g", "-fsanitize=address,undefined",
             "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined", "-std=c11",
@@ -162,7 +164,7 @@ def wrappers(data: bytes):
 
 # --------------------------------------------------------------------------- corpus
 
-DEV = "/work/shared/data/trajectories/dev/*.jsonl"
+DEV = str(TRAJECTORIES / "*.jsonl")
 
 
 def corpus_records() -> list[bytes]:

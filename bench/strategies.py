@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DEV = ROOT.parent / "shared" / "data" / "trajectories" / "dev"
+from _data import TRAJECTORIES as DEV, announce  # noqa: E402  (the repository's, or MNEMON_BENCH_CORPUS)
 
 
 def _chain(paths: list[Path]):
@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--floors", default="4096,8192",
                     help="other verbatim floors to run keep auto with (the trade-off curve)")
     args = ap.parse_args()
+    announce()
     windows = [int(w) for w in args.windows.split(",")]
     trajs = sorted(DEV.glob("*.jsonl"))
     if args.limit:

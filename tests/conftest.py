@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-EXAMPLES = SHARED / "examples"
-TRAJECTORIES = SHARED / "data" / "trajectories" / "dev"
+#: the suite's own data, in the repository (``tests/data/README.md`` gives each file's origin)
+DATA = Path(__file__).resolve().parent / "data"
+EXAMPLES = DATA / "examples"
+TRAJECTORIES = DATA / "trajectories"
 
 
 @pytest.fixture(autouse=True)

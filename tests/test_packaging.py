@@ -19,7 +19,7 @@ import mnemon
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("session", "lineage", "providers", "orchestrator")
-EXAMPLES = ROOT.parent / "shared" / "examples"
+EXAMPLES = ROOT / "tests" / "data" / "examples"
 
 
 def _sources() -> list[Path]:

@@ -23,9 +23,11 @@ from .texts import DEV, texts, write_jsonl
 DEV_FILES = sorted(DEV.glob("*.jsonl"))
 
 
-def test_the_dev_split_is_there():
-    """The shared data sits beside the repo; nothing here is skipped when it is missing."""
-    assert len(DEV_FILES) == 20
+def test_the_trajectories_are_there():
+    """The data is the repository's own (tests/data/trajectories): 13 real recordings and 5
+    generated ones; nothing here is skipped when one is missing."""
+    assert len(DEV_FILES) == 18
+    assert sum(p.name.startswith("gen-native__") for p in DEV_FILES) == 5
 
 
 def _raw(path):
@@ -57,14 +59,16 @@ def test_dev_trajectory_keeps_every_text(path):
     for kind in raw:
         assert got[kind] == raw[kind], kind
         assert "".join(got[kind]) == "".join(raw[kind]), kind
-    # line for line: one step per line after the system prompt, same role order
-    roles = [{"user": UserStep, "assistant": AssistantStep, "tool": ToolStep}[d["role"]] for d in lines[1:]]
+    # line for line: one step per line after the system prompt, same role order — but the tool
+    # lines answering one message (several calls at once) are one step
+    roles = [{"user": UserStep, "assistant": AssistantStep, "tool": ToolStep}[d["role"]]
+             for i, d in enumerate(lines) if i > 0 and not (d["role"] == "tool" == lines[i - 1]["role"])]
     assert [type(s) for s in t.steps] == roles
 
 
 def _readme_table():
     rows = {}
-    for line in (DEV.parent / "README.md").read_text(encoding="utf-8").splitlines():
+    for line in (DEV / "README.md").read_text(encoding="utf-8").splitlines():
         m = re.match(r"\| (\S+\.jsonl) \| `[^`]+` \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|", line)
         if m:
             rows[m.group(1)] = tuple(int(x) for x in m.groups()[1:])
@@ -80,7 +84,9 @@ def test_dev_trajectories_match_the_readme_counts():
         t = load_neutral(path)
         outputs = [len(r.content.encode()) for s in t.steps if isinstance(s, ToolStep) for r in s.results]
         assert path.stat().st_size == size
-        assert len(t.steps) + 1 == turns
+        rows = [json.loads(line)["role"] for line in path.read_text(encoding="utf-8").splitlines()]
+        answered_together = sum(r == "tool" == q for q, r in zip(rows, rows[1:]))
+        assert len(t.steps) + 1 + answered_together == turns == len(rows)
         assert sum(isinstance(s, AssistantStep) for s in t.steps) == assistant
         assert sum(isinstance(b, ToolUse) for s in t.steps if isinstance(s, AssistantStep) for b in s.blocks) == calls
         assert (sum(outputs), max(outputs)) == (out_bytes, largest)

@@ -9,8 +9,7 @@ from mnemon.orchestrator.importers import NO_RESULT, AssistantStep, ToolStep, Tr
 from mnemon.session.records import Text, Thinking, ToolUse
 
 SAMPLES = Path(__file__).resolve().parent / "samples"
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-DEV = SHARED / "data" / "trajectories" / "dev"
+DEV = Path(__file__).resolve().parents[1] / "data" / "trajectories"
 
 CLAUDE = SAMPLES / "claude" / "7d4c1e52-3b8a-4f0e-9a61-2c5d8e9f0b13.jsonl"
 CODEX = SAMPLES / "codex" / "rollout-2026-01-15T14-03-00-0199a5e4-7c1b-7d20-8f3a-5b6c7d8e9f01.jsonl"

@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from mnemon.session import native
 from mnemon.session.door import _Matcher, _texts
 from mnemon.session.records import ToolResult, ToolResults, UserPrompt, decode, encode
+from tests.conftest import TRAJECTORIES
 
 _scan = pytest.importorskip("mnemon.session._scan")
 _b3 = pytest.importorskip("mnemon.session._b3many")
@@ -209,7 +210,7 @@ def test_needles_replaced_by_another_thread():
 
 def _real_lines() -> list[bytes]:
     out = []
-    for path in sorted(glob.glob("/work/shared/data/trajectories/dev/*.jsonl"))[:3]:
+    for path in sorted(glob.glob(str(TRAJECTORIES / "*.jsonl")))[:3]:
         with open(path, "rb") as f:
             for i, raw in zip(range(30), f):
                 d = json.loads(raw)

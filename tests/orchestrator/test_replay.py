@@ -148,7 +148,7 @@ def test_evict_is_fully_recoverable(tmp_path):
 
 
 def test_cli_replay_writes_every_report(tmp_path, capsys):
-    path = TRAJECTORIES / "live-gpt5mini__sympy__sympy-13877.jsonl"
+    path = TRAJECTORIES / "gen-native__long-output-late.jsonl"
     out = tmp_path / "out"
     rc = main(["replay", str(path), "--out", str(out), "--strategy", "evict,compact,none",
                "--context-window", "32000", "--json"])
@@ -177,7 +177,7 @@ def test_cli_replay_writes_every_report(tmp_path, capsys):
 
 
 def test_cli_replay_takes_keep_auto_or_a_share(tmp_path, capsys):
-    path = TRAJECTORIES / "live-gpt5mini__sympy__sympy-13877.jsonl"
+    path = TRAJECTORIES / "gen-native__long-output-late.jsonl"
     for keep, out in (("auto", "a"), ("0.3", "b")):
         assert main(["replay", str(path), "--out", str(tmp_path / out), "--strategy", "evict",
                      "--context-window", "32000", "--keep", keep, "--json", "--no-plot"]) == 0
@@ -225,7 +225,7 @@ def test_every_format_replays_and_verifies(tmp_path, path):
 
 
 def test_cli_replay_compares_against_compaction_by_default(tmp_path, capsys):
-    path = TRAJECTORIES / "live-gpt5mini__sympy__sympy-13877.jsonl"
+    path = TRAJECTORIES / "gen-native__long-output-late.jsonl"
     out = tmp_path / "out"
     assert main(["replay", str(path), "--out", str(out), "--context-window", "32000",
                  "--no-plot"]) == 0
@@ -247,7 +247,7 @@ def test_cli_replay_without_matplotlib_says_so_in_one_line(tmp_path, capsys, mon
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    path = TRAJECTORIES / "live-gpt5mini__sympy__sympy-13877.jsonl"
+    path = TRAJECTORIES / "gen-native__long-output-late.jsonl"
     out = tmp_path / "out"
     assert main(["replay", str(path), "--out", str(out), "--strategy", "evict",
                  "--context-window", "32000"]) == 0
@@ -256,11 +256,13 @@ def test_cli_replay_without_matplotlib_says_so_in_one_line(tmp_path, capsys, mon
     assert captured.err == "mnemon: no plot: it needs matplotlib (pip install 'mnemon[plot]')\n"
 
 
-def test_the_hardest_long_session_at_32k_reads_90_percent_on_steady_requests(tmp_path):
-    """Issue 20's goal on `chain0` of bench/strategies.py (the first four dev trajectories in
-    one agent) at 32k, where it was missed (89.95 % under the floor of 6 144, decision 0222):
-    steady requests read ≥ 90 % from the cache, for less than compaction, all recoverable. The
-    margin is thin (90.2 %): a change that moves it is re-measured with bench/strategies.py."""
+def test_the_first_four_trajectories_at_32k_read_90_percent_on_steady_requests(tmp_path):
+    """Issue 20's goal on `chain0` of bench/strategies.py (the first four trajectories of
+    tests/data in one agent) at 32k: steady requests read ≥ 90 % from the cache, for less than
+    compaction, all recoverable, and every cut keeps the verbatim floor. (On the team's earlier
+    corpus this chain was the hardest, 90.2 % against compaction's 89.95 %; on the repository's
+    own data compaction reads 94 % too, so only evict's figures are pinned.) A change that moves
+    these is re-measured with bench/strategies.py."""
     steps = []
     system = None
     for p in sorted(TRAJECTORIES.glob("*.jsonl"))[:4]:
@@ -270,12 +272,12 @@ def test_the_hardest_long_session_at_32k_reads_90_percent_on_steady_requests(tmp
     traj = Trajectory(system=system, steps=steps, source_format="neutral", name="chain")
     ev = replay(traj, tmp_path / "e", "evict", window=32_000).summary()
     co = replay(traj, tmp_path / "c", "compact", window=32_000).summary()
-    assert ev["steady_cache_read_share"] >= 0.90 > co["steady_cache_read_share"]
+    assert ev["steady_cache_read_share"] >= 0.90
     assert ev["cost_usd"] < co["cost_usd"] and ev["recoverability"] == 1.0
     # every cut keeps the floor (or all the ceiling keeps): none goes past the 6 250-token read
     # of recent work just before the turn in hand, as the floor of 6 144 did
     plans = [json.loads(line)["plan"] for line in
              (tmp_path / "e" / "agents" / "a1" / "record.jsonl").read_text().splitlines()
              if line.startswith('{"t":"Evicted"')]
-    assert len(plans) == ev["harness_evictions"] == 14
+    assert len(plans) == ev["harness_evictions"] == 7
     assert all(p["verbatim_tokens"] >= p["floor_tokens"] for p in plans)

@@ -1,4 +1,4 @@
-"""The example run roots of /work/shared/examples, and the exit codes of verify and context."""
+"""The example run roots of tests/data/examples, and the exit codes of verify and context."""
 
 from __future__ import annotations
 
