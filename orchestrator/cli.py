@@ -12,6 +12,8 @@ import importlib
 import os
 import sys
 
+from .extras import MissingExtra
+
 #: every command and its one-line help, in the order ``--help`` lists them; the module
 #: ``commands/<name>.py`` is imported only when its command runs (or its own ``--help``)
 COMMANDS = {
@@ -89,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             sp.error = error  # type: ignore[method-assign]
     args = parser.parse_args(argv)
     if args.version:
-        from importlib.metadata import version
+        from .. import __version__
 
-        print(f"mnemon {version('mnemon')}")
+        print(f"mnemon {__version__}")
         return 0
     if not args.command:
         parser.print_help()
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(handlers[args.command](args) or 0)
-    except UserError as e:
+    except (UserError, MissingExtra) as e:
         sys.stderr.write(f"mnemon: {e}\n")
         return 2
     except Failure as e:

@@ -101,7 +101,9 @@ def test_wheel_holds_exactly_the_source_tree_under_mnemon(wheel):
         expected.add("mnemon/" + (rel[len("src/mnemon/"):] if rel.startswith("src/mnemon/") else rel))
     files = {n for n in names if not n.startswith(tuple(dist_info)) and not n.endswith("/")}
     native = {n for n in files if n.endswith(".so") or n.endswith(".pyd")}
-    assert files - native == expected
+    assert files - native == expected | {"mnemon/_version.py"}, "and the version written at build"
+    version = zipfile.ZipFile(wheel).read("mnemon/_version.py").decode()
+    assert f'__version__ = "{importlib.metadata.version("mnemon")}"' in version
     assert {Path(n).name.split(".")[0] for n in native} == {"_b3many", "_scan"}, \
         "both C accelerators ship in the wheel"
     assert any(n.startswith("mnemon/orchestrator/corpus/") for n in files), "the demo corpus"

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..cli import COMMANDS, UserError
+from ..extras import require
 from ..options import add_provider_args, provider_from, run_root_from, settings_from
 
 
@@ -23,6 +24,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    require("chat", "mnemon chat")
     import trio
 
     from .. import logs

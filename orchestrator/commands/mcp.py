@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ..cli import COMMANDS, UserError
+from ..extras import require
 
 
 def add_parser(sub) -> None:
@@ -26,6 +27,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    require("mcp", "mnemon mcp")
     import trio
 
     from ..mcp.door import DoorError, RunDoor

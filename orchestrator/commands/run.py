@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..cli import COMMANDS, Failure, UserError
+from ..extras import require
 
 
 def add_parser(sub) -> None:
@@ -70,12 +71,10 @@ def run(args) -> int:
 
 
 def _run_dask(args) -> int:
-    import importlib.util
     import json
 
     # found, not imported: the driver imports it while a LocalCluster's fork server does too
-    if importlib.util.find_spec("distributed") is None:
-        raise UserError("--engine dask needs Dask: pip install 'mnemon[dask]'")
+    require("dask", "mnemon run --engine dask")
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, not {args.workers}")
     if not args.scheduler:  # first: it imports while this process imports the rest (0252)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ..cli import COMMANDS, UserError
+from ..extras import require
 from ..options import (add_provider_args, listen_from, provider_from, run_root_from,
                        settings_from)
 
@@ -27,6 +28,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    require("serve", "mnemon serve")
     import trio
 
     from ... import __version__

@@ -25,6 +25,7 @@ import structlog
 import trio
 
 from ...providers.base import ToolDef
+from ..extras import require
 from ..usertools import ToolError
 from .config import McpServerSpec
 
@@ -101,6 +102,7 @@ class McpConnection:
         import math
         from contextlib import AsyncExitStack, ExitStack
 
+        require("mcp", "an agent's MCP servers")  # never recorded as a server's error
         from mcp import Client
 
         # the start has a deadline, lifted once the tools are listed (one scope around it all:

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from msgspec import Struct
 
+from ..extras import require
+
 #: a server name becomes the prefix of its tools' names (``<server>__<tool>``), so it keeps to
 #: the providers' tool-name alphabet and leaves room for the tool's own name
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
@@ -49,7 +51,9 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def load_config(path: str | Path, env: Mapping[str, str] = os.environ) -> tuple[McpServerSpec, ...]:
-    """Read a ``.json`` or ``.toml`` file (by its suffix; JSON when it has none)."""
+    """Read a ``.json`` or ``.toml`` file (by its suffix; JSON when it has none). Refused at
+    once without the ``mcp`` extra: the servers it names could never be started."""
+    require("mcp", "an MCP configuration")
     p = Path(path)
     try:
         raw = p.read_bytes()

@@ -60,12 +60,10 @@ __all__ = ["__version__", *_names]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":  # from the installed metadata, read on first use (it costs ~50 ms)
-        from importlib.metadata import PackageNotFoundError, version
-
+    if name == "__version__":  # a constant written at build time (setup.py), not the metadata
         try:
-            value = version("mnemon")
-        except PackageNotFoundError:  # a tree that is not installed
+            from ._version import __version__ as value
+        except ImportError:  # a tree that was never built or installed
             value = "0+unknown"
         globals()["__version__"] = value
         return value
