@@ -6,10 +6,10 @@ It is pure: no Trio, no network, nothing written. The mapping of each format is 
 
 One module per concept:
 
-* ``model`` -- the value (:class:`Trajectory`, its steps, :data:`NO_RESULT`) and
-  :class:`TrajectoryFormatError`;
+* ``model`` -- the value (:class:`Trajectory`, its steps, :data:`NO_RESULT`, the
+  :class:`SkippedLine` records of what a damaged file lost) and :class:`TrajectoryFormatError`;
 * ``invariants`` -- :func:`check_invariants`, the guarantees every importer keeps;
-* ``lines`` -- reading JSON lines; ``builder`` -- building a step list that keeps the guarantees;
+* ``lines`` -- reading JSON lines, recovering glued and damaged ones; ``builder`` -- building a step list that keeps the guarantees;
   ``content`` -- recorded content parts as strings;
 * ``neutral``, ``claude_code``, ``codex``, ``openai_messages`` -- one format each;
 * ``detect`` -- :func:`detect_format`, :func:`load` and :data:`FORMATS`.
@@ -28,11 +28,13 @@ from .model import (
     OPENS_WITH_ASSISTANT,
     AssistantStep,
     RewindStep,
+    SkippedLine,
     Step,
     ToolStep,
     Trajectory,
     TrajectoryFormatError,
     UserStep,
+    every_skipped_line,
 )
 from .neutral import load_neutral
 from .openai_messages import load_openai_messages
@@ -43,6 +45,7 @@ __all__ = [
     "OPENS_WITH_ASSISTANT",
     "AssistantStep",
     "RewindStep",
+    "SkippedLine",
     "Step",
     "ToolStep",
     "Trajectory",
@@ -50,6 +53,7 @@ __all__ = [
     "UserStep",
     "check_invariants",
     "detect_format",
+    "every_skipped_line",
     "load",
     "load_claude_code",
     "load_codex",

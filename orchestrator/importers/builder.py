@@ -10,7 +10,17 @@ from __future__ import annotations
 import msgspec
 
 from ...session.records import Block, ToolResult, ToolUse, Usage
-from .model import NO_RESULT, OPENS_WITH_ASSISTANT, AssistantStep, RewindStep, Step, ToolStep, Trajectory, UserStep
+from .model import (
+    NO_RESULT,
+    OPENS_WITH_ASSISTANT,
+    AssistantStep,
+    RewindStep,
+    SkippedLine,
+    Step,
+    ToolStep,
+    Trajectory,
+    UserStep,
+)
 
 
 class Steps:
@@ -86,10 +96,11 @@ class Linear:
         self.waiting_users = []
 
     def finish(self, *, system: str | None, source_format: str, name: str | None,
-               skipped: dict[str, int]) -> Trajectory:
+               skipped: dict[str, int], skipped_lines: list[SkippedLine] | None = None) -> Trajectory:
         self._close()
         return Trajectory(system=system, steps=self.out.steps, source_format=source_format, name=name,
-                          dropped=self.dropped, unanswered=self.unanswered, skipped=skipped)
+                          dropped=self.dropped, unanswered=self.unanswered, skipped=skipped,
+                          skipped_lines=list(skipped_lines or []))
 
 
 def unique_calls(blocks: list[Block]) -> tuple[list[Block], int]:

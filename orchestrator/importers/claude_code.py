@@ -18,7 +18,17 @@ from ...session.records import Block, Opaque, Text, Thinking, ToolResult, ToolUs
 from .builder import Steps, bump, unique_calls
 from .content import placeholder
 from .lines import read_lines
-from .model import NO_RESULT, AssistantStep, RewindStep, Step, ToolStep, Trajectory, UserStep
+from .model import (
+    NO_RESULT,
+    AssistantStep,
+    RewindStep,
+    SkippedLine,
+    Step,
+    ToolStep,
+    Trajectory,
+    TrajectoryFormatError,
+    UserStep,
+)
 
 KINDS = {"user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation",
          "last-prompt", "progress", "attachment"}
@@ -303,14 +313,16 @@ def load_claude_code(path: str | Path, *, subagents: bool = True) -> Trajectory:
     imported too.
 
     Raises:
-        TrajectoryFormatError: a line that is not a JSON object (a torn last line is skipped).
+        TrajectoryFormatError: no line of the file holds a JSON object (lines that hold none are
+            otherwise skipped and listed in ``skipped_lines``; a line holding several is split).
     """
     path = Path(path)
     skipped: dict[str, int] = {}
     main: list[tuple[int, dict[str, Any]]] = []
     sidechains: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     session: str | None = None
-    all_lines = list(read_lines(path))
+    read = read_lines(path)
+    all_lines = read.objects
     conversation = [o for _n, o in all_lines if o.get("type") in ("user", "assistant")]
     whole_file_is_sidechain = bool(conversation) and all(o.get("isSidechain") for o in conversation)
     for i, (_n, obj) in enumerate(all_lines):
@@ -333,7 +345,8 @@ def load_claude_code(path: str | Path, *, subagents: bool = True) -> Trajectory:
     if whole_file_is_sidechain:
         name = next((o.get("agentId") for o in conversation if o.get("agentId")), session)
     trajectory = Trajectory(system=None, steps=steps, source_format="claude-code", name=name,
-                            dropped=tree.dropped, unanswered=tree.unanswered, skipped=skipped)
+                            dropped=tree.dropped, unanswered=tree.unanswered, skipped=skipped,
+                            skipped_lines=list(read.skipped))
     children: dict[str, Trajectory] = {}
     for agent, lines in sidechains.items():
         sub = _ClaudeTree(lines)
@@ -342,7 +355,12 @@ def load_claude_code(path: str | Path, *, subagents: bool = True) -> Trajectory:
     if subagents:
         for agent, file in _subagent_files(path, tree.agent_calls):
             if agent not in children:
-                children[agent] = load_claude_code(file, subagents=False)
+                try:
+                    children[agent] = load_claude_code(file, subagents=False)
+                except TrajectoryFormatError as err:  # one unreadable subagent file does not cost the session
+                    trajectory.skipped_lines.append(
+                        SkippedLine(path=err.path, line=0, reason=f"subagent file left out: {err.reason}"))
+                    continue
                 children[agent].name = agent
     for agent, child in children.items():
         child.parent_call = tree.agent_calls.get(agent)

@@ -60,7 +60,8 @@ def load_codex(path: str | Path) -> Trajectory:
     """Import a Codex CLI rollout: ``response_item`` lines, with ``event_msg`` only for usage.
 
     Raises:
-        TrajectoryFormatError: a line that is not JSON (a torn last line is skipped).
+        TrajectoryFormatError: no line of the file holds a JSON object (lines that hold none are
+            otherwise skipped and listed in ``skipped_lines``; a line holding several is split).
     """
     path = Path(path)
     b = Linear()
@@ -78,7 +79,8 @@ def load_codex(path: str | Path) -> Trajectory:
             b.assistant(group, stop_reason="tool_use" if calls else "end_turn", model=model, usage=usage)
         group, group_open = [], False
 
-    for _number, line in read_lines(path):
+    lines = read_lines(path)
+    for _number, line in lines.objects:
         kind, payload = line.get("type"), line.get("payload")
         if not isinstance(payload, dict):
             bump(skipped, str(kind))
@@ -162,4 +164,5 @@ def load_codex(path: str | Path) -> Trajectory:
         else:
             bump(skipped, f"response_item:{item}")
     close_group()
-    return b.finish(system=system, source_format="codex", name=name, skipped=skipped)
+    return b.finish(system=system, source_format="codex", name=name, skipped=skipped,
+                    skipped_lines=lines.skipped)

@@ -1,7 +1,9 @@
 """Which format a file is in, and loading it: the one entry point most callers need.
 
-Detection reads only a file's extension and the keys of its first lines, so a file is named by
-what it holds, not by where it came from; each format module owns its own signature.
+Detection reads only a file's extension and the keys of its first JSON values, so a file is named
+by what it holds, not by where it came from; each format module owns its own signature. Lines that
+hold no JSON are passed over here as the loaders pass over them, and several values on one line are
+each looked at.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Callable
 from . import claude_code, codex, neutral
 from .claude_code import load_claude_code
 from .codex import load_codex
+from .lines import split_values
 from .model import Trajectory, TrajectoryFormatError
 from .neutral import load_neutral
 from .openai_messages import is_openai_messages, load_openai_messages
@@ -68,22 +71,21 @@ def detect_format(path: str | Path) -> str:
         if path.suffix.lower() == ".json":
             raise TrajectoryFormatError(
                 path, "a .json file that is neither a list of chat messages nor {\"messages\": [...]}")
-    seen = 0
-    for number, line in enumerate(raw.split(b"\n"), 1):
+    seen = 0  # JSON values read; lines that hold none are passed over, as the loaders skip them
+    for line in raw.split(b"\n"):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            if seen == 0:
-                raise TrajectoryFormatError(path, "not JSON lines: the first line does not parse", line=number) from None
-            continue  # a torn line further on: the loader will judge it
-        seen += 1
-        found = _sniff(obj)
-        if found:
-            return found
+        for value in split_values(line)[0]:
+            seen += 1
+            found = _sniff(value)
+            if found:
+                return found
+            if seen >= 50:
+                break
         if seen >= 50:
             break
+    if seen == 0:
+        raise TrajectoryFormatError(path, "not JSON lines: no line of the file parses as JSON")
     raise TrajectoryFormatError(
         path, f"no line matches a known recording format ({', '.join(FORMATS)}) in the first {seen} lines")
 

@@ -4,7 +4,7 @@ It lives apart from the readers so that the replay driver, the invariant check a
 depend on one small definition, and on nothing that reads files.
 
 ``Trajectory(system, steps, source_format, name, children, parent_call, dropped, unanswered,
-skipped)``
+skipped, skipped_lines)``
 
 * ``system`` -- the system prompt, or ``None``.
 * ``steps`` -- a list of :data:`Step`, a tagged union (tag field ``kind``):
@@ -24,6 +24,8 @@ skipped)``
 * ``dropped`` -- tool results with no call to answer (or a second answer to one call), and repeated
   call ids within one message, left out; ``unanswered`` -- calls given :data:`NO_RESULT`;
   ``skipped`` -- counts of record kinds read past, by kind.
+* ``skipped_lines`` -- every line (or tail of a line) of the file that held no JSON object and was
+  left out, as :class:`SkippedLine`; a child read from its own file carries its own.
 """
 
 from __future__ import annotations
@@ -74,6 +76,22 @@ class RewindStep(_Step, tag="rewind"):
 Step = Union[UserStep, AssistantStep, ToolStep, RewindStep]
 
 
+class SkippedLine(msgspec.Struct, frozen=True, kw_only=True):
+    """A line of a recording that gave nothing to import, so that a report can name it.
+
+    ``line`` is 1-based, or ``0`` for a whole file left out (a subagent file with nothing to import);
+    ``path`` is the file as it was given to the importer (a subagent's own file for a child read
+    from one); ``reason`` is one short phrase, for example ``"not JSON"``.
+    """
+
+    path: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
 class Trajectory(msgspec.Struct, kw_only=True):
     """One recorded session, provider-neutral; see the module docstring."""
 
@@ -86,6 +104,7 @@ class Trajectory(msgspec.Struct, kw_only=True):
     dropped: int = 0
     unanswered: int = 0
     skipped: dict[str, int] = {}
+    skipped_lines: list[SkippedLine] = []
 
 
 class TrajectoryFormatError(ValueError):
@@ -97,3 +116,14 @@ class TrajectoryFormatError(ValueError):
         self.line = line
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {reason}")
+
+
+def every_skipped_line(trajectory: Trajectory) -> list[SkippedLine]:
+    """The skipped lines of ``trajectory`` and of its children, each file's once, in reading order."""
+    out: list[SkippedLine] = []
+    stack = [trajectory]
+    while stack:
+        t = stack.pop()
+        out.extend(t.skipped_lines)
+        stack.extend(reversed(t.children))
+    return out

@@ -27,13 +27,16 @@ def load_neutral(path: str | Path) -> Trajectory:
     """Import the neutral JSONL of ``data/trajectories`` (``role``/``text``/``tool_calls``/``tool_call_id``).
 
     Raises:
-        TrajectoryFormatError: a line without a known ``role`` or with a non-string ``text``.
+        TrajectoryFormatError: a line without a known ``role`` or with a non-string ``text``, or a
+            file in which no line holds a JSON object (lines that hold none are otherwise skipped
+            and listed in ``skipped_lines``).
     """
     path = Path(path)
     b = Linear()
     system: str | None = None
     skipped: dict[str, int] = {}
-    for number, obj in read_lines(path):
+    lines = read_lines(path)
+    for number, obj in lines.objects:
         role, text = obj.get("role"), obj.get("text")
         if not isinstance(role, str) or role not in ROLES or not isinstance(text, str):
             raise TrajectoryFormatError(path, "not a neutral line: wants a role and a string text", line=number)
@@ -52,4 +55,5 @@ def load_neutral(path: str | Path) -> Trajectory:
             b.assistant(blocks, stop_reason="tool_use" if obj.get("tool_calls") else "end_turn")
         else:
             b.result(str(obj.get("tool_call_id")), text)
-    return b.finish(system=system, source_format="neutral", name=path.stem, skipped=skipped)
+    return b.finish(system=system, source_format="neutral", name=path.stem, skipped=skipped,
+                    skipped_lines=lines.skipped)
