@@ -3,6 +3,14 @@
 Codex records most things twice (the model-visible item and a UI event); reading one stream for
 content and the other only for usage and response boundaries is what keeps a replay from sending
 every message twice.
+
+Two layouts are read. Since CLI 0.40 or so every line is an envelope, ``{"timestamp", "type",
+"payload"}``. Before it (the Rust CLI up to about 0.3x, summer 2025) the first line is a bare header
+``{"id", "timestamp", "instructions", "git"?}``, the model-visible items follow bare (``{"type":
+"message", ...}``, ``{"type": "function_call", ...}``), and ``{"record_type": "state"}`` lines are the
+recorder's bookkeeping. An older line is read as the envelope it would have been (:func:`_unwrap`),
+so both layouts go through one mapping and give the same steps for the same items; the older one
+simply has no model name and no usage, which it never recorded.
 """
 
 from __future__ import annotations
@@ -20,14 +28,48 @@ from .model import Trajectory
 KINDS = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
 OUTPUTS = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+ITEMS = {"message", "reasoning", "web_search_call", "image_generation_call"} | CALLS | OUTPUTS
 
 
 def looks_like(obj: Any) -> bool:
-    """Whether one parsed line has the rollout signature: a known ``type`` and an object ``payload``."""
+    """Whether one parsed line has a rollout signature, of either layout.
+
+    The envelope: a known ``type`` and an object ``payload``. The older layout: its header (no
+    ``type``, a string ``id``, an ``instructions`` key), a ``{"record_type": "state"}`` line, or a
+    bare item of a known type (a message with a ``role`` and a ``content`` list).
+    """
     if not isinstance(obj, dict):
         return False
     kind = obj.get("type")
-    return isinstance(kind, str) and kind in KINDS and isinstance(obj.get("payload"), dict)
+    if not isinstance(kind, str):
+        return _is_old_header(obj) or obj.get("record_type") == "state"
+    if kind in KINDS:
+        return isinstance(obj.get("payload"), dict)
+    if kind == "message":
+        return isinstance(obj.get("role"), str) and isinstance(obj.get("content"), list)
+    return kind in ITEMS and "payload" not in obj
+
+
+def _is_old_header(obj: dict[str, Any]) -> bool:
+    return "type" not in obj and isinstance(obj.get("id"), str) and "instructions" in obj
+
+
+def _unwrap(line: dict[str, Any]) -> tuple[Any, Any]:
+    """The line as ``(type, payload)`` of the envelope layout, whichever layout wrote it.
+
+    A ``record_type`` line comes back as the kind ``record_type:<its value>`` with no payload, to
+    be skipped and counted; the old header as ``session_meta``; a bare item as ``response_item``.
+    """
+    if "payload" in line:
+        return line.get("type"), line.get("payload")
+    if "record_type" in line:
+        return f"record_type:{line['record_type']}", None
+    if _is_old_header(line):
+        return "session_meta", line
+    kind = line.get("type")
+    if isinstance(kind, str) and kind not in KINDS:
+        return "response_item", line
+    return kind, None
 
 
 def _output(output: Any) -> tuple[str, bool]:
@@ -59,6 +101,8 @@ def _usage(info: Any) -> Usage | None:
 def load_codex(path: str | Path) -> Trajectory:
     """Import a Codex CLI rollout: ``response_item`` lines, with ``event_msg`` only for usage.
 
+    The older layout (a bare header, bare items, ``record_type`` lines) is read as well.
+
     Raises:
         TrajectoryFormatError: no line of the file holds a JSON object (lines that hold none are
             otherwise skipped and listed in ``skipped_lines``; a line holding several is split).
@@ -81,7 +125,7 @@ def load_codex(path: str | Path) -> Trajectory:
 
     lines = read_lines(path)
     for _number, line in lines.objects:
-        kind, payload = line.get("type"), line.get("payload")
+        kind, payload = _unwrap(line)
         if not isinstance(payload, dict):
             bump(skipped, str(kind))
             continue

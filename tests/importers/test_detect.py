@@ -8,7 +8,7 @@ import pytest
 
 from mnemon.orchestrator.importers import FORMATS, TrajectoryFormatError, detect_format, load
 
-from .texts import CLAUDE, CLAUDE_GLUED, CODEX, CODEX_OLD, DEV, OPENAI, SAMPLES
+from .texts import CLAUDE, CLAUDE_GLUED, CODEX, CODEX_BARE, CODEX_OLD, DEV, OPENAI, SAMPLES
 
 
 @pytest.mark.parametrize(("path", "expected"), [
@@ -16,6 +16,7 @@ from .texts import CLAUDE, CLAUDE_GLUED, CODEX, CODEX_OLD, DEV, OPENAI, SAMPLES
     (CLAUDE.with_suffix("") / "subagents" / "agent-a7f3c21.jsonl", "claude-code"),
     (CODEX, "codex"),
     (CODEX_OLD, "codex"),
+    (CODEX_BARE, "codex"),
     (CLAUDE_GLUED, "claude-code"),
     (OPENAI, "openai-messages"),
     (DEV / "mini-gemini3pro__sympy__sympy-13091.jsonl", "neutral"),
@@ -27,7 +28,7 @@ def test_samples(path, expected):
 
 
 def test_every_sample_is_covered():
-    assert len(list(SAMPLES.rglob("*.json*"))) == 6
+    assert len(list(SAMPLES.rglob("*.json*"))) == 7
     assert set(FORMATS) == {"neutral", "claude-code", "codex", "openai-messages"}
 
 

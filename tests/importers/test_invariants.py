@@ -20,6 +20,7 @@ from mnemon.orchestrator.importers import (
     UserStep,
     check_invariants,
     load_claude_code,
+    load_codex,
     load_neutral,
 )
 from mnemon.session.records import Text, ToolResult, ToolUse
@@ -158,6 +159,44 @@ def test_gluing_claude_code_lines_together_changes_nothing(nodes, glue):
     glued = _loaded(load, rows, glue)
     assert glued.skipped_lines == []
     _same(glued, _loaded(load, rows))
+
+
+ITEM = st.one_of(
+    st.tuples(st.just("user"), st.text(max_size=5)),
+    st.tuples(st.just("assistant"), st.text(max_size=5)),
+    st.tuples(st.just("reasoning"), st.text(max_size=5)),
+    st.tuples(st.just("call"), IDS),
+    st.tuples(st.just("output"), IDS),
+    st.tuples(st.just("state"), st.none()),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=5)), st.lists(ITEM, max_size=25))
+def test_a_codex_rollout_before_the_envelope_imports_as_its_enveloped_equivalent(instructions, items):
+    """The older layout (bare header, bare items, state lines) and the envelope give the same steps."""
+    header = {"id": "sess", "timestamp": "2025-08-18T10:12:31.406Z", "instructions": instructions}
+    bare, wrapped = [header], [{"timestamp": "t", "type": "session_meta", "payload": header}]
+    for n, (kind, arg) in enumerate(items):
+        if kind == "state":
+            bare.append({"record_type": "state"})
+            continue
+        if kind in ("user", "assistant"):
+            part = "output_text" if kind == "assistant" else "input_text"
+            item = {"type": "message", "role": kind, "content": [{"type": part, "text": arg}]}
+        elif kind == "reasoning":
+            item = {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": arg}],
+                    "encrypted_content": "gAAAA"}
+        elif kind == "call":
+            item = {"type": "function_call", "name": "shell", "arguments": json.dumps({"n": n}), "call_id": arg}
+        else:
+            item = {"type": "function_call_output", "call_id": arg, "output": f"out {n}"}
+        bare.append(item)
+        wrapped.append({"timestamp": "t", "type": "response_item", "payload": item})
+    old, new = _loaded(load_codex, bare), _loaded(load_codex, wrapped)
+    assert (old.system, old.name, old.steps, old.dropped, old.unanswered) == \
+        (new.system, new.name, new.steps, new.dropped, new.unanswered)
+    assert check_invariants(old) == []
 
 
 def _t(*steps):
