@@ -11,6 +11,7 @@ from mnemon.orchestrator.importers import (
     NO_RESULT,
     OPENS_WITH_ASSISTANT,
     RewindStep,
+    SkippedLine,
     Trajectory,
     TrajectoryFormatError,
     UserStep,
@@ -336,15 +337,19 @@ def test_a_long_session_is_not_recursive(tmp_path):
     assert len(t.steps) == 6000 and check_invariants(t) == []
 
 
-def test_a_torn_last_line_is_skipped_a_broken_middle_line_is_not(tmp_path):
+def test_a_torn_last_line_and_a_broken_middle_line_are_skipped_and_named(tmp_path):
     good = json.dumps(U("u1", None, "go")) + "\n"
     torn = tmp_path / "torn.jsonl"
     torn.write_text(good + '{"type":"assistant","uu')
-    assert kinds(load_claude_code(torn)) == ["User"]
+    t = load_claude_code(torn)
+    assert kinds(t) == ["User"]
+    assert t.skipped_lines == [SkippedLine(path=str(torn), line=2,
+                                           reason="the last line is cut short (no newline ends the file)")]
     broken = tmp_path / "broken.jsonl"
-    broken.write_text(good + "{not json\n" + good)
-    with pytest.raises(TrajectoryFormatError, match=r"broken\.jsonl:2: line is not JSON"):
-        load_claude_code(broken)
+    broken.write_text(good + "{not json\n" + json.dumps(A("a1", "u1", text("hi"))) + "\n")
+    t = load_claude_code(broken)
+    assert kinds(t) == ["User", "Assistant"]
+    assert [str(s) for s in t.skipped_lines] == [f"{broken}:2: not JSON"]
 
 
 def test_a_file_with_no_conversation_is_empty_not_an_error(tmp_path):

@@ -15,7 +15,7 @@ from mnemon.orchestrator.importers import (
 )
 from mnemon.session.records import Opaque, Text, Thinking, ToolResult, ToolUse, Usage
 
-from .texts import CODEX, CODEX_OLD, texts, write_jsonl
+from .texts import CODEX, CODEX_BARE, CODEX_OLD, texts, write_jsonl
 
 
 def kinds(t):
@@ -156,3 +156,72 @@ def test_two_responses_split_by_a_token_count(tmp_path):
     assert kinds(t) == ["User", "Assistant", "Assistant"]
     assert t.steps[1].usage == Usage(input_tokens=10, output_tokens=2) and t.steps[2].usage is None
     assert all(isinstance(s, (UserStep, AssistantStep, ToolStep)) for s in t.steps)
+
+
+# --------------------------------------------------------------------------- the older layout (CLI <= 0.3x)
+
+
+def _enveloped(rows):
+    """The same rollout as the envelope layout would have written it: the header as ``session_meta``,
+    each bare item as a ``response_item``, and the recorder's ``record_type`` lines left out."""
+    out = []
+    for r in rows:
+        if "record_type" in r:
+            continue
+        kind = "response_item" if "type" in r else "session_meta"
+        out.append({"timestamp": "2025-08-18T10:12:31.406Z", "type": kind, "payload": r})
+    return out
+
+
+def test_shape_of_a_rollout_from_before_the_envelope():
+    t = load(CODEX_BARE)
+    assert (t.source_format, t.name, t.system) == ("codex", "3b0c9a52-6f1e-4d2a-9c7b-2e8f4a1d5c60", None)
+    assert kinds(t) == ["User", "User", "User", "Assistant", "Tool", "Assistant", "User", "Assistant", "Tool",
+                        "Assistant", "Tool", "Assistant"]
+    assert t.steps[0].text.startswith("<user_instructions>") and t.steps[1].text.startswith("<environment_context>")
+    assert t.steps[2] == UserStep(text="Why does parse() return stale tokens on the second call?")
+    first = t.steps[3]
+    assert first.blocks[0] == Thinking("**Looking for module-level state**\n\nGrep the lexer first.", None)
+    assert isinstance(first.blocks[1], Opaque) and first.blocks[1].block["id"] == "rs_68a2fc1e5b0c8190a1b2c3d4e5f60718"
+    assert first.blocks[2] == ToolUse("call_7Hq2LmN4pR8sT1vX", "shell", {
+        "command": ["bash", "-lc", "rg -n '^_[A-Z]+ = ' src"], "workdir": "/home/dev/parsekit", "timeout_ms": 120000})
+    # nothing in this layout names the model or reports usage
+    assert all((s.model, s.usage) == (None, None) for s in t.steps if isinstance(s, AssistantStep))
+    raw = [json.loads(line) for line in CODEX_BARE.read_text().splitlines()]
+    assert t.steps[4].results == [ToolResult(tool_use_id="call_7Hq2LmN4pR8sT1vX", content=raw[8]["output"])]
+    assert t.steps[11].blocks == [Text("Done: `_BUF` is now created inside `parse()`, and the four parser tests pass.")]
+    assert t.skipped == {"record_type:state": 5} and t.skipped_lines == []
+    assert (t.dropped, t.unanswered) == (0, 0) and check_invariants(t) == []
+
+
+def test_the_older_layout_gives_the_steps_of_its_enveloped_equivalent(tmp_path):
+    rows = [json.loads(line) for line in CODEX_BARE.read_text().splitlines()]
+    bare = load(CODEX_BARE)
+    wrapped = load(write_jsonl(tmp_path / "rollout-wrapped.jsonl", _enveloped(rows)))
+    assert (wrapped.system, wrapped.name, wrapped.steps) == (bare.system, bare.name, bare.steps)
+    assert wrapped.skipped == {}
+
+
+def test_the_older_header_gives_name_and_instructions(tmp_path):
+    t = load(write_jsonl(tmp_path / "r.jsonl", [
+        {"id": "abc", "timestamp": "2025-08-10T12:50:53.445Z", "instructions": "Be brief."},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+        {"record_type": "snapshot", "x": 1},
+        {"type": "ghost_snapshot", "ghost_commit": {"id": "g1"}},
+    ]))
+    assert (t.name, t.system) == ("abc", "Be brief.")
+    assert kinds(t) == ["User", "Assistant"]
+    assert t.skipped == {"record_type:state": 1, "record_type:snapshot": 1, "response_item:ghost_snapshot": 1}
+
+
+def test_an_older_rollout_without_its_header_is_still_detected(tmp_path):
+    path = write_jsonl(tmp_path / "r.jsonl", [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ])
+    t = load(path)
+    assert t.source_format == "codex" and kinds(t) == ["User", "Assistant", "Tool"]
+    assert write_jsonl(tmp_path / "s.jsonl", [{"record_type": "state"}]) and load(tmp_path / "s.jsonl").steps == []

@@ -8,7 +8,7 @@ import pytest
 
 from mnemon.orchestrator.importers import FORMATS, TrajectoryFormatError, detect_format, load
 
-from .texts import CLAUDE, CODEX, CODEX_OLD, DEV, OPENAI, SAMPLES
+from .texts import CLAUDE, CLAUDE_GLUED, CODEX, CODEX_BARE, CODEX_OLD, DEV, OPENAI, SAMPLES
 
 
 @pytest.mark.parametrize(("path", "expected"), [
@@ -16,6 +16,8 @@ from .texts import CLAUDE, CODEX, CODEX_OLD, DEV, OPENAI, SAMPLES
     (CLAUDE.with_suffix("") / "subagents" / "agent-a7f3c21.jsonl", "claude-code"),
     (CODEX, "codex"),
     (CODEX_OLD, "codex"),
+    (CODEX_BARE, "codex"),
+    (CLAUDE_GLUED, "claude-code"),
     (OPENAI, "openai-messages"),
     (DEV / "mini-gemini3pro__sympy__sympy-13091.jsonl", "neutral"),
 ], ids=lambda v: getattr(v, "name", v))
@@ -26,7 +28,7 @@ def test_samples(path, expected):
 
 
 def test_every_sample_is_covered():
-    assert len(list(SAMPLES.rglob("*.json*"))) == 5
+    assert len(list(SAMPLES.rglob("*.json*"))) == 7
     assert set(FORMATS) == {"neutral", "claude-code", "codex", "openai-messages"}
 
 
@@ -43,7 +45,7 @@ def test_claude_code_detected_past_leading_snapshots(tmp_path):
 
 
 @pytest.mark.parametrize(("content", "name", "message"), [
-    ("this is not json\nat all\n", "notes.jsonl", "not JSON lines: the first line does not parse"),
+    ("this is not json\nat all\n", "notes.jsonl", "not JSON lines: no line of the file parses as JSON"),
     ("", "empty.jsonl", "empty file"),
     ("   \n\n", "blank.jsonl", "empty file"),
     ('{"hello": "world"}\n{"n": 1}\n', "other.jsonl", "no line matches a known recording format"),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import tempfile
+from pathlib import Path
+
+import msgspec
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,7 @@ from mnemon.orchestrator.importers import (
     UserStep,
     check_invariants,
     load_claude_code,
+    load_codex,
     load_neutral,
 )
 from mnemon.session.records import Text, ToolResult, ToolUse
@@ -33,11 +36,31 @@ EVENT = st.one_of(
 )
 
 
-def _write(rows) -> Path:
+def _write(rows, glue=()) -> Path:
+    """Rows as JSON lines; ``glue[i]``, when given and not ``None``, replaces the newline after row ``i``
+    (``""`` glues two rows onto one line, as a record appended without its newline does)."""
     handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8")
     with handle:
-        handle.write("".join(json.dumps(r) + "\n" for r in rows))
+        for i, r in enumerate(rows):
+            end = glue[i] if i < len(glue) and glue[i] is not None and i < len(rows) - 1 else "\n"
+            handle.write(json.dumps(r) + end)
     return Path(handle.name)
+
+
+def _loaded(load, rows, glue=()) -> Trajectory:
+    path = _write(rows, glue)
+    try:
+        return load(path)
+    finally:
+        path.unlink()
+
+
+GLUE = st.lists(st.one_of(st.none(), st.sampled_from(["", " ", "\t ", "  "])), max_size=40)
+
+
+def _same(a: Trajectory, b: Trajectory) -> None:
+    a.name = b.name = None  # the file stem of two temporary files
+    assert msgspec.json.encode(a) == msgspec.json.encode(b)
 
 
 @settings(max_examples=150, deadline=None)
@@ -105,6 +128,75 @@ def test_claude_code_random_trees(nodes):
     # the last prompt's branch is the one left standing: it is emitted last, with no rewind after it
     tail = [s for s in t.steps if isinstance(s, UserStep)][-1]
     assert not any(isinstance(s, RewindStep) for s in t.steps[t.steps.index(tail):])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(EVENT, min_size=1, max_size=20), GLUE)
+def test_gluing_neutral_lines_together_changes_nothing(events, glue):
+    """Lines written with no newline between them (or only spaces) import as the unglued file does."""
+    rows = [{"role": kind, "text": str(arg)} if kind != "tool" else {"role": "tool", "text": "out", "tool_call_id": arg}
+            for kind, arg in events]
+    glued = _loaded(load_neutral, rows, glue)
+    assert glued.skipped_lines == []
+    _same(glued, _loaded(load_neutral, rows))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1000), st.booleans()), min_size=1, max_size=12), GLUE)
+def test_gluing_claude_code_lines_together_changes_nothing(nodes, glue):
+    rows, parent = [{"type": "summary", "summary": "title", "leafUuid": "a0"}], None
+    for k, (pick, with_call) in enumerate(nodes):
+        rows.append({"type": "user", "uuid": f"u{k}", "parentUuid": parent if pick % 3 else None, "sessionId": "s",
+                     "message": {"role": "user", "content": f"prompt {k}"}})
+        content = [{"type": "text", "text": f"reply {k}"}]
+        if with_call:
+            content.append({"type": "tool_use", "id": f"t{k}", "name": "Bash", "input": {"k": k}})
+        rows.append({"type": "assistant", "uuid": f"a{k}", "parentUuid": f"u{k}", "sessionId": "s",
+                     "message": {"id": f"m{k}", "role": "assistant", "content": content, "stop_reason": None}})
+        parent = f"a{k}"
+    def load(path):
+        return load_claude_code(path, subagents=False)
+    glued = _loaded(load, rows, glue)
+    assert glued.skipped_lines == []
+    _same(glued, _loaded(load, rows))
+
+
+ITEM = st.one_of(
+    st.tuples(st.just("user"), st.text(max_size=5)),
+    st.tuples(st.just("assistant"), st.text(max_size=5)),
+    st.tuples(st.just("reasoning"), st.text(max_size=5)),
+    st.tuples(st.just("call"), IDS),
+    st.tuples(st.just("output"), IDS),
+    st.tuples(st.just("state"), st.none()),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=5)), st.lists(ITEM, max_size=25))
+def test_a_codex_rollout_before_the_envelope_imports_as_its_enveloped_equivalent(instructions, items):
+    """The older layout (bare header, bare items, state lines) and the envelope give the same steps."""
+    header = {"id": "sess", "timestamp": "2025-08-18T10:12:31.406Z", "instructions": instructions}
+    bare, wrapped = [header], [{"timestamp": "t", "type": "session_meta", "payload": header}]
+    for n, (kind, arg) in enumerate(items):
+        if kind == "state":
+            bare.append({"record_type": "state"})
+            continue
+        if kind in ("user", "assistant"):
+            part = "output_text" if kind == "assistant" else "input_text"
+            item = {"type": "message", "role": kind, "content": [{"type": part, "text": arg}]}
+        elif kind == "reasoning":
+            item = {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": arg}],
+                    "encrypted_content": "gAAAA"}
+        elif kind == "call":
+            item = {"type": "function_call", "name": "shell", "arguments": json.dumps({"n": n}), "call_id": arg}
+        else:
+            item = {"type": "function_call_output", "call_id": arg, "output": f"out {n}"}
+        bare.append(item)
+        wrapped.append({"timestamp": "t", "type": "response_item", "payload": item})
+    old, new = _loaded(load_codex, bare), _loaded(load_codex, wrapped)
+    assert (old.system, old.name, old.steps, old.dropped, old.unanswered) == \
+        (new.system, new.name, new.steps, new.dropped, new.unanswered)
+    assert check_invariants(old) == []
 
 
 def _t(*steps):

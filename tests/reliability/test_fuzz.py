@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnemon.orchestrator.importers import TrajectoryFormatError, load
+from mnemon.orchestrator.importers import TrajectoryFormatError, check_invariants, every_skipped_line, load
 from mnemon.providers import anthropic, openai
 from mnemon.providers.errors import ProviderError
 from mnemon.providers.sse import SSEDecoder
@@ -178,6 +178,33 @@ def test_importers_refuse_kinds_that_are_not_strings(tmp_path, row, fmt):
         load(path, fmt)
     except TrajectoryFormatError as e:
         assert str(e)
+
+
+LINE_SAMPLES = sorted(p for p in SAMPLES.rglob("*.jsonl") if "subagents" not in p.parts)
+
+
+@FAST
+@given(st.sampled_from(LINE_SAMPLES), st.randoms(use_true_random=False), st.sampled_from(["auto", "claude-code",
+                                                                                         "codex", "neutral"]))
+def test_importers_recover_from_damaged_lines(tmp_path, sample, rnd, fmt):
+    """A sample with lines mutated, glued together or dropped mid-way: it is refused in one named line,
+    or imported keeping the guarantees, every skipped line named by a real line number."""
+    lines = sample.read_bytes().split(b"\n")
+    out = b""
+    for line in lines:
+        if rnd.random() < 0.2:
+            line = _mutate(line, rnd)
+        out += line + (b"" if rnd.random() < 0.15 else b"\n")
+    path = tmp_path / sample.name
+    path.write_bytes(out)
+    try:
+        t = load(path, fmt)
+    except TrajectoryFormatError as e:
+        assert str(e) and "\n" not in str(e)
+        return
+    assert check_invariants(t) == []
+    count = out.count(b"\n") + 1
+    assert all(1 <= s.line <= count and s.reason for s in every_skipped_line(t))
 
 
 @FAST
