@@ -45,6 +45,7 @@ from .constants import BLOCK_LISTED_BYTES
 from .errors import SessionError
 from .log import TornTail, digest, find_torn_tail
 from .records import DECODE_ERRORS, decode, encode
+from .turn import ORIGIN_OF, ORIGINS, ROLE_OF, ROLES, STATE_OF, STATES, loci_equal
 
 if TYPE_CHECKING:  # the table module (and its import cost) is needed only to fold or restore
     from .context import Context, Turn
@@ -60,11 +61,6 @@ CHECK_BLOCK = 1 << 20
 MIN_BYTES = 1 << 20
 """Logs shorter than this get no checkpoint: their fold takes a few milliseconds, less than
 writing and verifying one (and small fixtures stay as they are)."""
-
-ROLES = ("user", "assistant")
-STATES = ("resident", "evicted", "withdrawn")
-ORIGINS = ("own", "inherited")
-
 
 def path_for(log: Path) -> Path:
     """``agents/<id>/record.jsonl`` → ``agents/<id>/record.jsonl.fold``."""
@@ -144,8 +140,6 @@ def _index_rows(cols, spans: list, big: dict[int, list], base: "Table | None" = 
     A table restored from the checkpoint ``base`` copies the printed rows of the turns that did
     not change since (``_reusable``), rewriting in place the residue span of those whose
     outermost residue was swallowed by a newer one; only the other rows are encoded."""
-    from .columns import _ORIGIN_OF, _ROLE_OF, _STATE_OF
-
     enc = msgspec.json.Encoder()
     ids, weights, meta, srcs, under, swept = cols.ids, cols.weights, cols.meta, cols.srcs, \
         cols.under, cols.swept
@@ -191,14 +185,14 @@ def _index_rows(cols, spans: list, big: dict[int, list], base: "Table | None" = 
             continue
         else:
             m = meta[i]
-            st = _STATE_OF[m]
+            st = STATE_OF[m]
             u = under[i]
             label = text[loff[i]:loff[i + 1]] if ascii_ else \
                 blob[loff[i]:loff[i + 1]].decode("utf-8", "surrogatepass")
             row: dict[str, Any] = {
-                "id": ids[i], "role": _ROLE_OF[m], "label": label, "bytes": weights[i],
+                "id": ids[i], "role": ROLE_OF[m], "label": label, "bytes": weights[i],
                 "held": "swept" if st == "resident" and swept.get(i) else st,
-                "residue": spans[u] if u >= 0 else None, "origin": _ORIGIN_OF[m],
+                "residue": spans[u] if u >= 0 else None, "origin": ORIGIN_OF[m],
                 "source": sources[srcs[i]]}
             if st == "resident" and i in big:
                 row["blocks"] = [{"block": a, "bytes": b} for a, b in big[i]]
@@ -319,7 +313,7 @@ def big_blocks(ctx: "Context", sources) -> dict[int, list]:
     BLOCK_LISTED_BYTES with a block that large — the index's optional ``blocks``. A table that
     keeps loci only reads those turns' records through ``sources`` (one open file per source,
     in turn order, each record digest-checked); a turn whose file cannot be read lists none."""
-    from .context import turn_blocks
+    from .blocks import turn_blocks
 
     out: dict[int, list] = {}
     files: dict[str, Any] = {}
@@ -572,14 +566,6 @@ class Loci(tuple):
 
     def __repr__(self) -> str:
         return repr(list(self))
-
-
-def loci_equal(a, other: object):
-    """Both views of loci (this module's and ``columns.Loci``) equal a list, a tuple or a view
-    of their own kind holding the same ``(offset, length, digest)`` triples."""
-    if isinstance(other, (list, tuple, type(a))):
-        return len(a) == len(other) and all(tuple(x) == tuple(y) for x, y in zip(a, other))
-    return NotImplemented
 
 
 class Row:
