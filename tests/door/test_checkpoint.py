@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import mnemon.session.checkpoint as checkpoint
+import mnemon.session.checkpoint.layout as layout
 from mnemon.lineage.fork import fork
 from mnemon.lineage.runroot import create_run_root, make_loader
 from mnemon.session.door import Door
@@ -35,7 +36,7 @@ PATTERNS = ["p", "out", r"a\d", ".", "needle", "^t", "more$"]
 
 @pytest.fixture(autouse=True)
 def always(monkeypatch):
-    monkeypatch.setattr(checkpoint, "MIN_BYTES", 0)
+    monkeypatch.setattr(layout, "MIN_BYTES", 0)
 
 
 def play(log, ops) -> None:
@@ -246,7 +247,7 @@ def test_context_from_the_checkpoint_is_the_full_fold(tmp_path_factory, ops, mor
 def test_the_printed_index_comes_in_pieces_of_a_block(run_root, monkeypatch):
     """``transcript index --json`` copies the checkpoint's printed rows a block at a time (each
     block's mapped pages dropped once taken), and the pieces are the rows a full fold prints."""
-    monkeypatch.setattr(checkpoint, "CHECK_BLOCK", 256)
+    monkeypatch.setattr(layout, "CHECK_BLOCK", 256)
     log = new_agent(run_root, "a1")
     for i in range(40):
         tool_turn(log, f"t{i} needle", "ls", f"out {i}")
