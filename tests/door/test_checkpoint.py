@@ -178,6 +178,32 @@ def test_a_checkpoint_is_no_source_of_truth(run_root, capsys):
     assert not fold.exists()
 
 
+def test_a_resume_over_a_record_edited_in_place_is_the_full_fold(run_root):
+    """A resume reopens as every reader does (``checkpoint.reopen``): a resident record edited
+    in place under an intact key fails the checkpoint's path (its locus digest), and the table
+    is the fold of the file as it is — what a resume without a checkpoint gives."""
+    from mnemon.session.agentlog import AgentLog
+
+    log = new_agent(run_root, "a1")
+    for i in range(5):
+        tool_turn(log, f"t{i}", "ls", f"out {i}")
+    log.close(checkpoint=True)
+    src = "agents/a1/record.jsonl"
+    path = run_root / src
+    assert checkpoint.path_for(path).is_file()
+    data = bytearray(path.read_bytes())
+    at = data.index(b"out 2")
+    data[at:at + 5] = b"OUT 2"  # same length, first and last records intact: the key matches
+    path.write_bytes(bytes(data))
+    checkpoint.load(path, src).close()
+    want, _ = fold_file(path, src, loader=make_loader(run_root))
+    resumed, _ = AgentLog.resume(path, src, loader=make_loader(run_root))
+    assert resumed.ctx.records_folded == want.records_folded + 1  # + SessionResumed
+    got, _ = fold_file(path, src, loader=make_loader(run_root))
+    assert resumed.ctx == got
+    resumed.close()
+
+
 @SETTINGS
 @given(ops=OPS, more=OPS, damage=st.sampled_from(["none", "missing", "corrupt", "appended"]),
        at=st.integers(0, 10 ** 9), forked=st.booleans())
