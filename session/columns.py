@@ -22,16 +22,14 @@ import itertools
 from array import array
 from typing import Any, Iterator
 
-from .turn import (
+from .turn import NO_SWEEPS, ResidueEntry, Turn
+from .vocab import (
     META_ORIGIN,
     META_ROLE,
     META_STATE,
-    NO_SWEEPS,
     ORIGIN_OF,
     ROLE_OF,
     STATE_OF,
-    ResidueEntry,
-    Turn,
     loci_equal,
     meta_of,
 )

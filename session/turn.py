@@ -1,4 +1,4 @@
-"""What the context table is made of: the turn, the residue entry, and their vocabulary.
+"""What the context table is made of: the turn and the residue entry.
 
 The lowest layer of the table, shared by everything above it — the fold (``session.context``),
 the columns (``session.columns``), rendering (``session.render``), eviction, the door and the
@@ -6,13 +6,10 @@ checkpoint — and importing none of them, so that each of those can import it a
 another to know what a row is.
 
 * ``Turn`` — one turn of the table, *Here* (its records in memory) or *There* (a Pointer and a
-  departure);
+  departure); its role, state and origin take the values ``session.vocab`` names;
 * ``ResidueEntry`` — what an eviction leaves in the table, nested by containment;
-* the row vocabulary — ``ROLES``, ``STATES``, ``ORIGINS`` and their packing in one byte, the
-  ``meta`` column of the columns and of the checkpoint file (docs/format.md: role in bit 0,
-  state in bits 1–2, origin in bit 3 — part of that file's format, so the order of each tuple
-  is fixed);
-* a turn's label (``clip_label``) and the labels a residue keeps (``newest_labels``).
+* a turn's label (``clip_label``) and the labels a residue keeps (``newest_labels``);
+* ``Loader``, how a turn that lies in another file is read through its Pointer.
 """
 
 from __future__ import annotations
@@ -29,18 +26,6 @@ from .records import Locus, Pointer, Record, Residue
 
 Loader = Callable[[Pointer], list[Record]]
 """Loads an inherited turn's records through its Pointer (digest-checked)."""
-
-ROLES = ("user", "assistant")
-STATES = ("resident", "evicted", "withdrawn")
-ORIGINS = ("own", "inherited")
-
-META_ROLE = {r: i for i, r in enumerate(ROLES)}
-META_STATE = {s: i << 1 for i, s in enumerate(STATES)}
-META_ORIGIN = {o: i << 3 for i, o in enumerate(ORIGINS)}
-ROLE_OF = [ROLES[m & 1] for m in range(16)]
-"""A meta byte's role, state and origin, by the byte's value (a list: one index, no arithmetic)."""
-STATE_OF = [(*STATES, "?")[(m >> 1) & 3] for m in range(16)]
-ORIGIN_OF = [ORIGINS[(m >> 3) & 1] for m in range(16)]
 
 
 def clip_label(text: str) -> str:
@@ -96,20 +81,6 @@ class Turn(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         return isinstance(other, Turn) and self._key() == other._key()
 
     __hash__ = None  # type: ignore[assignment]
-
-
-def meta_of(t: Turn) -> int:
-    """Role, state and origin packed in one byte (the ``meta`` column)."""
-    return META_ROLE[t.role] | META_STATE[t.state] | META_ORIGIN[t.origin]
-
-
-def loci_equal(a, other: object):
-    """A view of loci read from columns (``columns.Loci``, ``checkpoint.table.Loci``) equals a
-    list, a tuple or a view of its own kind holding the same ``(offset, length, digest)``
-    triples."""
-    if isinstance(other, (list, tuple, type(a))):
-        return len(a) == len(other) and all(tuple(x) == tuple(y) for x, y in zip(a, other))
-    return NotImplemented
 
 
 @dataclass(slots=True)
@@ -171,5 +142,5 @@ def newest_labels(items: "Iterator[Turn | ResidueEntry] | list[Turn | ResidueEnt
 
 FrontierItem = "Turn | ResidueEntry"
 
-__all__ = ["Turn", "ResidueEntry", "Loader", "ROLES", "STATES", "ORIGINS", "meta_of",
-           "loci_equal", "clip_label", "newest_labels", "LABELS_LISTED", "NO_SWEEPS"]
+__all__ = ["Turn", "ResidueEntry", "Loader", "clip_label", "newest_labels", "LABELS_LISTED",
+           "NO_SWEEPS"]

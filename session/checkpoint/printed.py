@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..turn import ORIGIN_OF, ROLE_OF, STATE_OF
+from ..vocab import ORIGIN_OF, ROLE_OF, STATE_OF
 from .layout import Stale
 
 if TYPE_CHECKING:

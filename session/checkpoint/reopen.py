@@ -20,29 +20,27 @@ fold of the log. ``mnemon verify`` never comes here: it refolds every log.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from ..errors import SessionError
 from ..log import TornTail, find_torn_tail
 from . import layout
-from .layout import Key, Stale
+from .layout import Stale
 from .table import Table, load
 
 if TYPE_CHECKING:
     from ..context import Context
-
-
-class Reopened(NamedTuple):
-    table: "Table | Context"  # a ``Table`` only when ``as_is`` asked for one
-    key: Key | None  # what a checkpoint of the table is keyed by (None: nothing folded)
-    torn: TornTail | None  # the torn tail left in place, if any (read-only: never moved)
+    from .layout import Key
 
 
 def reopen(log: Path, source: str, *, loader=None, lazy: bool = False, as_is: bool = False,
-           rebuild: bool = False, display: str | None = None) -> Reopened:
+           rebuild: bool = False, display: str | None = None
+           ) -> tuple[Table | Context, Key | None, TornTail | None]:
     """The table of ``log`` (``source``: its path relative to the run root): from its
     checkpoint when one describes the log — caught up with the lines appended since — else the
-    fold of every complete line. Never writes.
+    fold of every complete line. Never writes. Returns ``(table, key, torn)``: the table (a
+    ``Table`` only when ``as_is`` asks for one), what a checkpoint of it is keyed by (None:
+    nothing was folded), and the torn tail left in place, if any.
 
     ``lazy``: the structural table (what the door reads), else the whole table (every resident
     turn's records loaded, inherited ones through ``loader``). ``as_is``: a checkpoint that
@@ -60,7 +58,7 @@ def reopen(log: Path, source: str, *, loader=None, lazy: bool = False, as_is: bo
         except Stale:
             table = None
     if table is not None and as_is and size == table.key.end:
-        return Reopened(table, table.key, torn)
+        return table, table.key, torn
     # the table must be caught up or folded: only now are the fold's modules imported (for
     # their import cost: an outside read the checkpoint answers never loads them)
     from ..resume import fold_file, with_own
@@ -69,17 +67,17 @@ def reopen(log: Path, source: str, *, loader=None, lazy: bool = False, as_is: bo
     if table is not None:
         try:
             ctx, key = caught_up(table, log, loader=loader, lazy=lazy, display=display)
-            return Reopened(ctx, key, torn)
+            return ctx, key, torn
         except (SessionError, Stale):
             pass  # the fold below answers, or refuses naming the line
     ctx, _ = fold_file(log, source, loader=with_own(log, source, loader) if lazy else loader,
                        display=display, lazy=lazy)
-    return Reopened(ctx, ctx.memo.pop("fold_key", None), torn)
+    return ctx, ctx.memo.pop("fold_key", None), torn
 
 
 def open_table(log: Path, source: str, *, loader=None, sources=None,
                display: str | None = None, save: bool = True,
-               rebuild: bool = False) -> tuple["Table | Context", TornTail | None]:
+               rebuild: bool = False) -> tuple[Table | Context, TornTail | None]:
     """The door's table of a log from outside a run: its checkpoint when it describes the log;
     caught up by folding the lines appended since; else a full lazy fold. A new or caught-up
     fold is saved as the checkpoint (``save``; ``sources`` reads the big blocks of resident
@@ -102,4 +100,4 @@ def open_table(log: Path, source: str, *, loader=None, sources=None,
         return table, torn
 
 
-__all__ = ["Reopened", "reopen", "open_table"]
+__all__ = ["reopen", "open_table"]

@@ -30,7 +30,7 @@ import blake3
 import msgspec
 
 from ..log import digest
-from ..turn import ORIGINS, ROLES, STATES, loci_equal
+from ..vocab import ORIGINS, ROLES, STATES, loci_equal
 from . import layout
 from .layout import MAGIC, VERSION, Header, Key, Stale, path_for
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..blocks import turn_blocks
 from ..constants import BLOCK_LISTED_BYTES
 
 
@@ -30,6 +29,10 @@ def row(t: Any, records: Callable[[Any], list | None] | None = None) -> dict:
         if recs is None and records is not None:
             recs = records(t)
         if recs is not None:
+            # (here: the blocks' module costs a class or two to import, and the door from
+            # outside reads rows that list their blocks already)
+            from ..blocks import turn_blocks
+
             big = [{"block": b.address, "bytes": n} for b in turn_blocks(t.id, recs)
                    if b.index not in t.swept and (n := b.length) >= BLOCK_LISTED_BYTES]
             if big:
