@@ -15,10 +15,7 @@ it imports nothing, so the door from outside pays for no class of the fold to re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .turn import Turn
+from typing import Any
 
 ROLES = ("user", "assistant")
 STATES = ("resident", "evicted", "withdrawn")
@@ -33,8 +30,8 @@ STATE_OF = [(*STATES, "?")[(m >> 1) & 3] for m in range(16)]
 ORIGIN_OF = [ORIGINS[(m >> 3) & 1] for m in range(16)]
 
 
-def meta_of(t: "Turn") -> int:
-    """Role, state and origin packed in one byte (the ``meta`` column)."""
+def meta_of(t: Any) -> int:
+    """A turn's role, state and origin packed in one byte (the ``meta`` column)."""
     return META_ROLE[t.role] | META_STATE[t.state] | META_ORIGIN[t.origin]
 
 
