@@ -14,8 +14,8 @@ import trio
 
 from .checkpoint import layout
 from .checkpoint.layout import Key
-from .checkpoint.reopen import reopen
-from .checkpoint.write import save
+from .checkpoint.reopening import reopen
+from .checkpoint.writing import save
 from .context import Context
 from .log import Fsync, RecordLog, TornTail
 from .records import (AssistantMessage, Block, Locus, Record, SessionResumed, SessionStarted,
@@ -58,7 +58,7 @@ class AgentLog:
         A fold checkpoint beside the log (written at the last clean stop) that still describes
         it spares the replay: the table is restored from it, the lines appended since are folded
         through ``step``, and the resident turns' records are loaded through their loci; a
-        stale or damaged one is ignored and the file refolded (``session.checkpoint.reopen``,
+        stale or damaged one is ignored and the file refolded (``session.checkpoint.reopening``,
         the one place that decides)."""
         log = RecordLog(path, fsync=fsync)  # moves a torn tail aside
         ctx, key, _ = reopen(path, source, loader=loader)

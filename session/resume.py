@@ -4,7 +4,7 @@ There is no second fold: this module only feeds lines to ``step`` and names the 
 refusal came from. ``fold_file`` folds a log from its first line, ``fold_more`` goes on from a
 table restored from a checkpoint; each leaves the ``Key`` a checkpoint of what it folded would
 be keyed by in ``ctx.memo["fold_key"]``. Whether to fold at all, or to reopen from a checkpoint,
-is decided in one place above this one: ``session.checkpoint.reopen``.
+is decided in one place above this one: ``session.checkpoint.reopening``.
 """
 
 from __future__ import annotations

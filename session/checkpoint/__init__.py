@@ -15,13 +15,16 @@ One job per module, lowest first (each imports only those above it in this list)
 * ``table`` — reading: ``load`` (verified against the log) and the mapped ``Table`` the door
   reads from outside a run;
 * ``printed`` — the printed index rows stored in the file;
-* ``write`` — writing: a table streamed to the file column by column;
-* ``restore`` — the ``Context`` a checkpoint saved, caught up with the lines appended since;
-* ``reopen`` — the one place that decides between the checkpoint and a fresh fold, for
-  ``AgentLog.resume``, the door from outside and ``mnemon context``.
+* ``writing`` — a table streamed to the file column by column (``write``, ``save``);
+* ``restoring`` — the ``Context`` a checkpoint saved, caught up with the lines appended since
+  (``restore``, ``caught_up``);
+* ``reopening`` — ``reopen``, the one place that decides between the checkpoint and a fresh
+  fold, for ``AgentLog.resume``, the door from outside (``open_table``) and ``mnemon context``.
 
 Names load on first use, so the fold (``session.resume``, which keys what it folds by a
-``layout.Key``) can import ``layout`` without loading the rest.
+``layout.Key``) can import ``layout`` without loading the rest. (No module is named after a
+function this face exports: an imported submodule is an attribute of its package, and would
+stand where ``checkpoint.write`` or ``checkpoint.restore`` is the function.)
 """
 
 from __future__ import annotations
@@ -37,20 +40,20 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "path_for": ".layout",
     "Table": ".table",
     "load": ".table",
-    "write": ".write",
-    "save": ".write",
-    "big_blocks": ".write",
-    "restore": ".restore",
-    "caught_up": ".restore",
-    "reopen": ".reopen",
-    "open_table": ".reopen",
+    "write": ".writing",
+    "save": ".writing",
+    "big_blocks": ".writing",
+    "restore": ".restoring",
+    "caught_up": ".restoring",
+    "reopen": ".reopening",
+    "open_table": ".reopening",
     "with_own": "..resume",
 })
 
 if TYPE_CHECKING:
     from ..resume import with_own
     from .layout import SUFFIX, Key, Stale, path_for
-    from .reopen import open_table, reopen
-    from .restore import caught_up, restore
+    from .reopening import open_table, reopen
+    from .restoring import caught_up, restore
     from .table import Table, load
-    from .write import big_blocks, save, write
+    from .writing import big_blocks, save, write

@@ -179,7 +179,7 @@ def test_a_checkpoint_is_no_source_of_truth(run_root, capsys):
 
 
 def test_a_resume_over_a_record_edited_in_place_is_the_full_fold(run_root):
-    """A resume reopens as every reader does (``checkpoint.reopen``): a resident record edited
+    """A resume reopens as every reader does (``checkpoint.reopening``): a resident record edited
     in place under an intact key fails the checkpoint's path (its locus digest), and the table
     is the fold of the file as it is — what a resume without a checkpoint gives."""
     from mnemon.session.agentlog import AgentLog

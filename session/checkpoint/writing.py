@@ -9,7 +9,7 @@ a table restored from a checkpoint copies what did not change from it (decision 
 
 A directory that cannot be written is no error: the checkpoint is an optimisation. ``save`` is
 what its two writers call: an agent at a clean stop (``AgentLog.checkpoint``) and the door from
-outside after it had to fold (``session.checkpoint.reopen.open_table``).
+outside after it had to fold (``session.checkpoint.reopening.open_table``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ touches, decision 0217). ``caught_up`` goes on from there with ``Context.step`` 
 appended since the checkpoint folded by ``fold_more``, the one fold — and, for a whole table,
 loads every resident turn's records through its loci, giving the table a full fold would.
 
-What decides between this and a fresh fold is ``session.checkpoint.reopen``.
+What decides between this and a fresh fold is ``session.checkpoint.reopening``.
 """
 
 from __future__ import annotations

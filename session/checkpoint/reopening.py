@@ -62,7 +62,7 @@ def reopen(log: Path, source: str, *, loader=None, lazy: bool = False, as_is: bo
     # the table must be caught up or folded: only now are the fold's modules imported (for
     # their import cost: an outside read the checkpoint answers never loads them)
     from ..resume import fold_file, with_own
-    from .restore import caught_up
+    from .restoring import caught_up
 
     if table is not None:
         try:
@@ -90,7 +90,7 @@ def open_table(log: Path, source: str, *, loader=None, sources=None,
                               rebuild=rebuild, display=display)
     if isinstance(table, Table) or not save or key is None or key.end < layout.MIN_BYTES:
         return table, torn
-    from .write import save as write  # (import cost, as above: only after a fold)
+    from .writing import save as write  # (import cost, as above: only after a fold)
 
     if write(table, log, key, sources) is None:
         return table, torn
