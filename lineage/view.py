@@ -21,13 +21,14 @@ def open_agent(path: Path) -> tuple[Path, str, "Context", TornTail | None]:
     """(run root, agent id, folded table, torn tail) for an agent directory; never writes.
 
     Every resident turn is loaded (inherited ones through their pointers), as a full fold
-    would; a fold checkpoint that describes the log spares the replay (``session.checkpoint``).
+    would; a fold checkpoint that describes the log spares the replay
+    (``session.checkpoint.reopening``).
     """
-    from ..session.checkpoint import open_context
+    from ..session.checkpoint.reopening import reopen
 
     root, agent = agent_of(path)
     src = agent_source(agent)
-    ctx, torn = open_context(root / src, src, loader=make_loader(root))
+    ctx, _, torn = reopen(root / src, src, loader=make_loader(root))
     return root, agent, ctx, torn
 
 
@@ -38,7 +39,7 @@ def open_door(path: Path) -> Door:
     Pointers resolve lazily: the structural fold loads no inherited turn, so a turn reached
     through an intact file reads even when another ancestor's file is gone; the turns that need
     the missing file are refused naming it."""
-    from ..session.checkpoint import open_table
+    from ..session.checkpoint.reopening import open_table
 
     root, agent = agent_of(Path(path))
     src = agent_source(agent)

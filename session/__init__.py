@@ -9,7 +9,7 @@ from .._lazy import attach
 __getattr__, __dir__, __all__ = attach(__name__, {
     "AgentLog": ".agentlog",
     "AncestorUnreadable": ".errors",
-    "BlockRef": ".context",
+    "BlockRef": ".blocks",
     "Candidate": ".sweep",
     "Context": ".context",
     "DigestMismatch": ".errors",
@@ -21,9 +21,9 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "PressureLatch": ".eviction",
     "RecordLog": ".log",
     "Refusal": ".errors",
-    "ResidueEntry": ".context",
+    "ResidueEntry": ".turn",
     "SessionError": ".errors",
-    "Turn": ".context",
+    "Turn": ".turn",
     "candidates": ".sweep",
     "digest": ".log",
     "eviction_due": ".eviction",
@@ -37,12 +37,13 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "render": ".render",
     "residue_message": ".render",
     "scan": ".log",
-    "turn_blocks": ".context",
+    "turn_blocks": ".blocks",
 })
 
 if TYPE_CHECKING:
     from .agentlog import AgentLog
-    from .context import BlockRef, Context, ResidueEntry, Turn, turn_blocks
+    from .blocks import BlockRef, turn_blocks
+    from .context import Context
     from .door import Door
     from .errors import (
         AncestorUnreadable,
@@ -58,3 +59,4 @@ if TYPE_CHECKING:
     from .render import render, residue_message
     from .resume import fold_file
     from .sweep import Candidate, Gate, candidates, gate
+    from .turn import ResidueEntry, Turn

@@ -12,10 +12,15 @@ from pathlib import Path
 
 import trio
 
-from .context import Context, Loader
+from .checkpoint import layout
+from .checkpoint.layout import Key
+from .checkpoint.reopening import reopen
+from .checkpoint.writing import save
+from .context import Context
 from .log import Fsync, RecordLog, TornTail
-from .records import AssistantMessage, Block, Locus, Record, SessionResumed, SessionStarted, Usage, UserPrompt
-from .resume import fold_file
+from .records import (AssistantMessage, Block, Locus, Record, SessionResumed, SessionStarted,
+                      Usage, UserPrompt)
+from .turn import Loader
 
 
 def _now() -> str:
@@ -30,7 +35,7 @@ class AgentLog:
         self.log = log
         self.seam = trio.Lock()  # the agent's lock: the door resolves pointers under it
         # what a checkpoint written at a clean stop is keyed by: the first and the last record
-        # and the lines so far (session.checkpoint.Key), kept up to date by ``append``
+        # and the lines so far (session.checkpoint.layout.Key), kept up to date by ``append``
         self._first = key.first if key is not None else None
         self._last = key.last if key is not None else None
         self._lines = key.lines if key is not None else 0
@@ -52,25 +57,11 @@ class AgentLog:
 
         A fold checkpoint beside the log (written at the last clean stop) that still describes
         it spares the replay: the table is restored from it, the lines appended since are folded
-        through ``step``, and the resident turns' records are loaded through their loci
-        (``session.checkpoint``; a stale or damaged one is ignored and the file refolded)."""
-        from . import checkpoint
-
+        through ``step``, and the resident turns' records are loaded through their loci; a
+        stale or damaged one is ignored and the file refolded (``session.checkpoint.reopening``,
+        the one place that decides)."""
         log = RecordLog(path, fsync=fsync)  # moves a torn tail aside
-        ctx, key = None, None
-        if log.size >= checkpoint.MIN_BYTES:
-            try:
-                table = checkpoint.load(path, source)
-            except checkpoint.Stale:
-                table = None
-            if table is not None:
-                try:
-                    ctx, key = checkpoint.caught_up(table, path, loader=loader)
-                except checkpoint.Stale:  # a column found damaged: refold below
-                    ctx, key = None, None
-        if ctx is None:
-            ctx, _ = fold_file(path, source, loader=loader)
-            key = ctx.memo.pop("fold_key", None)
+        ctx, key, _ = reopen(path, source, loader=loader)
         agent = cls(path, source, ctx, log, key)
         torn = log.torn
         agent.append(SessionResumed(at=_now(), records=ctx.records_folded,
@@ -91,16 +82,14 @@ class AgentLog:
     def checkpoint(self) -> Path | None:
         """Save the fold checkpoint beside the log (derived data: ``session.checkpoint``), so
         that the next resume and the door from outside need not refold it. Logs under
-        ``checkpoint.MIN_BYTES`` get none."""
-        from . import checkpoint
-
-        if self._last is None or self.log.size < checkpoint.MIN_BYTES:
+        ``checkpoint.layout.MIN_BYTES`` get none."""
+        if self._last is None or self.log.size < layout.MIN_BYTES:
             return None
-        key = checkpoint.Key(tuple(self._first), tuple(self._last),  # type: ignore[arg-type]
-                             self._last[0] + self._last[1] + 1, self._lines)
+        key = Key(tuple(self._first), tuple(self._last),  # type: ignore[arg-type]
+                  self._last[0] + self._last[1] + 1, self._lines)
         if key.end != self.log.size:
             return None  # something else wrote to the file: let the next reader refold
-        return checkpoint.write(self.ctx, self.path, key, checkpoint.big_blocks(self.ctx, None))
+        return save(self.ctx, self.path, key)
 
     def next_id(self) -> int:
         return self.ctx.next_id()

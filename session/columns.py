@@ -22,21 +22,17 @@ import itertools
 from array import array
 from typing import Any, Iterator
 
-from .context import _NO_SWEEPS, ResidueEntry, Turn
-
-from .checkpoint import ORIGINS, ROLES, STATES, loci_equal
-
-_ROLE = {r: i for i, r in enumerate(ROLES)}
-_STATE = {s: i << 1 for i, s in enumerate(STATES)}
-_ORIGIN = {o: i << 3 for i, o in enumerate(ORIGINS)}
-_ROLE_OF = [ROLES[m & 1] for m in range(16)]
-_STATE_OF = [(*STATES, "?")[(m >> 1) & 3] for m in range(16)]
-_ORIGIN_OF = [ORIGINS[(m >> 3) & 1] for m in range(16)]
-
-
-def meta_of(t: Turn) -> int:
-    """Role, state and origin packed in one byte (the checkpoint's ``meta`` column)."""
-    return _ROLE[t.role] | _STATE[t.state] | _ORIGIN[t.origin]
+from .turn import NO_SWEEPS, ResidueEntry, Turn
+from .vocab import (
+    META_ORIGIN,
+    META_ROLE,
+    META_STATE,
+    ORIGIN_OF,
+    ROLE_OF,
+    STATE_OF,
+    loci_equal,
+    meta_of,
+)
 
 
 class Positions:
@@ -222,7 +218,7 @@ class Turns:
 
     def origin_of(self, i: int) -> str:
         t = self.made.get(i)
-        return t.origin if t is not None else _ORIGIN_OF[self.meta[i]]
+        return t.origin if t is not None else ORIGIN_OF[self.meta[i]]
 
     def under_of(self, i: int) -> ResidueEntry | None:
         t = self.made.get(i)
@@ -241,20 +237,20 @@ class Turns:
 
     def state_of(self, i: int) -> str:
         t = self.made.get(i)
-        return t.state if t is not None else _STATE_OF[self.meta[i]]
+        return t.state if t is not None else STATE_OF[self.meta[i]]
 
     def _make(self, i: int) -> Turn:
         m = self.meta[i]
         u = self.under[i]
-        return Turn(self.ids[i], _ROLE_OF[m], self.label(i), self.weights[i], _STATE_OF[m],
+        return Turn(self.ids[i], ROLE_OF[m], self.label(i), self.weights[i], STATE_OF[m],
                     self.sources[self.srcs[i]], Loci(self, self.lstart[i], self.lstart[i + 1]),
-                    _ORIGIN_OF[m], None,
-                    dict(self.swept[i]) if i in self.swept else _NO_SWEEPS,
+                    ORIGIN_OF[m], None,
+                    dict(self.swept[i]) if i in self.swept else NO_SWEEPS,
                     self.residues[u] if u >= 0 else None)
 
     def positions(self, state: str) -> list[int]:
         """Positions of the rows in ``state`` (made rows as they stand), without making any."""
-        want = _STATE[state]
+        want = META_STATE[state]
         meta, made = self.meta, self.made
         out = [i for i in range(len(meta)) if meta[i] & 6 == want and i not in made]
         out += [i for i, t in made.items() if t.state == state]
@@ -263,14 +259,14 @@ class Turns:
 
     def count(self, *, role: str, origin: str) -> int:
         """Rows with this role and origin, from the meta column (neither ever changes)."""
-        want = _ROLE[role] | _ORIGIN[origin]
+        want = META_ROLE[role] | META_ORIGIN[origin]
         kt = len(self.meta)
         return sum(1 for m in self.meta if m & 9 == want) + sum(
             1 for i, t in self.made.items() if i >= kt and t.role == role and t.origin == origin)
 
     def first(self, state: str) -> int | None:
         """The position of the first row in ``state``, or None."""
-        want = _STATE[state]
+        want = META_STATE[state]
         meta, made = self.meta, self.made
         best = None
         for i, t in made.items():
@@ -304,7 +300,8 @@ class Turns:
         made = self.made
         rows = [made[i] for i in range(kt, n)]
         self.weights.extend([t.bytes for t in rows])
-        self.meta.extend([_ROLE[t.role] | _STATE[t.state] | _ORIGIN[t.origin] for t in rows])
+        self.meta.extend([META_ROLE[t.role] | META_STATE[t.state] | META_ORIGIN[t.origin]
+                          for t in rows])
         src = self._src
         self.srcs.extend([src(t.source) for t in rows])
         res = self._res
@@ -401,4 +398,4 @@ class Frozen:
             setattr(self, name, v)
 
 
-__all__ = ["Turns", "Positions", "Frozen", "meta_of", "ROLES", "STATES", "ORIGINS"]
+__all__ = ["Turns", "Positions", "Frozen", "Loci"]

@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .constants import EVICT_THRESHOLD_BYTES, KEEP, RESERVE_FLOOR_TOKENS, RESERVE_SHARE
-from .context import LABELS_LISTED, Context, ResidueEntry, Turn, newest_labels
+from .context import Context
 from .keep import REREAD_BASE, REREAD_REFERRED, Cut, Economy, choose
 from .records import (AssistantMessage, Evicted, PlanFigures, Residue, Text, ToolUse, UserPrompt,
                       compact, encode)
+from .render import residue_message
+from .sweep import call_target
+from .turn import LABELS_LISTED, ResidueEntry, Turn, newest_labels
 
 AUTO = "auto"  # the keep setting that lets the plan choose from the cache arithmetic
 # what ``Evicted.plan`` adds to the Evicted line at most (figures as large as they come)
@@ -60,8 +63,6 @@ def item_span(item: Turn | ResidueEntry) -> tuple[int, int]:
 
 
 def item_bytes(ctx: Context, item: Turn | ResidueEntry) -> int:
-    from .render import residue_message
-
     return item.bytes if isinstance(item, Turn) else len(residue_message(ctx, item).encode())
 
 
@@ -150,8 +151,6 @@ def _valid_cut(ctx: Context, frontier: list, sums: _Sums, cut: int,
     span = (item_span(frontier[0])[0], item_span(frontier[cut - 1])[1])
     if ctx.in_hand is not None and span[0] <= ctx.in_hand <= span[1]:
         return None
-    from .render import residue_message
-
     # what the edit adds: the residue message, and the Evicted line the turn in hand grows by
     labels = newest_labels(frontier[max(0, cut - 16):cut])  # the newest few items name them
     if len(labels) < LABELS_LISTED and cut > 16:
@@ -193,8 +192,6 @@ def _with_reread_chances(ctx: Context, frontier: list, sizes: list[int],
 
 
 def _read_paths(ctx: Context, turn: Turn) -> list[str]:
-    from .sweep import call_target
-
     msg = turn.records[0] if turn.records else None
     if not isinstance(msg, AssistantMessage):
         return []
@@ -228,8 +225,6 @@ def _mentions(ctx: Context, item: Turn | ResidueEntry) -> str:
 def residue_bytes(ctx: Context, span: tuple[int, int], items: list, by: str,
                   note: str | None) -> int:
     """The length of the residue message an eviction of these frontier items would leave."""
-    from .render import residue_message
-
     weight = sum(it.bytes if isinstance(it, Turn) else it.weight for it in items)
     entry = ResidueEntry(span, note, by, weight, labels=newest_labels(items))
     return len(residue_message(ctx, entry).encode("utf-8"))

@@ -3,6 +3,10 @@
 No clocks, no unordered containers, no paths: between two edits the rendered prefix is
 byte-identical, because nondeterminism here is a prompt-cache bug. The harness states facts in
 the user's voice; it never speaks as the model and never fabricates a prompt.
+
+Below the fold: rendering reads the table (its frontier, a turn's records, a residue entry) and
+imports only the turn, so the fold can weigh a residue by its message (``residue_message``, a
+function of the entry alone) without a cycle.
 """
 
 from __future__ import annotations
@@ -10,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .constants import RESIDUE_MAX_BYTES
-from .context import Turn
 from .records import (
     AssistantMessage,
     Opaque,
@@ -22,9 +25,10 @@ from .records import (
     UserPrompt,
     compact,
 )
+from .turn import ResidueEntry, Turn
 
-if TYPE_CHECKING:
-    from .context import Context, ResidueEntry
+if TYPE_CHECKING:  # for annotations only: the fold imports rendering, never the reverse
+    from .context import Context
 
 Message = dict[str, Any]
 

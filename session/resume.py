@@ -1,7 +1,10 @@
 """Folding a file through ``Context.step``: resume, verify and the read-only commands.
 
 There is no second fold: this module only feeds lines to ``step`` and names the line a
-refusal came from.
+refusal came from. ``fold_file`` folds a log from its first line, ``fold_more`` goes on from a
+table restored from a checkpoint; each leaves the ``Key`` a checkpoint of what it folded would
+be keyed by in ``ctx.memo["fold_key"]``. Whether to fold at all, or to reopen from a checkpoint,
+is decided in one place above this one: ``session.checkpoint.reopening``.
 """
 
 from __future__ import annotations
@@ -12,13 +15,14 @@ import os
 import threading
 from pathlib import Path
 
-
-from .context import Context, Loader
-from .errors import LogRefused, SessionError
+from .checkpoint.layout import Key
+from .context import Context
+from .errors import LogRefused, Refusal, SessionError
 from .link import OPENING, fold_link
-from .log import TornTail, find_torn_tail
+from .log import TornTail, find_torn_tail, read_at
 from .native import fill
 from .records import DECODE_ERRORS, _decoder
+from .turn import Loader
 
 
 def fold_file(path: Path, source: str, *, loader: Loader | None = None,
@@ -54,7 +58,21 @@ BLOCK = 4 << 20
 cache-friendly, bounded memory (a longer line grows the buffer to hold it)."""
 
 
-def fold_more(path: Path, ctx: Context, key, *, display: str | None = None):
+def with_own(log: Path, source: str, loader: Loader | None) -> Loader:
+    """A loader for a lazy fold: the log's own turns read from ``log`` itself, an ancestor's
+    through ``loader`` (a fold loads a turn only for a mark or a sweep on it)."""
+
+    def load(ptr):
+        if ptr.source == source:
+            return read_at(log, ptr)
+        if loader is None:
+            raise Refusal(f"no loader can read {ptr.source}")
+        return loader(ptr)
+
+    return load
+
+
+def fold_more(path: Path, ctx: Context, key: Key, *, display: str | None = None):
     """Go on folding ``ctx`` (restored from a checkpoint whose ``key`` it matches) with the
     lines appended to the log after ``key.end``, through the same ``step`` → ``(ctx, new key)``."""
     enabled = gc.isenabled()
@@ -180,8 +198,6 @@ def _fold(path: Path, source: str, loader: Loader | None,
     if lineno == 0:
         raise LogRefused(shown, 1, "the log is empty — it must open with SessionStarted", 0)
     if last is not None:  # what a checkpoint of this fold is keyed by
-        from .checkpoint import Key
-
         ctx.memo["fold_key"] = Key(tuple(first), tuple(last), last[0] + last[1] + 1, lineno)
     return ctx, torn
 

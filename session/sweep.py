@@ -12,9 +12,10 @@ import math
 import shlex
 from dataclasses import dataclass
 
-from .context import Context, Turn
-from .records import AssistantMessage, ToolUse
+from .context import Context
+from .records import AssistantMessage, ToolUse, compact
 from .render import replacement_label
+from .turn import Turn
 
 WRITE_MULT = {"5m": 1.25, "1h": 2.0}
 READ_MULT = 0.1
@@ -139,8 +140,6 @@ def _words(command: str) -> list[str]:
 def call_target(call: ToolUse) -> tuple[str, str]:
     """(kind, target): 'read' with a file path, 'search' with the command, or 'call' with the
     whole input — what a later call must repeat to supersede this one."""
-    from .records import compact
-
     inp = call.input if isinstance(call.input, dict) else {}
     path = inp.get("path") or inp.get("file_path") or inp.get("file")
     if isinstance(path, str) and call.name.lower() in ("read", "read_file", "view", "open",

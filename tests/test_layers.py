@@ -60,3 +60,71 @@ def test_the_check_sees_an_upward_import(tmp_path):
     assert _imported(bad, Path("session/door/probe.py")) == [(2, "lineage")]
     bad.write_text("from ..lineage.runroot import confine\n")
     assert _imported(bad, Path("session/probe.py")) == [(1, "lineage")]
+
+
+def _session_graph() -> dict[str, set[str]]:
+    """``module → the session modules it imports`` over ``session/``, imports inside functions
+    included, annotations under ``if TYPE_CHECKING:`` not (they are never executed)."""
+    names = {}
+    for p in (ROOT / "session").rglob("*.py"):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+
+    def edges(name: str, path: Path) -> set[str]:
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        out: set[str] = set()
+
+        def visit(node) -> None:
+            if isinstance(node, ast.If) and getattr(node.test, "id", getattr(
+                    node.test, "attr", None)) == "TYPE_CHECKING":
+                return
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+                for target in [mod] + [f"{mod}.{a.name}" for a in node.names]:
+                    while target and target not in names:
+                        target = target.rpartition(".")[0]
+                    if target and target != name and target != "session":
+                        out.add(target)
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+
+        visit(ast.parse(path.read_text(encoding="utf-8")))
+        return out
+
+    return {name: edges(name, path) for name, path in names.items()}
+
+
+def test_the_session_modules_import_one_another_without_a_cycle():
+    """The session's fold is layers, not a circle (docs/design.md, "Architecture: the session
+    layer"): no module of ``session`` reaches itself through its imports."""
+    graph = _session_graph()
+    assert graph["session.context"] >= {"session.turn", "session.render", "session.columns"}
+    done: set[str] = set()
+
+    def walk(name: str, path: list[str]) -> None:
+        if name in path:
+            raise AssertionError("an import cycle: " + " -> ".join(path[path.index(name):] +
+                                                                    [name]))
+        if name in done:
+            return
+        for dep in sorted(graph[name]):
+            walk(dep, path + [name])
+        done.add(name)
+
+    for name in sorted(graph):
+        walk(name, [])
+
+
+def test_the_checkpoint_face_answers_its_functions_once_its_modules_are_loaded():
+    """An imported submodule is an attribute of its package: no module of
+    ``session.checkpoint`` is named after a function its face exports."""
+    import importlib
+    import types
+
+    import mnemon.session.checkpoint as checkpoint
+
+    for p in (ROOT / "session" / "checkpoint").glob("*.py"):
+        importlib.import_module(f"mnemon.session.checkpoint.{p.stem}")
+    for name in checkpoint.__all__:
+        assert not isinstance(getattr(checkpoint, name), types.ModuleType), name

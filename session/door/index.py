@@ -29,7 +29,9 @@ def row(t: Any, records: Callable[[Any], list | None] | None = None) -> dict:
         if recs is None and records is not None:
             recs = records(t)
         if recs is not None:
-            from ..context import turn_blocks
+            # (here: the blocks' module costs a class or two to import, and the door from
+            # outside reads rows that list their blocks already)
+            from ..blocks import turn_blocks
 
             big = [{"block": b.address, "bytes": n} for b in turn_blocks(t.id, recs)
                    if b.index not in t.swept and (n := b.length) >= BLOCK_LISTED_BYTES]

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import mnemon.session.checkpoint as checkpoint
+import mnemon.session.checkpoint.layout as layout
 from mnemon.lineage.fork import fork
 from mnemon.lineage.runroot import create_run_root, make_loader
 from mnemon.session.door import Door
@@ -35,7 +36,7 @@ PATTERNS = ["p", "out", r"a\d", ".", "needle", "^t", "more$"]
 
 @pytest.fixture(autouse=True)
 def always(monkeypatch):
-    monkeypatch.setattr(checkpoint, "MIN_BYTES", 0)
+    monkeypatch.setattr(layout, "MIN_BYTES", 0)
 
 
 def play(log, ops) -> None:
@@ -177,6 +178,32 @@ def test_a_checkpoint_is_no_source_of_truth(run_root, capsys):
     assert not fold.exists()
 
 
+def test_a_resume_over_a_record_edited_in_place_is_the_full_fold(run_root):
+    """A resume reopens as every reader does (``checkpoint.reopening``): a resident record edited
+    in place under an intact key fails the checkpoint's path (its locus digest), and the table
+    is the fold of the file as it is — what a resume without a checkpoint gives."""
+    from mnemon.session.agentlog import AgentLog
+
+    log = new_agent(run_root, "a1")
+    for i in range(5):
+        tool_turn(log, f"t{i}", "ls", f"out {i}")
+    log.close(checkpoint=True)
+    src = "agents/a1/record.jsonl"
+    path = run_root / src
+    assert checkpoint.path_for(path).is_file()
+    data = bytearray(path.read_bytes())
+    at = data.index(b"out 2")
+    data[at:at + 5] = b"OUT 2"  # same length, first and last records intact: the key matches
+    path.write_bytes(bytes(data))
+    checkpoint.load(path, src).close()
+    want, _ = fold_file(path, src, loader=make_loader(run_root))
+    resumed, _ = AgentLog.resume(path, src, loader=make_loader(run_root))
+    assert resumed.ctx.records_folded == want.records_folded + 1  # + SessionResumed
+    got, _ = fold_file(path, src, loader=make_loader(run_root))
+    assert resumed.ctx == got
+    resumed.close()
+
+
 @SETTINGS
 @given(ops=OPS, more=OPS, damage=st.sampled_from(["none", "missing", "corrupt", "appended"]),
        at=st.integers(0, 10 ** 9), forked=st.booleans())
@@ -246,7 +273,7 @@ def test_context_from_the_checkpoint_is_the_full_fold(tmp_path_factory, ops, mor
 def test_the_printed_index_comes_in_pieces_of_a_block(run_root, monkeypatch):
     """``transcript index --json`` copies the checkpoint's printed rows a block at a time (each
     block's mapped pages dropped once taken), and the pieces are the rows a full fold prints."""
-    monkeypatch.setattr(checkpoint, "CHECK_BLOCK", 256)
+    monkeypatch.setattr(layout, "CHECK_BLOCK", 256)
     log = new_agent(run_root, "a1")
     for i in range(40):
         tool_turn(log, f"t{i} needle", "ls", f"out {i}")

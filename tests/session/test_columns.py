@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import mnemon.session.checkpoint as checkpoint
+import mnemon.session.checkpoint.layout as layout
 import mnemon.session.resume as resume
 from mnemon.lineage.fork import fork, link_for, resume_child
 from mnemon.lineage.runroot import create_run_root, make_loader
@@ -31,7 +32,7 @@ SETTINGS = settings(max_examples=40, deadline=None,
 
 @pytest.fixture(autouse=True)
 def always(monkeypatch):
-    monkeypatch.setattr(checkpoint, "MIN_BYTES", 0)
+    monkeypatch.setattr(layout, "MIN_BYTES", 0)
 
 
 def _fields(t) -> tuple:

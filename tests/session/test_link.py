@@ -13,12 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import mnemon.session.checkpoint as checkpoint
+import mnemon.session.checkpoint.layout as layout
 import mnemon.session.link as link
 import mnemon.session.resume as resume
 from mnemon.lineage.fork import fork
 from mnemon.lineage.runroot import create_run_root, make_loader
 from mnemon.session.door import Door
 from mnemon.session.errors import LogRefused
+from mnemon.session.log import digest
 from mnemon.session.records import Evicted, Inherited, Residue, SessionStarted, encode
 from mnemon.session.resume import fold_file
 from tests.door._build import evict_prefix
@@ -78,7 +80,7 @@ def _child(root, ops, more):
 @given(ops=OPS, more=OPS, piece=st.sampled_from([8, 40, 200, 4096]))
 def test_a_link_folded_in_pieces_is_the_link_decoded_whole(tmp_path_factory, monkeypatch, ops,
                                                            more, piece):
-    monkeypatch.setattr(checkpoint, "MIN_BYTES", 0)
+    monkeypatch.setattr(layout, "MIN_BYTES", 0)
     root = create_run_root(tmp_path_factory.mktemp("lk") / "run", "tests")
     src = _child(root, ops, more)
     path = root / src
@@ -205,7 +207,7 @@ def test_a_link_that_cannot_be_read_in_pieces_is_decoded_whole(tmp_path, monkeyp
     assert got == want
     assert spy.got == {"read": [(len(_line(SessionStarted(agent="c1", parent="a1",
                                                               kind="mnemon"))),
-                                 len(line) - 1, checkpoint.digest(line[:-1]))],
+                                 len(line) - 1, digest(line[:-1]))],
                        "back": [None], "untried": []}[EDITS[edit]]
     if edit in ("rows out of order", "evicted outside every residue", "a row that does not "
                 "decode", "a row cut short", "residues that overlap", "id_floor too low"):
