@@ -221,7 +221,7 @@ def _size_of(value: str | list) -> int:
 def account(env: "AgentEnv", node: "AgentNode", request: Request, usage: Usage,
             model: str | None) -> None:
     """Add one request's usage and cost to the agent and to the run's spend meter, priced with
-    the agent's settings (``weighing.priced_model``, its cache TTL), measure the tokens per
+    the agent's own settings (``weighing.priced_model``, its cache TTL), measure the tokens per
     byte on it, and feed the growth meter. The loop calls it after every turn's response;
     replay after a summarisation request, which opens no turn."""
     s = env.settings_for(node)
@@ -323,7 +323,7 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
     if tools is None:
         tools = env.tools_for(node)
     fallback = env.tool_fallback is not None
-    builtin = env.settings.builtin_tools
+    builtin = env.settings_for(node).builtin_tools
 
     async def run_one(i: int, call: ToolUse) -> None:
         results[i] = await call_tool(env, node, call, tools)

@@ -24,7 +24,9 @@ from .settings import Settings
 def settings_of(node: "AgentNode | None", run: Settings) -> Settings:
     """The one settings rule: an agent runs under its own settings where it was started with
     some (``new_root(…, settings=…)``, a service ``POST /v1/agents`` with overrides; a child
-    carries its parent's), else under the run's."""
+    carries its parent's), else under the run's. Everything the harness works out for one
+    agent — its turns, its context, its economy, its cache multipliers, its cost — reads the
+    settings this answers (decision 0274)."""
     return node.settings if node is not None and node.settings is not None else run
 
 

@@ -116,7 +116,7 @@ def tool_defs(env: "AgentEnv", node: "AgentNode | None" = None,
     list) is derived once. A few tool sets are remembered (agents with servers of their own
     have theirs); tuples compare element identity first, so a check costs no deep comparison
     while nothing changed."""
-    builtin = BUILTIN if env.settings.builtin_tools else _NO_TOOLS
+    builtin = BUILTIN if env.settings_for(node).builtin_tools else _NO_TOOLS
     if table is None:
         table = env.tools_for(node)
     key = (builtin, tuple((t, t.name, t.description, t.schema) for t in table.values()))

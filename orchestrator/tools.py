@@ -53,7 +53,7 @@ async def call_tool(env: "AgentEnv", node: "AgentNode", call: ToolUse,
                     tools: dict[str, Any] | None = None) -> ToolResult:
     """Answer one call: a built-in, a tool of the agent's table (``tools``, default
     ``env.tools_for(node)``), the env's fallback, or an error naming the known tools."""
-    fn = _HANDLERS.get(call.name) if env.settings.builtin_tools else None
+    fn = _HANDLERS.get(call.name) if env.settings_for(node).builtin_tools else None
     if tools is None:
         tools = env.tools_for(node)
     try:
@@ -178,7 +178,7 @@ def parse_block(value: Any) -> tuple[int, int]:
 async def _context_mark(env, node, inp) -> str:
     block = parse_block(_arg(inp, "block", (str, list), tool="context_mark"))
     repl = _arg(inp, "replacement", str, tool="context_mark")
-    s = env.settings
+    s = env.settings_for(node)
     cap = s.mark_cap_bytes
     if len(repl.encode()) > cap:
         raise Refusal(f"a replacement is at most {cap} bytes — this one has {len(repl.encode())}")
@@ -220,7 +220,7 @@ async def _transcript_grep(env, node, inp) -> str:
     pattern = _arg(inp, "pattern", str, tool="transcript_grep")
     turns = _arg(inp, "turns", (list, str, int), None, tool="transcript_grep")
     return _json(await doorcalls.grep(env, target, pattern, turns,
-                                      timeout_s=env.settings.grep_timeout_s))
+                                      timeout_s=env.settings_for(node).grep_timeout_s))
 
 
 # --------------------------------------------------------------------------- agents

@@ -5,7 +5,9 @@ The loop calls ``weigh`` at every turn boundary and ``pressure`` at every tool b
 ``loop.HarnessPolicy``); the tools read the same figures (``context_survey``, ``context_mark``);
 replay's ``evict`` and ``sweep`` strategies run exactly these functions. They are one module
 because they are one policy: the sweep gate's horizon is cut by the eviction line, an eviction
-sweeps pending marks first, and the pressure reminder quotes the plan the eviction would make.
+sweeps pending marks first, the pressure reminder quotes the plan the eviction would make, and
+all of them price an agent the same way — with that agent's own settings (``env.settings_for``;
+decision 0274), never the run's.
 """
 
 from __future__ import annotations
@@ -48,10 +50,10 @@ def priced_model(env: "AgentEnv", node: "AgentNode | None",
 
 
 def cache_mults(env: "AgentEnv", node: "AgentNode | None") -> tuple[float, float]:
-    """The cache write and read multipliers (÷ the input price): the run's cache TTL's write
-    price; no write surcharge on OpenAI."""
+    """The cache write and read multipliers (÷ the input price) an agent's requests pay: its
+    own cache TTL's write price; no write surcharge on OpenAI."""
     name = (env.provider_name or "").lower()
-    w = 1.0 if name == "openai" else WRITE_MULT.get(env.settings.cache_ttl, 1.25)
+    w = 1.0 if name == "openai" else WRITE_MULT.get(env.settings_for(node).cache_ttl, 1.25)
     return w, READ_MULT
 
 
@@ -65,7 +67,7 @@ def economy(env: "AgentEnv", node: "AgentNode", used: int) -> Economy | None:
     ctx = node.ctx
     tpb = tokens_per_byte(node)
     w, r = cache_mults(env, node)
-    price = price_for(priced_model(env, None))
+    price = price_for(priced_model(env, node))
     fixed = max(0.0, used - ctx.history_bytes() * tpb)
     due = (due_line(s.context_window) if s.context_window else
            EVICT_THRESHOLD_BYTES * tpb + fixed)

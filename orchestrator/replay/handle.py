@@ -42,7 +42,7 @@ class Handle:
 
     @property
     def window(self) -> int | None:
-        return self.env.settings.context_window
+        return self.env.settings_for(self.node).context_window
 
     @property
     def growth(self):
@@ -104,6 +104,6 @@ class Handle:
                       meta={**req.meta, "purpose": "summary", "summary_tokens": summary_tokens})
         resp = await env.provider.complete(req)
         node.log.append(ProviderCall(attempt=1, latency_s=0.0, usage=resp.usage,
-                                     model=env.settings.model, at=now_iso(),
+                                     model=env.settings_for(node).model, at=now_iso(),
                                      purpose="summary"))
         account(env, node, req, resp.usage, resp.model)
