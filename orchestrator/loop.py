@@ -38,7 +38,7 @@ from ..session.render import render, rendered_bytes
 from .servers import own_servers
 from .tooldefs import tool_defs
 from .tools import EXCLUSIVE, call_tool
-from .weighing import pressure, priced_model, weigh
+from .weighing import pressure, priced_as, weigh
 
 if TYPE_CHECKING:
     from .env import AgentEnv
@@ -135,7 +135,10 @@ def finished_turn(node: "AgentNode") -> str | None:
 
 
 async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
+    # what stays the same for the whole of this agent's loop, looked up once: its settings
+    # (frozen, and its own for as long as it runs), its log, the run's spend meter
     s = env.settings_for(node)
+    priced = priced_as(s)
     ctx = node.ctx
     alog = node.log
     spend = env.spend
@@ -162,7 +165,7 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
         tid = ctx.next_id()
         alog.append(TurnStarted(turn=tid, at=now_iso()))
         try:
-            response = await _complete(env, node, request)
+            response = await _complete(env, node, request, priced)
         except ContextTooLong:
             return "failed: context"
         except ProviderError as e:
@@ -171,10 +174,15 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
                        response.usage, response.recorded_usage)
         node.turns_taken += 1
         account(env, node, request, response.usage, response.model)
-        calls = [b for b in response.blocks if isinstance(b, ToolUse)]
-        text = "\n".join(b.text for b in response.blocks if isinstance(b, Text) and b.text)
-        if text:
-            node.answer = text
+        calls: list[ToolUse] = []
+        texts: list[str] = []
+        for b in response.blocks:
+            if isinstance(b, ToolUse):
+                calls.append(b)
+            elif isinstance(b, Text) and b.text:
+                texts.append(b.text)
+        if texts:
+            node.answer = "\n".join(texts)
         if logs.DEBUG:
             log.debug("turn", turn=tid, stop_reason=response.stop_reason, calls=len(calls),
                       input_tokens=response.usage.total_input,
@@ -221,12 +229,12 @@ def _size_of(value: str | list) -> int:
 def account(env: "AgentEnv", node: "AgentNode", request: Request, usage: Usage,
             model: str | None) -> None:
     """Add one request's usage and cost to the agent and to the run's spend meter, priced with
-    the agent's own settings (``weighing.priced_model``, its cache TTL), measure the tokens per
+    the agent's own settings (``weighing.priced_as``, its cache TTL), measure the tokens per
     byte on it, and feed the growth meter. The loop calls it after every turn's response;
     replay after a summarisation request, which opens no turn."""
     s = env.settings_for(node)
     node.usage = node.usage + usage
-    cost = cost_usd(usage, priced_model(env, node, model), s.cache_ttl)
+    cost = cost_usd(usage, priced_as(s, model), s.cache_ttl)
     node.cost_usd += cost
     env.spend.add(usage, cost)
     total = usage.total_input
@@ -248,13 +256,16 @@ def build_request(env: "AgentEnv", node: "AgentNode",
                          "parent": parent.id if parent is not None else None})
 
 
-async def _complete(env: "AgentEnv", node: "AgentNode", request: Request):
+async def _complete(env: "AgentEnv", node: "AgentNode", request: Request,
+                    priced: str | None):
+    """Send the request under the run's limiter; each attempt is recorded as a
+    ``ProviderCall`` whose model is ``priced`` (``weighing.priced_as``)."""
     spend = env.spend
 
     def on_attempt(attempt: int, latency_s: float, usage: Usage | None, error: str | None) -> None:
         spend.provider_calls += 1
         node.log.append(ProviderCall(attempt=attempt, latency_s=round(latency_s, 6), usage=usage,
-                                     error=error, model=priced_model(env, node), at=now_iso()))
+                                     error=error, model=priced, at=now_iso()))
         if error is None:
             if logs.DEBUG:
                 log.debug("provider call", attempt=attempt, latency_s=round(latency_s, 4))
@@ -326,7 +337,7 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
     builtin = env.settings_for(node).builtin_tools
 
     async def run_one(i: int, call: ToolUse) -> None:
-        results[i] = await call_tool(env, node, call, tools)
+        results[i] = await call_tool(env, node, call, tools, builtin=builtin)
 
     if len(calls) == 1:  # nothing to run beside it: no nursery to open and close
         call = calls[0]

@@ -50,10 +50,14 @@ def _json(value: Any) -> str:
 
 
 async def call_tool(env: "AgentEnv", node: "AgentNode", call: ToolUse,
-                    tools: dict[str, Any] | None = None) -> ToolResult:
-    """Answer one call: a built-in, a tool of the agent's table (``tools``, default
-    ``env.tools_for(node)``), the env's fallback, or an error naming the known tools."""
-    fn = _HANDLERS.get(call.name) if env.settings_for(node).builtin_tools else None
+                    tools: dict[str, Any] | None = None, *,
+                    builtin: bool | None = None) -> ToolResult:
+    """Answer one call: a built-in (unless ``builtin`` — default: the agent's settings — is
+    off), a tool of the agent's table (``tools``, default ``env.tools_for(node)``), the env's
+    fallback, or an error naming the known tools."""
+    if builtin is None:
+        builtin = env.settings_for(node).builtin_tools
+    fn = _HANDLERS.get(call.name) if builtin else None
     if tools is None:
         tools = env.tools_for(node)
     try:

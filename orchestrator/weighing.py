@@ -26,6 +26,7 @@ from ..session.sweep import READ_MULT, WRITE_MULT, Gate, candidates, effective_h
 if TYPE_CHECKING:
     from .env import AgentEnv
     from .node import AgentNode
+    from .settings import Settings
 
 log = structlog.get_logger("mnemon.agent")
 
@@ -45,7 +46,12 @@ def priced_model(env: "AgentEnv", node: "AgentNode | None",
                  response_model: str | None = None) -> str | None:
     """The model an agent's usage is priced (and recorded) as: the same for the live total, for
     the economy and for ``mnemon cost`` reading the log afterwards."""
-    s = env.settings_for(node)
+    return priced_as(env.settings_for(node), response_model)
+
+
+def priced_as(s: Settings, response_model: str | None = None) -> str | None:
+    """``priced_model`` from the agent's settings already in hand (the loop resolves them once
+    per agent, not once per request)."""
     return s.price_model or s.model or response_model
 
 
