@@ -87,7 +87,7 @@ class AgentEnv:
         already in the table.
 
         Read-only: while no agent of the lineage has servers of its own (the common case) this
-        is the run's table itself, not a copy — three lookups per turn, not a dict each."""
+        is the run's table itself, not a copy made for every turn."""
         n = node
         while n is not None and not n.own_tools:
             n = n.parent
