@@ -189,7 +189,7 @@ def instrument(clock: Clock):
 
     wrap_fn(loop, "weigh", "weigh")
     wrap_fn(loop, "build_request", "render")
-    wrap_fn(loop, "_account", "account")
+    wrap_fn(loop, "account", "account")
     wrap_fn(loop, "pressure", "pressure")
     wrap_async(loop, "run_calls", "tools")
     append = AgentLog.append
@@ -277,7 +277,7 @@ async def overhead_phase(base: Path, trajs, *, context_tokens: int, turns: int,
                                provider_name="scripted", started_by="bench/agents.py") as sup:
         node = sup.new_root("Fix the failing test; the transcript so far follows.")
         # system + tools are sent too: fill the messages up to the rest
-        tools_bytes = loop.request_bytes(loop.build_request(sup, node))
+        tools_bytes = loop.request_bytes(loop.build_request(sup.env, node))
         # start a little below the figure so the measured turns straddle it (each adds ~1 KB)
         target = (context_tokens - turns * 160) * 4 - tools_bytes
         filled = fill(node.log, trajs, target)

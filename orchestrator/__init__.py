@@ -8,7 +8,7 @@ from .._lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
     "AgentDone": ".loop",
-    "AgentNode": ".supervisor",
+    "AgentNode": ".node",
     "HarnessPolicy": ".loop",
     "Settings": ".settings",
     "Supervisor": ".supervisor",
@@ -20,5 +20,6 @@ __getattr__, __dir__, __all__ = attach(__name__, {
 if TYPE_CHECKING:
     from .loop import AgentDone, HarnessPolicy
     from .settings import Settings
-    from .supervisor import AgentNode, Supervisor, open_supervisor
+    from .node import AgentNode
+    from .supervisor import Supervisor, open_supervisor
     from .usertools import UserTool, tool

@@ -11,20 +11,23 @@ from typing import TYPE_CHECKING, Any
 from ..session.door import Door
 
 if TYPE_CHECKING:
-    from .supervisor import AgentNode, Supervisor
+    from .env import AgentEnv
+    from .node import AgentNode
 
 
-def _door(sup: "Supervisor", node: "AgentNode") -> Door:
-    return Door.of_agent(sup.root, node.log, own=True, sources=sup.sources)
+def _door(env: "AgentEnv", node: "AgentNode") -> Door:
+    return Door.of_agent(env.root, node.log, own=True, sources=env.sources)
 
 
-async def index(sup: "Supervisor", node: "AgentNode") -> list[dict]:
-    return await _door(sup, node).aindex()
+async def index(env: "AgentEnv", node: "AgentNode") -> list[dict]:
+    return await _door(env, node).aindex()
 
 
-async def read(sup: "Supervisor", node: "AgentNode", turns: Any) -> list[dict]:
-    return await _door(sup, node).aread(turns)
+async def read(env: "AgentEnv", node: "AgentNode", turns: Any) -> list[dict]:
+    return await _door(env, node).aread(turns)
 
 
-async def grep(sup: "Supervisor", node: "AgentNode", pattern: str, turns: Any) -> dict:
-    return await _door(sup, node).agrep(pattern, turns, timeout_s=sup.settings.grep_timeout_s)
+async def grep(env: "AgentEnv", node: "AgentNode", pattern: str, turns: Any, *,
+               timeout_s: float) -> dict:
+    """``timeout_s``: the calling agent's ``grep_timeout_s`` (``node`` may be its descendant)."""
+    return await _door(env, node).agrep(pattern, turns, timeout_s=timeout_s)

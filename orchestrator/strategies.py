@@ -1,250 +1,34 @@
-"""Context strategies for replay: ours (``evict``, ``sweep``) and the peers', modelled from their
-documented behaviour. Each peer's edits are written with our own records (``Cleared`` then
-prompts, or ``Marked`` + ``Swept``), so its run root verifies too.
-
-Parameters and their sources (see docs/replay.md for the citations):
-
-- ``compact`` (Claude Code auto-compact): triggers at window − 13 000 tokens; one summarisation
-  request with the same system prompt (the cached prefix is read), a ~1 000-token instruction and
-  a 2 000-token summary out; then the most recent single-file reads are re-injected — up to 5,
-  each at most 5 000 tokens, in total at most half of what the trigger leaves.
-- ``rollover`` (Codex CLI auto-compact): triggers at 90 % of the window; the compacted history is
-  the recent user messages (at most 20 000 tokens) plus the summary.
-- ``clear-tool-uses`` (Anthropic context editing, ``clear_tool_uses_20250919`` defaults): triggers
-  at 100 000 input tokens (or window − 13 000 when that is lower); keeps the last 3 tool uses;
-  older tool results are replaced by a placeholder.
-- ``none``: unbounded, for reference.
-"""
+"""The replay strategies, at the path they had before replay became a package: a re-export of
+``mnemon.orchestrator.replay.strategies`` (``from mnemon.orchestrator import strategies as S``
+keeps working). New code imports from the package."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from .replay.strategies import (
+    CLEAR_KEEP_TOOL_USES,
+    CLEAR_PLACEHOLDER,
+    CLEAR_TRIGGER_TOKENS,
+    COMPACT_BUFFER_TOKENS,
+    INSTRUCTION_TOKENS,
+    REINJECT_FILE_TOKENS,
+    REINJECT_FILES,
+    ROLLOVER_SHARE,
+    ROLLOVER_USER_TOKENS,
+    STRATEGIES,
+    SUMMARY_TOKENS,
+    ClearToolUses,
+    Compact,
+    Evict,
+    Options,
+    Rollover,
+    Strategy,
+    Sweep,
+    Unbounded,
+    make,
+)
 
-from ..session.records import Cleared, Marked, Swept, UserPrompt
-from ..session.sweep import call_target, candidates, default_replacement
-
-if TYPE_CHECKING:
-    from .replay import Handle
-
-COMPACT_BUFFER_TOKENS = 13_000
-SUMMARY_TOKENS = 2_000
-INSTRUCTION_TOKENS = 1_000
-REINJECT_FILES = 5
-REINJECT_FILE_TOKENS = 5_000
-ROLLOVER_SHARE = 0.9
-ROLLOVER_USER_TOKENS = 20_000
-CLEAR_TRIGGER_TOKENS = 100_000
-CLEAR_KEEP_TOOL_USES = 3
-CLEAR_PLACEHOLDER = "[tool result cleared]"
-
-STRATEGIES = ("evict", "sweep", "compact", "rollover", "clear-tool-uses", "none")
-
-
-@dataclass
-class Options:
-    keep: float | str = "auto"
-    summary_tokens: int = SUMMARY_TOKENS
-    reinject_files: int = REINJECT_FILES
-    reinject_file_tokens: int = REINJECT_FILE_TOKENS
-    sweep_horizon: float = 10.0
-
-
-class Strategy:
-    name = "none"
-
-    def __init__(self, opts: Options):
-        self.opts = opts
-
-    async def before_request(self, d: "Handle") -> None:
-        """At the turn boundary before a request: apply this strategy's edit, if due."""
-
-    def after_tools(self, d: "Handle") -> None:
-        """At a tool boundary."""
-
-
-class Evict(Strategy):
-    """Ours, exactly as the live loop runs it: ``orchestrator.loop.weigh`` at every turn
-    boundary (a harness eviction by plan when due) and ``pressure`` at every tool boundary."""
-
-    name = "evict"
-
-    async def before_request(self, d: "Handle") -> None:
-        from .loop import weigh
-
-        weigh(d.sup, d.node)
-
-    def after_tools(self, d: "Handle") -> None:
-        from .loop import pressure
-
-        pressure(d.sup, d.node)
-
-
-class Sweep(Evict):
-    """Ours with mark-and-sweep: the rule-proposed candidates are marked (the model's approval
-    stood in for) with a deterministic replacement — first line, size, read-back address — and
-    the loop's own weighing sweeps just before an eviction, or when the gate says it pays."""
-
-    name = "sweep"
-
-    async def before_request(self, d: "Handle") -> None:
-        ctx = d.ctx
-        for c in candidates(ctx, limit=50):
-            if c.block not in ctx.marks:
-                repl = default_replacement(ctx, c.block)
-                if len(repl.encode()) < c.bytes:
-                    d.append(Marked(block=c.block, replacement=repl))
-        await super().before_request(d)
-
-
-class _Summarising(Strategy):
-    """Shared by compact and rollover: one summarisation request, then a rebuilt context."""
-
-    async def summarise(self, d: "Handle") -> None:
-        before = d.ctx.history_bytes()
-        await d.summary_request(INSTRUCTION_TOKENS, self.opts.summary_tokens)
-        kept = self.kept_material(d)
-        d.left_bytes += before
-        d.recoverable_bytes += sum(len(t.encode()) for t in kept)
-        summary = _summary_text(self.opts.summary_tokens, d)
-        d.append(Cleared())
-        for text in self.layout(kept, summary):
-            tid = d.ctx.next_id()
-            d.append(UserPrompt(turn=tid, text=text))
-            if text is summary:
-                d.synthetic.add(tid)
-        d.edit(self.name, before)
-
-    def kept_material(self, d: "Handle") -> list[str]:
-        return []
-
-    def layout(self, kept: list[str], summary: str) -> list[str]:
-        return [summary, *kept]
-
-
-def _summary_text(tokens: int, d: "Handle") -> str:
-    """A stand-in summary of the right size; its words do not matter to the cost model."""
-    n = int(tokens / d.tokens_per_byte())
-    head = f"[summary {d.edits + 1} of the conversation so far, written by the summariser] "
-    body = "The task, the files read, the commands run and what they showed are summarised here. "
-    out = head + body * (max(0, n - len(head)) // len(body) + 1)
-    return out[:max(len(head), n)]
-
-
-class Compact(_Summarising):
-    name = "compact"
-
-    def trigger(self, d: "Handle") -> float:
-        return d.window - COMPACT_BUFFER_TOKENS
-
-    async def before_request(self, d: "Handle") -> None:
-        if d.window and d.used_tokens() >= self.trigger(d):
-            await self.summarise(d)
-
-    def kept_material(self, d: "Handle") -> list[str]:
-        """The most recent single-file reads, newest first, within the re-injection caps."""
-        budget = (d.window - self.trigger(d)) / 2 if d.window else 0
-        tpb = d.tokens_per_byte()
-        out: list[str] = []
-        seen: set[str] = set()
-        spent = 0.0
-        for t in reversed(d.ctx.turns):
-            if t.state != "resident" or t.records is None or t.role != "assistant":
-                continue
-            blocks = d.ctx.blocks(t.id)
-            results = {b.value.tool_use_id: b.text for b in blocks if b.kind == "tool_result"}
-            for b in reversed([b for b in blocks if b.kind == "tool_use"]):
-                kind, path = call_target(b.value)
-                if kind != "read" or path in seen or b.value.id not in results:
-                    continue
-                text = results[b.value.id]
-                cost = len(text.encode()) * tpb
-                if cost > self.opts.reinject_file_tokens or spent + cost > budget:
-                    continue
-                seen.add(path)
-                spent += cost
-                out.append(text)
-                if len(out) >= self.opts.reinject_files:
-                    return out
-        return out
-
-    def layout(self, kept: list[str], summary: str) -> list[str]:
-        return [summary, *reversed(kept)]
-
-
-class Rollover(_Summarising):
-    name = "rollover"
-
-    async def before_request(self, d: "Handle") -> None:
-        if d.window and d.used_tokens() >= ROLLOVER_SHARE * d.window:
-            await self.summarise(d)
-
-    def kept_material(self, d: "Handle") -> list[str]:
-        """Recent user messages (the model's own prompts, not summaries), ≤ 20 000 tokens."""
-        tpb = d.tokens_per_byte()
-        out: list[str] = []
-        spent = 0.0
-        for t in reversed(d.ctx.turns):
-            if t.role != "user" or t.state != "resident" or t.records is None or t.id in d.synthetic:
-                continue
-            text = t.records[0].text  # type: ignore[union-attr]
-            cost = len(text.encode()) * tpb
-            if spent + cost > ROLLOVER_USER_TOKENS:
-                break
-            spent += cost
-            out.append(text)
-        return list(reversed(out))
-
-    def layout(self, kept: list[str], summary: str) -> list[str]:
-        return [*kept, summary]
-
-
-class ClearToolUses(Strategy):
-    name = "clear-tool-uses"
-
-    async def before_request(self, d: "Handle") -> None:
-        trigger = CLEAR_TRIGGER_TOKENS
-        if d.window:
-            trigger = min(trigger, d.window - COMPACT_BUFFER_TOKENS)
-        if d.used_tokens() < trigger:
-            return
-        ctx = d.ctx
-        uses: list[tuple[int, int]] = []  # (turn, result block) in order
-        for t in ctx.turns:
-            if t.state != "resident" or t.records is None or t.role != "assistant":
-                continue
-            for b in ctx.blocks(t.id):
-                if b.kind == "tool_result":
-                    uses.append((t.id, b.index))
-        old = uses[:-CLEAR_KEEP_TOOL_USES] if len(uses) > CLEAR_KEEP_TOOL_USES else []
-        marked = 0
-        cleared_bytes = 0
-        for tid, idx in old:
-            t = ctx.turn(tid)
-            if t is None or idx in t.swept or tid == ctx.in_hand:
-                continue
-            size = ctx.blocks(tid)[idx].length
-            if size <= len(CLEAR_PLACEHOLDER):
-                continue
-            d.append(Marked(block=(tid, idx), replacement=CLEAR_PLACEHOLDER))
-            marked += 1
-            cleared_bytes += size
-        if marked:
-            before = ctx.history_bytes()
-            d.append(Swept(blocks=sorted(ctx.marks)))
-            d.left_bytes += cleared_bytes  # gone for good: no door in this system
-            d.edit(self.name, before)
-
-
-class Unbounded(Strategy):
-    name = "none"
-
-
-def make(name: str, opts: Options) -> Strategy:
-    table = {"evict": Evict, "sweep": Sweep, "compact": Compact, "rollover": Rollover,
-             "clear-tool-uses": ClearToolUses, "none": Unbounded}
-    if name not in table:
-        raise ValueError(f"unknown strategy {name!r}: choose from {', '.join(STRATEGIES)}")
-    return table[name](opts)
-
-
+__all__ = ["CLEAR_KEEP_TOOL_USES", "CLEAR_PLACEHOLDER", "CLEAR_TRIGGER_TOKENS",
+           "COMPACT_BUFFER_TOKENS", "INSTRUCTION_TOKENS", "REINJECT_FILE_TOKENS",
+           "REINJECT_FILES", "ROLLOVER_SHARE", "ROLLOVER_USER_TOKENS", "STRATEGIES",
+           "SUMMARY_TOKENS", "ClearToolUses", "Compact", "Evict", "Options", "Rollover",
+           "Strategy", "Sweep", "Unbounded", "make"]

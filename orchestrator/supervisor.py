@@ -1,5 +1,12 @@
-"""The Trio supervisor: owns the run root and a nursery; every agent runs in its own nursery
-inside its parent's, so cancelling a parent cancels its descendants and nothing outlives it.
+"""The Trio supervisor: owns the run root, the agent environment, the table of agents and the
+nurseries; every agent runs in its own nursery inside its parent's, so cancelling a parent cancels
+its descendants and nothing outlives it.
+
+It sits on top of the agent core: it builds the run's ``AgentEnv`` (``env``) and hands it to the
+loops it starts (``loop.run_agent``); the loop, the tools and the synod below read that env and
+create children through it (``spawner.Spawner``, which this class implements), never this
+module. What a caller reads and sets on the supervisor — ``settings``, ``provider``, ``policy``,
+``usage``, ``cost_usd``, … — are the env's and its spend meter's fields, shown here.
 """
 
 from __future__ import annotations
@@ -19,90 +26,42 @@ from ..lineage.runroot import (Sources, agent_source, create_run_root, list_agen
 from ..providers.base import Provider
 from ..session.agentlog import AgentLog
 from ..session.errors import Refusal
-from ..session.eviction import PressureLatch
-from ..session.sweep import Growth
 from ..session.records import SessionStarted, Usage
 
+from .env import AgentEnv
+from .loop import HarnessPolicy, run_agent
 from .mcp.config import McpServerSpec
+from .node import AgentNode
+from .servers import open_servers
 from .settings import Settings
+from .spend import Spend
+from .synod import SynodResult, run_synod
+from .tooldefs import tool_defs
 from .usertools import UserTool
+
+__all__ = ["AgentNode", "Supervisor", "open_servers", "open_supervisor", "set_aside_unopened"]
 
 log = structlog.get_logger("mnemon.supervisor")
 
 
-def _no_edit_hook(node: "AgentNode", kind: str, history_before: int) -> None:
-    return None
+def _env_field(name: str, doc: str, *, settable: bool = False) -> property:
+    def get(self: "Supervisor") -> Any:
+        return getattr(self.env, name)
+
+    def put(self: "Supervisor", value: Any) -> None:
+        setattr(self.env, name, value)
+
+    return property(get, put if settable else None, doc=doc)
 
 
-class AgentNode:
-    """One live agent: its log, its place in the lineage, its cancel scope and its outcome."""
+def _spend_field(name: str, doc: str) -> property:
+    def get(self: "Supervisor") -> Any:
+        return getattr(self.env.spend, name)
 
-    def __init__(self, agent_id: str, log_: AgentLog | None, *, kind: str | None, depth: int,
-                 parent: "AgentNode | None"):
-        self.id = agent_id
-        self.log: AgentLog = log_  # type: ignore[assignment]  # None until born (see ``birth``)
-        self.kind = kind or "root"
-        self.depth = depth
-        self.parent = parent
-        self.children: dict[str, AgentNode] = {}
-        self.state = "running"  # running | ended | failed | cancelled
-        self.reason: str | None = None
-        self.answer: str | None = None
-        self.usage = Usage()
-        self.cost_usd = 0.0
-        self.turns_taken = 0
-        self.done = trio.Event()
-        self.scope = trio.CancelScope()
-        self.nursery: trio.Nursery | None = None
-        self.latch = PressureLatch()
-        self.growth = Growth()
-        self.edited = False  # an edit since the last request (for the growth meter)
-        self.tokens_per_byte: float | None = None
-        self.evictions = 0
-        self.sweeps = 0
-        self.started = False  # its loop has begun (a resumed child waits for its parent's)
-        self.resumed = False  # reopened from its log: a turn that ended the agent ends it again
-        # the supervisor's edit hook, ``hook(node, kind, history_before)``: a bound method, not
-        # a closure over the node, so a finished agent is freed at once (no reference cycle
-        # for the collector to find: a job's thousands of agents kept it busy)
-        self.edit_hook: Callable[[AgentNode, str, int], None] = _no_edit_hook
-        # MCP servers this agent starts for itself, in its own nursery, before its log opens
-        self.mcp_servers: tuple[Any, ...] = ()
-        # the tools of those servers, once started: offered to it and to its descendants
-        self.own_tools: dict[str, Any] = {}
-        # writes the agent's opening records once its own servers have listed their tools (an
-        # agent with servers of its own is born in its loop's task, not when it is created)
-        self.birth: Callable[[], AgentLog] | None = None
+    def put(self: "Supervisor", value: Any) -> None:
+        setattr(self.env.spend, name, value)
 
-    def on_edit(self, kind: str, history_before: int) -> None:
-        self.edit_hook(self, kind, history_before)
-
-    @property
-    def ctx(self):
-        if self.log is None:
-            raise Refusal(f"agent {self.id} has not opened its log yet (its MCP servers are "
-                          "starting)")
-        return self.log.ctx
-
-    def descendants(self) -> dict[str, "AgentNode"]:
-        out: dict[str, AgentNode] = {}
-        for c in self.children.values():
-            out[c.id] = c
-            out.update(c.descendants())
-        return out
-
-    settings: Settings | None = None  # this agent's own settings, where they differ from the run's
-
-    def tree_root(self) -> "AgentNode":
-        node = self
-        while node.parent is not None:
-            node = node.parent
-        return node
-
-    def outcome(self) -> dict[str, Any]:
-        kind = self.kind if self.kind != "root" else "root"
-        return {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
-                "cost_usd": round(self.cost_usd, 6)}
+    return property(get, put, doc=doc)
 
 
 class Supervisor:
@@ -111,34 +70,27 @@ class Supervisor:
     def __init__(self, root: Path, provider: Provider, settings: Settings, *,
                  user_tools: list[UserTool] | None = None, provider_name: str | None = None,
                  policy: Any = None, tool_fallback: Any = None, on_edit: Any = None,
-                 existing: list[str] | None = None):
+                 existing: list[str] | None = None, spend: Spend | None = None):
         """``policy`` replaces what the loop does around each request (default: ours, the
         ``HarnessPolicy``); ``tool_fallback(node, call) -> ToolResult`` answers calls no tool
         claims (replay answers them as recorded); ``on_edit(node, kind, history_bytes_before)``
-        is told of every cache-invalidating edit."""
-        from .loop import HarnessPolicy
-
-        self.policy = policy or HarnessPolicy()
-        self.tool_fallback = tool_fallback
-        self._on_edit = on_edit
+        is told of every cache-invalidating edit; ``spend`` is the run's spend meter (default:
+        a ``Spend`` of this process's turns)."""
         self.root = Path(root)
-        self.provider = provider
-        self.provider_name = provider_name or getattr(provider, "name", None)
-        self.settings = settings
-        # told (agent id, text) as answer text streams in: a live preview, never recorded
-        self.text_listeners: list[Callable[[str, str], None]] = []
-        self.user_tools = {t.name: t for t in (user_tools or [])}
+        self.env = AgentEnv(
+            self.root, provider, settings,
+            provider_name=provider_name or getattr(provider, "name", None),
+            policy=policy or HarnessPolicy(),
+            tools={t.name: t for t in (user_tools or [])}, tool_fallback=tool_fallback,
+            limiter=trio.CapacityLimiter(settings.concurrency),
+            spend=spend if spend is not None else Spend(settings),
+            sources=Sources(self.root),  # the transcript tools' opener: each log confined once
+            spawner=self, on_edit=on_edit)
         self.agents: dict[str, AgentNode] = {}
-        self.limiter = trio.CapacityLimiter(settings.concurrency)
-        # the tool sets offered so far and their opening-record form (``tools.tool_defs``,
-        # ``_started``): each made once per set of tools, not per request or per agent
-        self._tool_defs: list[tuple[tuple, list]] = []
+        # the opening record's form of the last tool list offered (``_started``): made once
+        # per set of tools, not per agent
         self._started_tools: tuple[list, list[dict]] | None = None
         self.loader = make_loader(self.root)
-        self.sources = Sources(self.root)  # the transcript tools' opener: each log confined once
-        self.usage = Usage()
-        self.cost_usd = 0.0
-        self.provider_calls = 0
         self.nursery: trio.Nursery | None = None
         # the ids in use, listed now: an agent set aside later (its creation cut) keeps its id
         # (``existing``: the caller's listing of this run root, made just before)
@@ -146,13 +98,37 @@ class Supervisor:
         self._ids = itertools.count(len(existing) + 1)
         self._taken = set(existing)
 
+    # ------------------------------------------------------------------ the env's fields
+
+    settings = _env_field("settings", "The run's settings (an agent's own: ``settings_for``).")
+    provider = _env_field("provider", "The run's provider.")
+    provider_name = _env_field("provider_name", "The provider's name, as recorded.")
+    policy = _env_field("policy", "What the loop does around each request.", settable=True)
+    tool_fallback = _env_field("tool_fallback", "Answers calls no tool claims.", settable=True)
+    user_tools = _env_field("tools", "The run's tool table, name → tool (user tools, the run's "
+                            "MCP servers'); updating it offers more tools to every agent.")
+    text_listeners = _env_field("text_listeners", "Told ``(agent id, text)`` as answer text "
+                                "streams in: a live preview, never recorded.")
+    limiter = _env_field("limiter", "Provider calls in flight across the run.")
+    sources = _env_field("sources", "The door's opener, each log confined once.")
+    usage = _spend_field("usage", "The run's usage so far.")
+    cost_usd = _spend_field("cost_usd", "The run's cost so far, in USD.")
+    provider_calls = _spend_field("provider_calls", "Provider call attempts so far.")
+
     def settings_for(self, node: AgentNode | None) -> Settings:
         """An agent's settings: its own where it was started with some, else the run's."""
-        return node.settings if node is not None and node.settings is not None else self.settings
+        return self.env.settings_for(node)
+
+    def tools_for(self, node: AgentNode | None) -> dict[str, Any]:
+        """The tools an agent is offered beyond the built-ins (``AgentEnv.tools_for``)."""
+        return self.env.tools_for(node)
+
+    def over_budget(self, node: AgentNode | None = None) -> str | None:
+        """Why no further request may start (``Spend.over_budget``)."""
+        return self.env.spend.over_budget(node)
 
     def on_edit(self, node: AgentNode, kind: str, history_before: int) -> None:
-        if self._on_edit is not None:
-            self._on_edit(node, kind, history_before)
+        self.env.on_edit(node, kind, history_before)
 
     # ------------------------------------------------------------------ ids and limits
 
@@ -172,53 +148,10 @@ class Supervisor:
             raise Refusal(f"this run already has {len(self.agents)} agents; it allows "
                           f"{self.settings.max_agents}")
 
-    def over_budget(self, node: AgentNode | None = None) -> str | None:
-        """Why no further request may start: the run's budget, or (given ``node``) the budget
-        of its tree — the root agent it descends from and all that root's descendants."""
-        s = self.settings
-        total = _tokens(self.usage)
-        if s.budget_tokens is not None and total >= s.budget_tokens:
-            return f"{total} tokens used of a budget of {s.budget_tokens}"
-        if s.budget_usd is not None and self.cost_usd >= s.budget_usd:
-            return f"${self.cost_usd:.4f} spent of a budget of ${s.budget_usd:.4f}"
-        if node is None:
-            return None
-        top = node.tree_root()
-        s = self.settings_for(top)  # a root started with its own settings keeps its own budget
-        if s.task_budget_tokens is None and s.task_budget_usd is None:
-            return None
-        tree = [top, *top.descendants().values()]
-        tokens = sum(_tokens(n.usage) for n in tree)
-        usd = sum(n.cost_usd for n in tree)
-        if s.task_budget_tokens is not None and tokens >= s.task_budget_tokens:
-            return f"{tokens} tokens used of the task's budget of {s.task_budget_tokens}"
-        if s.task_budget_usd is not None and usd >= s.task_budget_usd:
-            return f"${usd:.4f} spent of the task's budget of ${s.task_budget_usd:.4f}"
-        return None
-
-    # ------------------------------------------------------------------ creating agents
-
-    def tools_for(self, node: AgentNode | None) -> dict[str, Any]:
-        """The tools an agent is offered beyond the built-ins, by name: the run's (user tools,
-        the run's MCP servers), then the tools of the MCP servers its ancestors and it started
-        for themselves, oldest first (decision 0244). An agent's own tool never shadows one
-        already in the table."""
-        table = dict(self.user_tools)
-        chain: list[AgentNode] = []
-        while node is not None:
-            chain.append(node)
-            node = node.parent
-        for n in reversed(chain):
-            for name, t in n.own_tools.items():
-                table.setdefault(name, t)
-        return table
-
     def _started(self, agent: str, settings: Settings | None = None,
                  node: AgentNode | None = None, **extra: Any) -> SessionStarted:
-        from .tools import tool_defs
-
         s = settings or self.settings
-        defs = tool_defs(self, node)
+        defs = tool_defs(self.env, node)
         memo = self._started_tools
         if memo is None or memo[0] is not defs:  # one list per tool set, shared by the records
             memo = self._started_tools = (defs, [
@@ -272,7 +205,7 @@ class Supervisor:
 
         self._taken.add(aid)
         self._born(node, birth)
-        node.edit_hook = self.on_edit
+        node.edit_hook = self.env.on_edit
         self.agents[aid] = node
         return node
 
@@ -311,7 +244,7 @@ class Supervisor:
 
         self._taken.add(aid)
         self._born(node, birth)
-        node.edit_hook = self.on_edit
+        node.edit_hook = self.env.on_edit
         node.tokens_per_byte = tpb
         parent.children[aid] = node
         self.agents[aid] = node
@@ -342,7 +275,7 @@ class Supervisor:
         depth = (st.depth if st and st.depth is not None else
                  (parent.depth + 1 if parent else 0))
         node = AgentNode(agent_id, alog, kind=st.kind if st else None, depth=depth, parent=parent)
-        node.edit_hook = self.on_edit
+        node.edit_hook = self.env.on_edit
         node.tokens_per_byte = st.tokens_per_byte if st else None
         node.resumed = True
         node.mcp_servers = tuple(
@@ -404,29 +337,25 @@ class Supervisor:
 
     async def run(self, node: AgentNode) -> AgentNode:
         """Run an agent (and, inside it, its children) to its end."""
-        from .loop import run_agent
-
-        await run_agent(self, node)
+        await run_agent(self.env, node)
         return node
 
     def start(self, node: AgentNode, nursery: trio.Nursery | None = None) -> None:
-        from .loop import run_agent
-
+        """Run ``node``'s loop in ``nursery`` (default: the supervisor's) — the ``Spawner``'s
+        "start it"."""
         target = nursery or self.nursery
         if target is None:
             raise RuntimeError("the supervisor is not open")
-        target.start_soon(run_agent, self, node, name=f"agent {node.id}")
+        target.start_soon(run_agent, self.env, node, name=f"agent {node.id}")
 
     async def spawn(self, node: AgentNode, nursery: trio.Nursery | None = None) -> None:
         """Start an agent like ``start``, and return once its log is open — after its own MCP
         servers have started (at most their ``startup_timeout_sec``) — so ``node.ctx`` can be
         read. An error before then (a fork refused) is raised here."""
-        from .loop import run_agent
-
         target = nursery or self.nursery
         if target is None:
             raise RuntimeError("the supervisor is not open")
-        await target.start(run_agent, self, node, name=f"agent {node.id}")
+        await target.start(run_agent, self.env, node, name=f"agent {node.id}")
         if node.log is None:
             raise Refusal(f"agent {node.id} ended before its log opened ({node.reason})")
 
@@ -436,16 +365,14 @@ class Supervisor:
         return await self.run(self.new_root(task, agent_id, mcp_servers=mcp_servers))
 
     async def synod(self, parent: AgentNode, question: str, *, n: int, reduce: str = "vote",
-                    stances: list[str] | None = None):
+                    stances: list[str] | None = None) -> SynodResult:
         """Fork ``n`` mnemon children of ``parent`` at one turn boundary, each given
         ``question`` (and its stance, if any), run them and wait for all; returns a
         ``synod.SynodResult`` (the vote, or every answer for a merge).
 
         Cancellation: cancelling the caller cancels the children.
         """
-        from .synod import run_synod
-
-        return await run_synod(self, parent, question, n=n, reduce=reduce, stances=stances)
+        return await run_synod(self.env, parent, question, n=n, reduce=reduce, stances=stances)
 
     # ------------------------------------------------------------------ live operations
 
@@ -474,10 +401,6 @@ class Supervisor:
             if node.log is not None:  # an agent cancelled before its log opened has none
                 node.log.close(checkpoint=True)  # a clean stop: the next resume need not refold
         flush()  # the run's log lines are buffered, not flushed line by line
-
-
-def _tokens(u: Usage) -> int:
-    return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
 
 
 def _restore_spend(sup: Supervisor, node: AgentNode) -> None:
@@ -570,17 +493,3 @@ async def _open_mcp(root: Path, settings: Settings) -> AsyncIterator[list[Any]]:
     """The run's MCP servers' tools (none, and no SDK imported, when none are configured)."""
     async with open_servers(settings.mcp_servers, root / "mcp") as tools:
         yield tools
-
-
-@asynccontextmanager
-async def open_servers(specs: "tuple[McpServerSpec, ...]",
-                       log_dir: Path) -> AsyncIterator[list[Any]]:
-    """Start MCP servers in a nursery of the caller's and yield their tools; leaving the block
-    stops them. None configured: no tools, and the SDK is not imported."""
-    if not specs:
-        yield []
-        return
-    from .mcp.client import open_mcp_tools
-
-    async with open_mcp_tools(specs, log_dir=log_dir) as mcp:
-        yield mcp.tools

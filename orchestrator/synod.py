@@ -15,7 +15,8 @@ Reductions:
   or as the job's merge prompt); the parent's next turn reads them, and any child's transcript
   through the transcript tools and the child's id.
 
-The arithmetic of a vote is pure (``vote``); ``run_synod`` forks, runs and waits.
+The arithmetic of a vote is pure (``vote``); ``run_synod`` forks, runs and waits. It makes and
+starts its children through ``env.spawner`` alone (``spawner.Spawner``), never the supervisor.
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ from msgspec import Struct
 
 from ..session.errors import Refusal
 
+from .servers import serving
+
 if TYPE_CHECKING:
-    from .supervisor import AgentNode, Supervisor
+    from .env import AgentEnv
+    from .node import AgentNode
 
 REDUCE = ("vote", "merge")
 MAX_N = 32
@@ -118,36 +122,36 @@ def check(question: str, n: int, reduce: str, stances: list[str] | None) -> None
         raise Refusal(f"{len(stances)} stances for {n} children: give at most one per child")
 
 
-def fork_synod(sup: "Supervisor", parent: "AgentNode", question: str, *, n: int,
+def fork_synod(env: "AgentEnv", parent: "AgentNode", question: str, *, n: int,
                stances: list[str] | None = None,
                ids: list[str] | None = None) -> list["AgentNode"]:
     """Fork the ``n`` children at once (synchronous: nothing appends to the parent between the
     forks, so every link is the same table). Stances are dealt in order; children past the
     last stance get the bare question. ``ids`` names them (default: minted)."""
     stances = stances or []
-    return [sup.new_child(parent, child_task(question, stances[i] if i < len(stances) else None),
+    new_child = env.spawner.new_child
+    return [new_child(parent, child_task(question, stances[i] if i < len(stances) else None),
                           "mnemon", agent_id=ids[i] if ids else None) for i in range(n)]
 
 
-async def wait_synod(sup: "Supervisor", parent: "AgentNode", children: list["AgentNode"],
+async def wait_synod(env: "AgentEnv", parent: "AgentNode", children: list["AgentNode"],
                      reduce: str) -> SynodResult:
     """Run every child not yet running — in the parent's nursery while the parent's loop runs
     (a tool call), else in a nursery of this call, with the parent's own MCP servers started
     again around it (the children are offered their tools; decision 0244) — wait for all, and
     reduce."""
-    from .loop import run_agent, serving
-
+    start = env.spawner.start
     idle = [c for c in children if not c.started and not c.done.is_set()]
     if parent.nursery is not None and parent.state == "running" and parent.started:
         for c in idle:
-            sup.start(c, parent.nursery)
+            start(c, parent.nursery)
         for c in children:
             await c.done.wait()
     else:
-        async with serving(sup, parent) if idle else nullcontext():
+        async with serving(env, parent) if idle else nullcontext():
             async with trio.open_nursery() as nursery:
                 for c in idle:
-                    nursery.start_soon(run_agent, sup, c, name=f"agent {c.id}")
+                    start(c, nursery)
         for c in children:
             await c.done.wait()
     outcomes = [c.outcome() for c in children]
@@ -157,12 +161,12 @@ async def wait_synod(sup: "Supervisor", parent: "AgentNode", children: list["Age
     return result
 
 
-async def run_synod(sup: "Supervisor", parent: "AgentNode", question: str, *, n: int,
+async def run_synod(env: "AgentEnv", parent: "AgentNode", question: str, *, n: int,
                     reduce: str = "vote", stances: list[str] | None = None) -> SynodResult:
     """Fork, run, wait, reduce (``Supervisor.synod`` and the ``agents_synod`` tool).
 
     Cancellation: cancelling the caller cancels the children it started.
     """
     check(question, n, reduce, stances)
-    children = fork_synod(sup, parent, question, n=n, stances=stances)
-    return await wait_synod(sup, parent, children, reduce)
+    children = fork_synod(env, parent, question, n=n, stances=stances)
+    return await wait_synod(env, parent, children, reduce)

@@ -19,7 +19,8 @@ import trio
 from ...lineage.runroot import now_iso
 from ...session.door import Door
 from ...session.records import SessionResumed
-from ..supervisor import AgentNode, Supervisor
+from ..node import AgentNode
+from ..supervisor import Supervisor
 
 
 class ChatSession:
@@ -92,7 +93,7 @@ class ChatSession:
     def survey(self) -> dict:
         from ..tools import survey
 
-        return survey(self.sup, self._need_node())
+        return survey(self.sup.env, self._need_node())
 
     def _door(self) -> Door:
         return Door.of_agent(self.sup.root, self._need_node().log, own=False)

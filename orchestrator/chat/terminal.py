@@ -24,7 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ...session.errors import Refusal, SessionError
-from ..supervisor import AgentNode
+from ..node import AgentNode
 from .commands import HELP, ChatInputError, SlashCommand, parse_line
 from .session import ChatSession
 
@@ -74,8 +74,8 @@ def _showing_tools(show: Any) -> Any:
     from ..loop import HarnessPolicy
 
     class ShowTools(HarnessPolicy):
-        def after_tools(self, sup: Any, node: AgentNode) -> None:
-            super().after_tools(sup, node)
+        def after_tools(self, env: Any, node: AgentNode) -> None:
+            super().after_tools(env, node)
             show(node)
 
     return ShowTools()

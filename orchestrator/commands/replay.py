@@ -40,7 +40,7 @@ def run(args) -> int:
 
     from ..importers import TrajectoryFormatError, load
     from ..replay import replay, summary_table, write_reports
-    from ..strategies import STRATEGIES, Options
+    from ..replay.strategies import STRATEGIES, Options
 
     names = [s.strip() for s in args.strategy.split(",") if s.strip()]
     bad = [s for s in names if s not in STRATEGIES]

@@ -6,10 +6,11 @@ of the job). It holds one fixed-width record, rewritten in place: what the attem
 since it started (the four token counts and USD) and how many tasks it has running. Nobody else
 writes it, so there is no lock and no append race (decision 0251):
 
-* a worker whose job has a budget **publishes** after every turn (``SharedSpend``, the hook is the
-  loop's own accounting) and **reads every other ledger before every turn** (``over_budget``), so
-  the job's budget is one total over every worker and a turn starts only while it is not spent;
-  without a budget it publishes at most every ``QUIET_S`` (the figures are only shown);
+* a worker whose job has a budget **publishes** after every turn (``SharedSpend``'s meter,
+  ``LedgerSpend``: the hook is the loop's own accounting) and **reads every other ledger before
+  every turn** (``over_budget``), so the job's budget is one total over every worker and a
+  turn starts only while it is not spent; without a budget it publishes at most every
+  ``QUIET_S`` (the figures are only shown);
 * the driver reads them for the live progress (cost so far, tasks running) and sums them for the
   job's usage when every chunk has ended.
 
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ...session.records import Usage
+from ..spend import Spend
 from ..supervisor import Supervisor
 
 FOLDER = "ledger"
@@ -168,28 +170,28 @@ class Ledger:
             self._fd = -1
 
 
-class SharedSpend(Supervisor):
-    """A supervisor whose run-wide spend is the job's over every worker.
+class LedgerSpend(Spend):
+    """A spend meter whose run-wide figures are the job's over every worker.
 
     ``usage`` and ``cost_usd`` — what ``over_budget`` weighs and the loop's accounting adds
     to — read as ``base`` (earlier runs) + the other attempts' ledgers (as last read) + this
     process's own spend; an assignment changes only the own part, and publishes it. The loop
-    assigns both after every turn, so every turn's spend is on the shared run root before this
-    agent's next turn or any other agent's can start.
+    adds to both after every turn (``Spend.add``), so every turn's spend is on the shared run
+    root before this agent's next turn or any other agent's can start.
     """
 
-    def __init__(self, *args: Any, ledger: Ledger, base: tuple[Usage, float], **kw: Any):
-        self._ledger = None  # no publishing while Supervisor.__init__ zeroes the figures
+    def __init__(self, settings: Any, *, ledger: Ledger, base: tuple[Usage, float]):
+        self._ledger = None  # no publishing while Spend.__init__ zeroes the figures
         self._base_usage, self._base_usd = base
         self._seen_usage, self._seen_usd = Usage(), 0.0
         self._own_usage, self._own_usd = Usage(), 0.0
-        super().__init__(*args, **kw)
+        super().__init__(settings)
         self._own_usage, self._own_usd = Usage(), 0.0
         self._ledger = ledger
-        s = self.settings  # the job's budget is the run's: read the others before every turn
+        s = settings  # the job's budget is the run's: read the others before every turn
         self.budgeted = s.budget_tokens is not None or s.budget_usd is not None
 
-    @property
+    @property  # type: ignore[override]
     def usage(self) -> Usage:
         return self._base_usage + self._seen_usage + self._own_usage
 
@@ -198,7 +200,7 @@ class SharedSpend(Supervisor):
         outside = self._base_usage + self._seen_usage
         self._own_usage = Usage(**{f: getattr(value, f) - getattr(outside, f) for f in FIELDS})
 
-    @property
+    @property  # type: ignore[override]
     def cost_usd(self) -> float:
         return self._base_usd + self._seen_usd + self._own_usd
 
@@ -225,3 +227,21 @@ class SharedSpend(Supervisor):
     @property
     def own(self) -> tuple[Usage, float]:
         return self._own_usage, self._own_usd
+
+
+class SharedSpend(Supervisor):
+    """A supervisor whose run's spend meter is the job's over every worker (``LedgerSpend``)."""
+
+    def __init__(self, root: Any, provider: Any, settings: Any, *args: Any, ledger: Ledger,
+                 base: tuple[Usage, float], **kw: Any):
+        super().__init__(root, provider, settings, *args,
+                         spend=LedgerSpend(settings, ledger=ledger, base=base), **kw)
+
+    def publish(self, *, ended: bool = False) -> None:
+        """Write this attempt's spend and tasks running to its ledger now."""
+        self.env.spend.publish(ended=ended)
+
+    @property
+    def own(self) -> tuple[Usage, float]:
+        """This process's own spend, without the base and the other workers'."""
+        return self.env.spend.own

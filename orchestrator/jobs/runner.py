@@ -30,7 +30,8 @@ from msgspec import Struct
 
 from ...lineage.runroot import agent_source, list_agents
 from ...session.records import Usage
-from ..supervisor import _open_mcp, AgentNode, Supervisor
+from ..node import AgentNode
+from ..supervisor import _open_mcp, Supervisor
 from ..synod import fork_synod, vote as tally, wait_synod
 from .results import FINAL, Result, ResultsFile, read_results, rewrite
 from .spec import Job
@@ -351,11 +352,11 @@ class JobRunner:
             else:
                 missing.append((aid, stance))
         if missing:  # all from the same table: every link is the same
-            kids += fork_synod(self.sup, top, question, n=len(missing),
+            kids += fork_synod(self.sup.env, top, question, n=len(missing),
                                stances=[m[1] for m in missing], ids=[m[0] for m in missing])
         kids.sort(key=lambda c: int(c.id.rsplit(".s", 1)[1]))
         nodes += kids
-        outcome = await wait_synod(self.sup, top, kids, syn.reduce)
+        outcome = await wait_synod(self.sup.env, top, kids, syn.reduce)
         info: dict[str, Any] = {"n": syn.n, "reduce": syn.reduce,
                                 "children": [c["agent"] for c in outcome.children]}
         if syn.reduce == "vote":

@@ -22,7 +22,7 @@ _WHERE: dict[str, str] = {
     # running agents
     "open_supervisor": ".orchestrator.supervisor",
     "Supervisor": ".orchestrator.supervisor",
-    "AgentNode": ".orchestrator.supervisor",
+    "AgentNode": ".orchestrator.node",
     "Settings": ".orchestrator.settings",
     "tool": ".orchestrator.usertools",
     "UserTool": ".orchestrator.usertools",
@@ -75,7 +75,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .lineage.runroot import RunRootError, create_run_root
     from .lineage.tree import build_tree
     from .orchestrator.settings import Settings
-    from .orchestrator.supervisor import AgentNode, Supervisor, open_supervisor
+    from .orchestrator.node import AgentNode
+    from .orchestrator.supervisor import Supervisor, open_supervisor
     from .orchestrator.usertools import UserTool, tool
     from .providers.anthropic import AnthropicProvider
     from .providers.base import Provider

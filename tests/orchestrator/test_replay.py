@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import door_open
 from mnemon.lineage.view import open_agent
-from mnemon.orchestrator import strategies as S
+from mnemon.orchestrator.replay import strategies as S
 from mnemon.orchestrator.cli import main
 from mnemon.orchestrator.importers import AssistantStep, ToolStep, Trajectory, UserStep, load
 from mnemon.orchestrator.replay import replay
@@ -281,3 +281,18 @@ def test_the_first_four_trajectories_at_32k_read_90_percent_on_steady_requests(t
              if line.startswith('{"t":"Evicted"')]
     assert len(plans) == ev["harness_evictions"] == 7
     assert all(p["verbatim_tokens"] >= p["floor_tokens"] for p in plans)
+
+
+def test_the_paths_from_before_the_package_still_import():
+    """Replay became a package (``orchestrator/replay/``); the paths docs, bench and users
+    import keep working: the package's face and the old ``orchestrator.strategies`` module,
+    which re-exports the package's own objects."""
+    from mnemon.orchestrator import strategies as old
+    from mnemon.orchestrator.replay import replay as fn, summary_table, write_reports
+    from mnemon.orchestrator.replay import run, report
+
+    assert (fn, summary_table, write_reports) == (run.replay, report.summary_table,
+                                                   report.write_reports)
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(S, name), name
+    assert old.make("evict", old.Options()).name == "evict"

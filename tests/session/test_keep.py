@@ -152,7 +152,7 @@ def _default_economy(**kw) -> Economy:
 def test_the_default_floor_is_the_most_compaction_restores():
     """The floor is what the peer re-injects at most (up to 5 reads, in total half its
     13 000-token buffer), so a cut keeps at least what compaction can keep (decision 0222)."""
-    from mnemon.orchestrator.strategies import COMPACT_BUFFER_TOKENS, REINJECT_FILE_TOKENS
+    from mnemon.orchestrator.replay.strategies import COMPACT_BUFFER_TOKENS, REINJECT_FILE_TOKENS
 
     assert KEEP_FLOOR_TOKENS == COMPACT_BUFFER_TOKENS // 2 > REINJECT_FILE_TOKENS
 

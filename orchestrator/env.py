@@ -1,0 +1,108 @@
+"""The agent environment: everything the loop, the tools and the synod read about the run an
+agent runs in, in one object, and nothing more.
+
+Before it, the supervisor was handed whole into nearly every loop and tool function and used as
+a bag: settings here, the provider there, the limiter, the tool table, the spend. The env makes
+that bag explicit and narrow. The supervisor builds one per run and owns it; the layers below
+it (``loop``, ``tools``, ``synod``, ``weighing``, ``servers``, ``doorcalls``) take an
+``AgentEnv`` and an ``AgentNode`` and never import the supervisor. What they need of agent
+creation is the ``spawner`` (``spawner.Spawner``: make a child, start it) — the supervisor, seen
+through that protocol only.
+
+A harness policy (``loop.HarnessPolicy`` and its replacements) is called with the env and the
+node: ``before_request(env, node)``, ``after_tools(env, node)``, ``on_idle(env, node)``,
+``shape_request(env, node, request)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .node import settings_of
+from .settings import Settings
+
+if TYPE_CHECKING:
+    import trio
+
+    from ..lineage.runroot import Sources
+    from ..providers.base import Provider
+    from .node import AgentNode
+    from .spawner import Spawner
+    from .spend import Spend
+
+
+class AgentEnv:
+    """What an agent's loop, tools and synod read, shared by every agent of one run.
+
+    - ``root``: the run root (where MCP servers log, what the door confines reads to);
+    - ``provider`` and ``provider_name`` (the name also selects the cache multipliers);
+    - ``settings``: the run's; an agent's own are ``settings_for(node)`` — the one rule;
+    - ``policy``: what the loop does around each request (``loop.HarnessPolicy`` by default);
+    - ``tools``: the run's tool table, name → tool (user tools, the run's MCP servers'); an
+      agent's whole table is ``tools_for(node)``; ``tool_fallback(node, call)`` answers calls
+      no tool claims (replay);
+    - ``limiter``: provider calls in flight across the run;
+    - ``spend``: the run's spend meter and budgets (``spend.Spend``);
+    - ``sources``: the door's opener, each log confined to the run root once;
+    - ``text_listeners``: told ``(agent id, text)`` as answer text streams in (never recorded);
+    - ``on_edit(node, kind, history_before)``: told of every cache-invalidating edit;
+    - ``spawner``: makes and starts children (``spawner.Spawner``).
+    """
+
+    __slots__ = ("root", "provider", "provider_name", "settings", "policy", "tools",
+                 "tool_fallback", "limiter", "spend", "sources", "text_listeners", "spawner",
+                 "edit_hook", "tool_sets")
+
+    def __init__(self, root: Path, provider: "Provider", settings: Settings, *,
+                 provider_name: str | None, policy: Any, tools: dict[str, Any],
+                 tool_fallback: Any, limiter: "trio.CapacityLimiter", spend: "Spend",
+                 sources: "Sources", spawner: "Spawner",
+                 on_edit: Callable[["AgentNode", str, int], None] | None = None):
+        self.root = root
+        self.provider = provider
+        self.provider_name = provider_name
+        self.settings = settings
+        self.policy = policy
+        self.tools = tools
+        self.tool_fallback = tool_fallback
+        self.limiter = limiter
+        self.spend = spend
+        self.sources = sources
+        self.text_listeners: list[Callable[[str, str], None]] = []
+        self.spawner = spawner
+        self.edit_hook = on_edit
+        # the tool lists offered so far (``tooldefs.tool_defs``): each made once per set of
+        # tools, not per request or per agent
+        self.tool_sets: list[tuple[tuple, list]] = []
+
+    def settings_for(self, node: "AgentNode | None") -> Settings:
+        """An agent's settings: its own where it was started with some, else the run's."""
+        return settings_of(node, self.settings)
+
+    def tools_for(self, node: "AgentNode | None") -> dict[str, Any]:
+        """The tools an agent is offered beyond the built-ins, by name: the run's (user tools,
+        the run's MCP servers), then the tools of the MCP servers its ancestors and it started
+        for themselves, oldest first (decision 0244). An agent's own tool never shadows one
+        already in the table.
+
+        Read-only: while no agent of the lineage has servers of its own (the common case) this
+        is the run's table itself, not a copy made for every turn."""
+        n = node
+        while n is not None and not n.own_tools:
+            n = n.parent
+        if n is None:
+            return self.tools
+        table = dict(self.tools)
+        chain: list[AgentNode] = []
+        while node is not None:
+            chain.append(node)
+            node = node.parent
+        for a in reversed(chain):
+            for name, t in a.own_tools.items():
+                table.setdefault(name, t)
+        return table
+
+    def on_edit(self, node: "AgentNode", kind: str, history_before: int) -> None:
+        if self.edit_hook is not None:
+            self.edit_hook(node, kind, history_before)

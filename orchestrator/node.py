@@ -1,0 +1,105 @@
+"""One live agent (``AgentNode``) and the rule that says which settings it runs under.
+
+The node is what every layer of the orchestrator core reads and none of them owns: the loop
+advances it, the tools and the synod act on it, the supervisor creates it and keeps the table of
+them. It lives in its own module, below all of them, so that none of them has to import the
+supervisor to name it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import trio
+
+from ..session.agentlog import AgentLog
+from ..session.errors import Refusal
+from ..session.eviction import PressureLatch
+from ..session.records import Usage
+from ..session.sweep import Growth
+
+from .settings import Settings
+
+
+def settings_of(node: "AgentNode | None", run: Settings) -> Settings:
+    """The one settings rule: an agent runs under its own settings where it was started with
+    some (``new_root(…, settings=…)``, a service ``POST /v1/agents`` with overrides; a child
+    carries its parent's), else under the run's. Everything the harness works out for one
+    agent — its turns, its context, its economy, its cache multipliers, its cost — reads the
+    settings this answers (decision 0274)."""
+    return node.settings if node is not None and node.settings is not None else run
+
+
+def _no_edit_hook(node: "AgentNode", kind: str, history_before: int) -> None:
+    return None
+
+
+class AgentNode:
+    """One live agent: its log, its place in the lineage, its cancel scope and its outcome."""
+
+    def __init__(self, agent_id: str, log_: AgentLog | None, *, kind: str | None, depth: int,
+                 parent: "AgentNode | None"):
+        self.id = agent_id
+        self.log: AgentLog = log_  # type: ignore[assignment]  # None until born (see ``birth``)
+        self.kind = kind or "root"
+        self.depth = depth
+        self.parent = parent
+        self.children: dict[str, AgentNode] = {}
+        self.state = "running"  # running | ended | failed | cancelled
+        self.reason: str | None = None
+        self.answer: str | None = None
+        self.usage = Usage()
+        self.cost_usd = 0.0
+        self.turns_taken = 0
+        self.done = trio.Event()
+        self.scope = trio.CancelScope()
+        self.nursery: trio.Nursery | None = None
+        self.latch = PressureLatch()
+        self.growth = Growth()
+        self.edited = False  # an edit since the last request (for the growth meter)
+        self.tokens_per_byte: float | None = None
+        self.evictions = 0
+        self.sweeps = 0
+        self.started = False  # its loop has begun (a resumed child waits for its parent's)
+        self.resumed = False  # reopened from its log: a turn that ended the agent ends it again
+        # the env's edit hook, ``hook(node, kind, history_before)``: a bound method, not a
+        # closure over the node, so a finished agent is freed at once (no reference cycle
+        # for the collector to find: a job's thousands of agents kept it busy)
+        self.edit_hook: Callable[[AgentNode, str, int], None] = _no_edit_hook
+        # MCP servers this agent starts for itself, in its own nursery, before its log opens
+        self.mcp_servers: tuple[Any, ...] = ()
+        # the tools of those servers, once started: offered to it and to its descendants
+        self.own_tools: dict[str, Any] = {}
+        # writes the agent's opening records once its own servers have listed their tools (an
+        # agent with servers of its own is born in its loop's task, not when it is created)
+        self.birth: Callable[[], AgentLog] | None = None
+
+    settings: Settings | None = None  # this agent's own settings, where they differ from the run's
+
+    def on_edit(self, kind: str, history_before: int) -> None:
+        self.edit_hook(self, kind, history_before)
+
+    @property
+    def ctx(self):
+        if self.log is None:
+            raise Refusal(f"agent {self.id} has not opened its log yet (its MCP servers are "
+                          "starting)")
+        return self.log.ctx
+
+    def descendants(self) -> dict[str, "AgentNode"]:
+        out: dict[str, AgentNode] = {}
+        for c in self.children.values():
+            out[c.id] = c
+            out.update(c.descendants())
+        return out
+
+    def tree_root(self) -> "AgentNode":
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def outcome(self) -> dict[str, Any]:
+        kind = self.kind if self.kind != "root" else "root"
+        return {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
+                "cost_usd": round(self.cost_usd, 6)}

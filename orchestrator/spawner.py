@@ -1,0 +1,32 @@
+"""All that the tools and the synod know of agent creation: make a child, start it.
+
+``agents_start`` and ``agents_synod`` create agents, but creating one is the supervisor's
+business — ids, run-wide limits, the fork, the opening records, the table of agents. The
+``Spawner`` protocol is the narrow door between them: the tools and the synod hold one (through
+the env) and never see the supervisor behind it, so the supervisor can sit on top of the loop,
+the tools and the synod instead of in a cycle with them.
+
+Waiting for a child and cancelling one need no door: a node carries its own ``done`` event and
+cancel scope (``agents_wait``, ``agents_cancel``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import trio
+
+    from .node import AgentNode
+
+
+class Spawner(Protocol):
+    def new_child(self, parent: "AgentNode", task: str, kind: str,
+                  agent_id: str | None = None) -> "AgentNode":
+        """Fork a child of ``parent`` on ``task`` (``mnemon``: it inherits the parent's table;
+        ``fresh``: an empty context), within the run's limits, or refuse (``Refusal``)."""
+        ...
+
+    def start(self, node: "AgentNode", nursery: "trio.Nursery | None" = None) -> None:
+        """Run ``node``'s loop in ``nursery`` (a parent's own, so that it ends with it)."""
+        ...

@@ -1,0 +1,68 @@
+"""The run's spend meter: tokens and dollars spent so far, provider calls made, and the budgets
+they are weighed against before every turn.
+
+One meter per run, shared by all its agents through the env: the loop adds each turn's usage and
+cost (``add``) and asks, before each request, whether a budget is spent (``over_budget``). It is
+an object of its own, not fields of the supervisor, for two reasons: the loop accounts without
+knowing the supervisor, and a job's worker puts in its place a meter whose run-wide figures are
+the whole job's across workers (``jobs.ledger.LedgerSpend``, decision 0251).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..session.records import Usage
+
+from .node import settings_of
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .node import AgentNode
+
+
+def tokens(u: Usage) -> int:
+    """All the tokens of a usage: input, output, cache reads and cache writes."""
+    return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+
+
+class Spend:
+    """What the run has spent, and whether a budget stops the next turn.
+
+    ``usage`` and ``cost_usd`` are plain fields a subclass may turn into properties (the
+    ledger's meter does: an assignment there changes only this process's part and publishes
+    it); ``add`` assigns each once per turn, ``usage`` first."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings  # the run's: its budgets, and the settings of agents without own
+        self.usage = Usage()
+        self.cost_usd = 0.0
+        self.provider_calls = 0
+
+    def add(self, usage: Usage, cost: float) -> None:
+        """One turn's spend (or one summarisation request's)."""
+        self.usage = self.usage + usage
+        self.cost_usd += cost
+
+    def over_budget(self, node: "AgentNode | None" = None) -> str | None:
+        """Why no further request may start: the run's budget, or (given ``node``) the budget
+        of its tree — the root agent it descends from and all that root's descendants."""
+        s = self.settings
+        if s.budget_tokens is not None and (total := tokens(self.usage)) >= s.budget_tokens:
+            return f"{total} tokens used of a budget of {s.budget_tokens}"
+        if s.budget_usd is not None and self.cost_usd >= s.budget_usd:
+            return f"${self.cost_usd:.4f} spent of a budget of ${s.budget_usd:.4f}"
+        if node is None:
+            return None
+        top = node.tree_root()
+        s = settings_of(top, s)  # a root started with its own settings keeps its own budget
+        if s.task_budget_tokens is None and s.task_budget_usd is None:
+            return None
+        tree = [top, *top.descendants().values()]
+        used = sum(tokens(n.usage) for n in tree)
+        usd = sum(n.cost_usd for n in tree)
+        if s.task_budget_tokens is not None and used >= s.task_budget_tokens:
+            return f"{used} tokens used of the task's budget of {s.task_budget_tokens}"
+        if s.task_budget_usd is not None and usd >= s.task_budget_usd:
+            return f"${usd:.4f} spent of the task's budget of ${s.task_budget_usd:.4f}"
+        return None
