@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             sp.error = error  # type: ignore[method-assign]
     args = parser.parse_args(argv)
     if args.version:
-        from .. import __version__
+        from .._about import __version__
 
         print(f"mnemon {__version__}")
         return 0

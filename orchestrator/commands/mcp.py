@@ -36,7 +36,7 @@ def run(args) -> int:
         door = RunDoor(Path(args.run_root))
     except DoorError as e:
         raise UserError(str(e)) from None
-    from ... import __version__
+    from ..._about import __version__
     from ..mcp.server import build_server, serve_http, serve_stdio
 
     server = build_server(door, version=__version__)

@@ -31,7 +31,7 @@ def run(args) -> int:
     require("serve", "mnemon serve")
     import trio
 
-    from ... import __version__
+    from ..._about import __version__
     from ..service.runs import Run
     from ..service.server import serve
 

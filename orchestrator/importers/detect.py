@@ -12,12 +12,14 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from . import claude_code, codex, neutral
 from .claude_code import load_claude_code
+from .claude_code import looks_like as claude_code_looks_like
 from .codex import load_codex
+from .codex import looks_like as codex_looks_like
 from .lines import split_values
 from .model import Trajectory, TrajectoryFormatError
 from .neutral import load_neutral
+from .neutral import looks_like as neutral_looks_like
 from .openai_messages import is_openai_messages, load_openai_messages
 
 FORMATS = ("neutral", "claude-code", "codex", "openai-messages")
@@ -30,7 +32,8 @@ _LOADERS: dict[str, Callable[[Path], Trajectory]] = {
 }
 
 # the signatures of the line formats, in the order they are tried on each line
-_SIGNATURES = (("codex", codex.looks_like), ("claude-code", claude_code.looks_like), ("neutral", neutral.looks_like))
+_SIGNATURES = (("codex", codex_looks_like), ("claude-code", claude_code_looks_like),
+               ("neutral", neutral_looks_like))
 
 
 def load(path: str | Path, format: str = "auto") -> Trajectory:

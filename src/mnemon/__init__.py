@@ -61,10 +61,8 @@ __all__ = ["__version__", *_names]
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":  # a constant written at build time (setup.py), not the metadata
-        try:
-            from ._version import __version__ as value
-        except ImportError:  # a tree that was never built or installed
-            value = "0+unknown"
+        from ._about import __version__ as value
+
         globals()["__version__"] = value
         return value
     return _getattr(name)
