@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # _data, also when a test loads this file by its path
 
 from mnemon.lineage.runroot import agent_source, create_run_root, make_loader  # noqa: E402
 from mnemon.session.agentlog import AgentLog  # noqa: E402
