@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import json
 
-    from ..importers import TrajectoryFormatError, load
+    from ..importers import TrajectoryFormatError, every_skipped_line, load
     from ..replay import replay, summary_table, write_reports
     from ..replay.strategies import STRATEGIES, Options
 
@@ -78,7 +78,8 @@ def run(args) -> int:
                               on_root=lambda root: logs.configure(root, verbose=args.verbose),
                               keep_floor_tokens=args.keep_floor))
     logs.shutdown()
-    summary = write_reports(results, out, plot=not args.no_plot)
+    skipped = every_skipped_line(traj)
+    summary = write_reports(results, out, plot=not args.no_plot, skipped=skipped)
     plotted = (out / "plot.png").is_file()
     if args.json:
         print(json.dumps(summary))
@@ -86,6 +87,11 @@ def run(args) -> int:
         print(summary_table(summary))
         print(f"\nreports: {out / 'summary.json'}, {out / 'per_turn.csv'}"
               + (f", {out / 'plot.png'}" if plotted else ""))
+    if skipped:  # one line: how many, the first few; summary.json lists them all
+        first = "; ".join(f"{s.path}:{s.line}: {s.reason}" for s in skipped[:3])
+        sys.stderr.write(f"mnemon: replayed without {len(skipped)} unreadable line"
+                         f"{'s' if len(skipped) > 1 else ''} of the recording ({first}"
+                         f"{'; …' if len(skipped) > 3 else ''}; all in summary.json)\n")
     if not args.no_plot and not plotted:
         sys.stderr.write("mnemon: no plot: it needs matplotlib (pip install 'mnemon[plot]')\n")
     return 0

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+from ..importers import SkippedLine
 from ..report import table
 from .result import Result
 
 
-def write_reports(results: list[Result], out: Path, *, plot: bool = True) -> dict:
+def write_reports(results: list[Result], out: Path, *, plot: bool = True,
+                  skipped: Sequence[SkippedLine] = ()) -> dict:
     """Write ``per_turn.csv``, ``summary.json`` and (``plot``, matplotlib permitting)
-    ``plot.png`` into ``out``; return the summary."""
+    ``plot.png`` into ``out``; return the summary. ``skipped`` — the lines of a damaged
+    recording its importer could not read (``every_skipped_line``) — is listed in the summary
+    as ``skipped_lines`` (path, 1-based line, reason), so a figure says what it was made without."""
     out = Path(out)
     with open(out / "per_turn.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -29,7 +34,9 @@ def write_reports(results: list[Result], out: Path, *, plot: bool = True) -> dic
                             row.output_tokens, row.cost_usd, row.cumulative_usd, int(row.edited),
                             "" if row.keep is None else row.keep,
                             "" if row.verbatim_tokens is None else row.verbatim_tokens])
-    summary = {"strategies": {r.strategy: r.summary() for r in results}}
+    summary = {"strategies": {r.strategy: r.summary() for r in results},
+               "skipped_lines": [{"path": s.path, "line": s.line, "reason": s.reason}
+                                 for s in skipped]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if plot:
         plot_results(results, out / "plot.png")

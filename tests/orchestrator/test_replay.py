@@ -296,3 +296,27 @@ def test_the_paths_from_before_the_package_still_import():
     for name in old.__all__:
         assert getattr(old, name) is getattr(S, name), name
     assert old.make("evict", old.Options()).name == "evict"
+
+
+def test_a_damaged_recording_replays_and_the_report_names_what_it_lost(tmp_path, capsys):
+    """A Claude Code transcript with a summary glued onto one line and a line cut short in the
+    middle: the glued records are both replayed, the broken line is skipped, and summary.json
+    and one line on stderr name it (path, line, why)."""
+    path = Path(__file__).resolve().parents[1] / "importers" / "samples" / "claude" / \
+        "4e8a0b17-5c2d-4f63-8a9e-1b7c3d5f2e90.jsonl"
+    out = tmp_path / "out"
+    assert main(["replay", str(path), "--out", str(out), "--strategy", "evict",
+                 "--context-window", "32000", "--no-plot", "--json"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["skipped_lines"] == [{"path": str(path), "line": 6, "reason": "not JSON"}]
+    assert json.loads((out / "summary.json").read_text())["skipped_lines"] == \
+        summary["skipped_lines"]
+    assert captured.err == (f"mnemon: replayed without 1 unreadable line of the recording "
+                            f"({path}:6: not JSON; all in summary.json)\n")
+    assert main(["verify", str(out / "evict")]) == 0
+    capsys.readouterr()
+    clean = TRAJECTORIES / "gen-native__short-fix.jsonl"
+    assert main(["replay", str(clean), "--out", str(tmp_path / "c"), "--strategy", "none",
+                 "--no-plot", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped_lines"] == []
