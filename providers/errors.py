@@ -27,9 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
+
 
 __all__ = [
     "ProviderError",
@@ -200,6 +202,9 @@ def map_httpx_errors() -> Iterator[None]:
     ``from``. Our own ``ProviderError`` passes through untouched; ``trio.Cancelled`` (a
     ``BaseException``) is never caught.
     """
+    import httpx  # only the HTTP adapters call this, and they have imported it: a scripted
+    # run's loop, which needs this module's error types, pays for no HTTP client
+
     try:
         yield
     except httpx.TimeoutException as exc:

@@ -9,17 +9,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from .anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL, AnthropicProvider
 from .base import Provider
 from .cache import CacheModel
 from .errors import ProviderConfigError
-from .openai import DEFAULT_BASE_URL as OPENAI_URL, OpenAIProvider
 from .retry import RetryPolicy
 from .scripted import Policy, ScriptedProvider
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["PROVIDERS", "DEFAULT_MODELS", "KEY_VARIABLES", "make_provider"]
 
@@ -61,12 +60,18 @@ def make_provider(
     variable = KEY_VARIABLES[name]
     key = api_key if api_key is not None else env.get(variable)
     model = model or DEFAULT_MODELS[name]
+    # each adapter (and httpx) is imported only when it is the one chosen: a scripted run, the
+    # demo and the tests' default pay for no HTTP client (decision 0265)
     if name == "anthropic":
         if not key:
             raise ProviderConfigError(f"{variable} is not set (needed by --provider anthropic)")
+        from .anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL, AnthropicProvider
+
         return AnthropicProvider(http_client, key, model, base_url=base_url or ANTHROPIC_URL,
                                  stream=stream, max_tokens=max_tokens, cache_ttl=cache_ttl,
                                  retry=retry)
+    from .openai import DEFAULT_BASE_URL as OPENAI_URL, OpenAIProvider
+
     url = base_url or OPENAI_URL
     if not key and "api.openai.com" in url:
         raise ProviderConfigError(f"{variable} is not set (needed by --provider openai)")

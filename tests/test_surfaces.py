@@ -159,3 +159,23 @@ print(json.dumps([code, sorted(sys.modules)]))
     assert not heavy, heavy
     if argv[0] in ("--version", "--help"):
         assert "msgspec" not in modules, "the version and the help decode nothing"
+
+
+def test_a_scripted_run_imports_no_http_client_and_no_adapter(tmp_path):
+    """``mnemon ask`` and ``demo`` on the scripted provider: the provider not selected is not
+    imported, and neither is httpx (the adapters import it; the loop needs only the errors)."""
+    done = _run(f"""
+import io, json, sys, contextlib
+from mnemon.orchestrator.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    codes = [main(["ask", "--run-root", "a", "hello"]), main(["demo", "--run-root", "d"])]
+print(json.dumps([codes, sorted(sys.modules)]))
+""", tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    codes, modules = json.loads(done.stdout.splitlines()[-1])
+    assert codes == [0, 0]
+    assert "mnemon.providers.scripted" in modules
+    heavy = [m for m in modules if m.split(".")[0] in ("httpx", "httpcore", "anyio")
+             or m in ("mnemon.providers.anthropic", "mnemon.providers.openai",
+                      "mnemon.providers.http")]
+    assert not heavy, heavy
