@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
     p.add_argument("--model", default="claude-sonnet-4-5", help="the model whose prices apply")
     p.add_argument("--prices", default=None, help="a TOML or JSON price table overriding ours")
     p.add_argument("--summary-tokens", type=int, default=2000)
+    p.add_argument("--clear-at-least", type=int, default=0, metavar="TOKENS",
+                   help="clear-tool-uses: clear only when at least this many tokens go at once "
+                        "(the API's clear_at_least; default none)")
     p.add_argument("--seconds-per-request", type=float, default=15.0)
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--json", action="store_true", help="print summary.json")
@@ -48,6 +51,8 @@ def run(args) -> int:
         raise UserError(f"unknown strategy {', '.join(bad) or '(none)'}: choose from "
                         f"{', '.join(STRATEGIES)}")
     args.keep = keep_arg(args.keep)
+    if args.clear_at_least < 0:
+        raise UserError(f"--clear-at-least must be a number of tokens, not {args.clear_at_least}")
     if args.keep_floor is not None and args.keep_floor < 0:
         raise UserError(f"--keep-floor must be a number of tokens, not {args.keep_floor}")
     out = Path(args.out)
@@ -74,7 +79,8 @@ def run(args) -> int:
         results.append(replay(traj, out / name, name, window=args.context_window,
                               model=args.model, ttl=args.cache_ttl, keep=args.keep,
                               seconds_per_request=args.seconds_per_request,
-                              opts=Options(keep=args.keep, summary_tokens=args.summary_tokens),
+                              opts=Options(keep=args.keep, summary_tokens=args.summary_tokens,
+                                           clear_at_least=args.clear_at_least),
                               on_root=lambda root: logs.configure(root, verbose=args.verbose),
                               keep_floor_tokens=args.keep_floor))
     logs.shutdown()

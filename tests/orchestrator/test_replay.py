@@ -320,3 +320,29 @@ def test_a_damaged_recording_replays_and_the_report_names_what_it_lost(tmp_path,
     assert main(["replay", str(clean), "--out", str(tmp_path / "c"), "--strategy", "none",
                  "--no-plot", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["skipped_lines"] == []
+
+
+def test_clear_at_least_clears_in_bulk_or_not_at_all(tmp_path):
+    """Without ``clear_at_least`` every request past the trigger clears the one result that just
+    left the last three (a cache rewrite each time, as the API documents a clear); with it, a clear
+    is made only when it takes at least that many tokens at once, so fewer, larger clears."""
+    traj = _reading_traj(16, 4_000)  # ~1 000 tokens a result
+    every = replay(traj, tmp_path / "every", "clear-tool-uses", window=20_000).summary()
+    opts = S.Options(clear_at_least=5_000)
+    bulk = replay(traj, tmp_path / "bulk", "clear-tool-uses", window=20_000, opts=opts)
+    _root, _a, ctx, _ = open_agent(tmp_path / "bulk" / "agents" / "a1")
+    door, _ = door_open(tmp_path / "bulk" / "agents" / "a1")
+    sweeps = [r for t in door.read([t.id for t in ctx.turns]) for r in t["records"]
+              if r["t"] == "Swept"]
+    assert sweeps, "some clear was big enough"
+    assert all(len(s["blocks"]) >= 5 for s in sweeps), sweeps  # ≥ 5 000 tokens: ≥ 5 results
+    assert 0 < bulk.summary()["edits"] < every["edits"]
+    assert bulk.cost_usd < replay(traj, tmp_path / "again", "clear-tool-uses",
+                                  window=20_000).cost_usd
+
+
+def test_cli_clear_at_least_is_a_number_of_tokens(tmp_path, capsys):
+    path = TRAJECTORIES / "gen-native__long-output-late.jsonl"
+    assert main(["replay", str(path), "--out", str(tmp_path / "o"), "--strategy",
+                 "clear-tool-uses", "--clear-at-least", "-1"]) == 2
+    assert "--clear-at-least must be a number of tokens" in capsys.readouterr().err
