@@ -59,6 +59,7 @@ class AgentNode:
         self.edited = False  # an edit since the last request (for the growth meter)
         self.tokens_per_byte: float | None = None
         self.evictions = 0
+        self.short_at: int | None = None  # the request of the last cut that fell short (weighing)
         self.sweeps = 0
         self.started = False  # its loop has begun (a resumed child waits for its parent's)
         self.resumed = False  # reopened from its log: a turn that ended the agent ends it again

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from .constants import EVICT_THRESHOLD_BYTES, KEEP, RESERVE_FLOOR_TOKENS, RESERVE_SHARE
 from .context import Context
-from .keep import REREAD_BASE, REREAD_REFERRED, Cut, Economy, choose
+from .keep import REREAD_BASE, REREAD_REFERRED, Cut, Economy, choose, overflows
 from .records import (AssistantMessage, Evicted, PlanFigures, Residue, Text, ToolUse, UserPrompt,
                       compact, encode)
 from .render import residue_message
@@ -107,6 +107,16 @@ def plan_eviction(ctx: Context, keep: float | str = KEEP,
     ceiling = _valid_cut(ctx, frontier, sums, cut, PLAN_LINE_BYTES)
     if ceiling is None:
         return Plan(first[0], total - spent, spent)
+    # a ceiling that keeps less than the verbatim floor moves back to the cut that keeps it,
+    # unless that one would overflow the window (decision 0275)
+    tpb = economy.tokens_per_byte
+    if verbatim[cut] * tpb < economy.floor_tokens:
+        c = cut - 1
+        while c > 0 and verbatim[c] * tpb < economy.floor_tokens:
+            c -= 1
+        found = _valid_cut(ctx, frontier, sums, c, PLAN_LINE_BYTES) if c > 0 else None
+        if found is not None and not overflows(economy, found[1]):
+            cut, ceiling = c, found
     # candidates from the ceiling on, until the first that keeps less than the floor
     floor = min(economy.floor_tokens, verbatim[cut] * economy.tokens_per_byte)
     cuts = [ceiling[1]]
@@ -230,17 +240,58 @@ def residue_bytes(ctx: Context, span: tuple[int, int], items: list, by: str,
     return len(residue_message(ctx, entry).encode("utf-8"))
 
 
+HOLD_REQUESTS = 3
+"""After an eviction that left the context above the eviction line (a cut that could not reach
+its target), the next waits this many requests, unless the window would overflow first
+(decision 0275): evicting again at once frees little and rewrites the cache again."""
+
+REMIND_REQUESTS = 4
+"""The pressure reminder comes when the eviction is this many requests away at the measured
+growth (decision 0275), not at a fixed share of the window: a reminder sent where nothing will
+be evicted is paid on every later request."""
+
+REMINDER_TOKENS = 150
+"""What the reminder itself adds to every later request (its text, about 600 bytes): counted
+when weighing whether the eviction is near."""
+
+
+def held_off(used_tokens: int, window: int | None, growth_tokens: float | None,
+             since_short: int | None) -> bool:
+    """Whether a due eviction waits: a cut that could not reach its target came fewer than
+    ``HOLD_REQUESTS`` requests ago (``since_short``), and the next request still fits."""
+    if since_short is None or since_short >= HOLD_REQUESTS:
+        return False
+    if window is None:
+        return True
+    return used_tokens + max(0.0, growth_tokens or 0.0) < window
+
+
+def short_of_target(used_tokens: int, window: int | None, history_bytes: int) -> bool:
+    """Whether the context an eviction left still stands at or above the eviction line."""
+    return eviction_due(used_tokens, window, history_bytes)
+
+
+def remind_line(window: int, growth_tokens: float | None) -> float:
+    """Used tokens from which the reminder is due: ``REMIND_REQUESTS`` requests of growth (and
+    the reminder's own tokens) before the eviction line, never before ``pressure_line``."""
+    line = pressure_line(window)
+    if growth_tokens and growth_tokens > 0:
+        line = max(line, due_line(window) - REMIND_REQUESTS * growth_tokens - REMINDER_TOKENS)
+    return line
+
+
 class PressureLatch:
-    """Edge-triggered: fires once per excursion above the pressure line, re-armed below it."""
+    """Edge-triggered: fires once per excursion above the reminder line, re-armed below it."""
 
     def __init__(self) -> None:
         self.armed = True
 
-    def update(self, used_tokens: int, window: int | None, history_bytes: int = 0) -> bool:
+    def update(self, used_tokens: int, window: int | None, history_bytes: int = 0,
+               growth_tokens: float | None = None) -> bool:
         if window is None:
             above = history_bytes >= EVICT_THRESHOLD_BYTES / 2
         else:
-            above = used_tokens >= pressure_line(window)
+            above = used_tokens >= remind_line(window, growth_tokens)
         if above and self.armed:
             self.armed = False
             return True
