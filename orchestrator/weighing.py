@@ -153,7 +153,7 @@ def weigh(env: "AgentEnv", node: "AgentNode") -> None:
             node.evictions += 1
             node.edited = True
             env.on_edit(node, "evict", before)
-            # a cut that left the context above the line holds the next one off (decision 0275)
+            # a cut that left the context above the line holds the next one off (decision 0268)
             short = short_of_target(used_tokens(node), s.context_window, ctx.history_bytes())
             node.short_at = node.turns_taken if short else None
             log.info("harness eviction", span=list(plan.span), bytes_out=plan.bytes_out,

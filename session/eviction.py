@@ -108,13 +108,17 @@ def plan_eviction(ctx: Context, keep: float | str = KEEP,
     if ceiling is None:
         return Plan(first[0], total - spent, spent)
     # a ceiling that keeps less than the verbatim floor moves back to the cut that keeps it,
-    # unless that one would overflow the window (decision 0275)
+    # unless that one would overflow the window (decision 0268)
     tpb = economy.tokens_per_byte
     if verbatim[cut] * tpb < economy.floor_tokens:
         c = cut - 1
-        while c > 0 and verbatim[c] * tpb < economy.floor_tokens:
+        while c > 0 and verbatim[c] * tpb < economy.floor_tokens and \
+                sizes[c] * tpb <= economy.floor_tokens:
             c -= 1
-        found = _valid_cut(ctx, frontier, sums, c, PLAN_LINE_BYTES) if c > 0 else None
+        # never back past a bulk turn (one larger than the floor: decision 0220 lets it go)
+        bulk = c > 0 and sizes[c] * tpb > economy.floor_tokens
+        found = _valid_cut(ctx, frontier, sums, c, PLAN_LINE_BYTES) if c > 0 and not bulk \
+            else None
         if found is not None and not overflows(economy, found[1]):
             cut, ceiling = c, found
     # candidates from the ceiling on, until the first that keeps less than the floor
@@ -243,11 +247,11 @@ def residue_bytes(ctx: Context, span: tuple[int, int], items: list, by: str,
 HOLD_REQUESTS = 3
 """After an eviction that left the context above the eviction line (a cut that could not reach
 its target), the next waits this many requests, unless the window would overflow first
-(decision 0275): evicting again at once frees little and rewrites the cache again."""
+(decision 0268): evicting again at once frees little and rewrites the cache again."""
 
 REMIND_REQUESTS = 4
 """The pressure reminder comes when the eviction is this many requests away at the measured
-growth (decision 0275), not at a fixed share of the window: a reminder sent where nothing will
+growth (decision 0268), not at a fixed share of the window: a reminder sent where nothing will
 be evicted is paid on every later request."""
 
 REMINDER_TOKENS = 150

@@ -77,7 +77,8 @@ def cost_per_request(e: Economy, cut: Cut) -> tuple[float, float]:
 def overflows(e: Economy, cut: Cut) -> bool:
     """Whether the context ``cut`` leaves, with what every request carries and one request's
     growth, would still stand above the eviction line: a cut that cannot make the room it is
-    for. Only then may a cut keep less than the verbatim floor (decision 0275)."""
+    for. A ceiling that keeps less than the floor moves back to keep it only where that does not
+    overflow (decision 0268)."""
     kept = (cut.kept_bytes + cut.message_bytes) * e.tokens_per_byte
     return e.fixed_tokens + kept + max(0.0, e.growth_tokens) > e.due_tokens
 
@@ -86,11 +87,11 @@ def eligible(e: Economy, cuts: list[Cut]) -> tuple[list[Cut], float]:
     """The cuts that keep the verbatim floor, and the floor applied.
 
     The floor is capped at what the ceiling cut (``cuts[0]``) keeps, so the ceiling is always
-    eligible. A cut that keeps less than the floor is eligible only where the cut before it,
-    the last that keeps the floor, would leave the context above the eviction line
-    (``overflows``): then the cut just past the step that crosses the floor — one bulk tool
-    output larger than the floor — is the least that makes room (decision 0220, narrowed by
-    decision 0275: keeping 500 tokens verbatim where the floor fitted was churn, not economy).
+    eligible. Cuts come in turn-sized steps: where one step drops more than the floor by itself
+    (a turn larger than the floor, say a long tool output), the cut just past it is eligible too
+    — the floor protects the recent work, not one bulk result (decision 0220). Keeping such a
+    turn to hold the floor was measured and refused (decision 0268: a 32 000-token result kept
+    at a 64k window cost 1.095× compaction on ``chain0``).
     """
     tpb = e.tokens_per_byte
     floor = min(e.floor_tokens, cuts[0].verbatim_bytes * tpb)
@@ -100,7 +101,7 @@ def eligible(e: Economy, cuts: list[Cut]) -> tuple[list[Cut], float]:
         if verbatim >= floor:
             out.append(cut)
             continue
-        if (prev.verbatim_bytes - cut.verbatim_bytes) * tpb > floor and overflows(e, prev):
+        if (prev.verbatim_bytes - cut.verbatim_bytes) * tpb > floor:
             out.append(cut)
         break
     return out, floor
