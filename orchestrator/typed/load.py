@@ -59,11 +59,11 @@ def load_output(ref: str, *, base: Path | None = None, retries: int = OUTPUT_RET
         path = base / path
     module, sep, attr = ref.partition(":")
     if path.suffix.lower() == ".json" or path.exists() or not sep:
-        label = where or str(path)
+        label = f"{where}: {path}" if where else str(path)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as e:
-            raise OutputError(f"{label}: {e.strerror or e}: {path}") from None
+            raise OutputError(f"{label}: {e.strerror or e}") from None
         try:
             schema = json.loads(text)
         except ValueError as e:
@@ -72,7 +72,7 @@ def load_output(ref: str, *, base: Path | None = None, retries: int = OUTPUT_RET
             return OutputType(schema, name=path.stem, retries=retries)
         except SchemaError as e:
             raise OutputError(f"{label}: not a usable JSON Schema: {e}") from None
-    label = where or ref
+    label = f"{where}: {ref}" if where else ref
     if not module or not attr:
         raise OutputError(f"{label}: {ref!r} is not a file or an import path 'module:Type'")
     folder = str(base.resolve())
