@@ -69,7 +69,9 @@ def load_output(ref: str, *, base: Path | None = None, retries: int = OUTPUT_RET
         except ValueError as e:
             raise OutputError(f"{label}: not JSON ({e})") from None
         try:
-            return OutputType(schema, name=path.stem, retries=retries)
+            title = schema.get("title") if isinstance(schema, dict) else None
+            return OutputType(schema, name=title if isinstance(title, str) else path.stem,
+                              retries=retries)
         except SchemaError as e:
             raise OutputError(f"{label}: not a usable JSON Schema: {e}") from None
     label = f"{where}: {ref}" if where else ref
