@@ -366,7 +366,8 @@ class Supervisor:
     async def spawn(self, node: AgentNode, nursery: trio.Nursery | None = None) -> None:
         """Start an agent like ``start``, and return once its log is open — after its own MCP
         servers have started (at most their ``startup_timeout_sec``) — so ``node.ctx`` can be
-        read. An error before then (a fork refused) is raised here."""
+        read. An error before then (a fork refused) is raised here. A typed agent is typed when
+        it is made (``new_root``/``new_child(…, output=…)``: its opening record holds the type)."""
         target = nursery or self.nursery
         if target is None:
             raise RuntimeError("the supervisor is not open")
