@@ -38,6 +38,7 @@ from ..session.render import render, rendered_bytes
 from .servers import own_servers
 from .tooldefs import tool_defs
 from .tools import EXCLUSIVE, call_tool
+from .typed.turn import settle, settle_resumed
 from .weighing import pressure, priced_as, weigh
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ async def run_agent(env: "AgentEnv", node: "AgentNode",
             log.warning("agent ended before its log opened", reason=reason)
         else:
             try:
-                node.log.append(SessionEnded(reason=reason, at=now_iso()))
+                node.log.append(SessionEnded(reason=reason, at=now_iso(), output=node.output))
             except Exception as e:  # a closed or broken log must not hide the outcome
                 log.error("could not record SessionEnded", error=str(e))
         # after the record: a reader in another thread that sees the agent no longer
@@ -144,7 +145,9 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
     spend = env.spend
     if node.resumed:
         node.resumed = False
-        answer = finished_turn(node)
+        if node.output_type is not None and (end := settle_resumed(env, node)) is not None:
+            return end  # a typed agent's last answer already judged (typed.turn)
+        answer = finished_turn(node) if node.output_type is None else None
         if answer is not None:
             node.answer = answer or node.answer
             return "done"
@@ -188,6 +191,12 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
                       input_tokens=response.usage.total_input,
                       output_tokens=response.usage.output_tokens,
                       history_bytes=ctx.history_bytes())
+        if node.output_type is not None:  # a typed agent: is this its answer? (typed.turn)
+            end, calls = settle(env, node, response, calls)
+            if end is not None:
+                return end
+            if not calls:
+                continue  # the answer did not fit: the model is told why and tries again
         if not calls:
             if await policy.on_idle(env, node):
                 continue  # more work for the same agent (the next recorded prompt, in replay)
@@ -252,6 +261,7 @@ def build_request(env: "AgentEnv", node: "AgentNode",
     parent = node.parent
     return Request(system=s.system, messages=render(node.ctx),
                    tools=tool_defs(env, node, tools), max_tokens=s.max_tokens, model=s.model,
+                   output=node.output_type,
                    meta={"agent": node.id, "kind": node.kind, "depth": node.depth,
                          "parent": parent.id if parent is not None else None})
 

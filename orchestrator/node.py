@@ -76,6 +76,11 @@ class AgentNode:
         self.birth: Callable[[], AgentLog] | None = None
 
     settings: Settings | None = None  # this agent's own settings, where they differ from the run's
+    # a typed agent (docs/orchestrator.md, "Typed answers"): its output type
+    # (``providers.typed.OutputType``), the answer accepted, and the tries that did not fit
+    output_type: Any = None
+    output: Any = None
+    output_tries: int = 0
 
     def on_edit(self, kind: str, history_before: int) -> None:
         self.edit_hook(self, kind, history_before)
@@ -102,5 +107,8 @@ class AgentNode:
 
     def outcome(self) -> dict[str, Any]:
         kind = self.kind if self.kind != "root" else "root"
-        return {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
-                "cost_usd": round(self.cost_usd, 6)}
+        out = {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
+               "cost_usd": round(self.cost_usd, 6)}
+        if self.output_type is not None:
+            out["output"] = self.output
+        return out

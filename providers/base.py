@@ -53,6 +53,9 @@ class Request(Struct, kw_only=True):
     breakpoints: list[int] | None = None
     # Who is asking (agent id, kind, depth, parent); never sent over the wire.
     meta: dict[str, Any] = field(default_factory=dict)
+    # The agent's output type (``providers.typed.OutputType``) or None: each adapter asks for
+    # it its own way (OpenAI: ``response_format``; Anthropic: the final-answer tool).
+    output: Any = None
 
 
 class Response(Struct, kw_only=True):

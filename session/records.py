@@ -200,6 +200,8 @@ class SessionStarted(_R):
     context_window: int | None = None
     tokens_per_byte: float | None = None
     depth: int | None = None
+    # a typed agent's output type, ``{"name", "schema", "retries"}`` (docs/format.md)
+    output_type: dict[str, Any] | None = None
 
 
 class SessionResumed(_R):
@@ -211,6 +213,7 @@ class SessionResumed(_R):
 class SessionEnded(_R):
     reason: str
     at: str | None = None
+    output: Any = None  # a typed agent's accepted answer, the parsed JSON (docs/format.md)
 
 
 class TurnStarted(_R):

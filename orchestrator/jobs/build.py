@@ -17,6 +17,7 @@ from typing import Any
 
 from ..settings import Settings
 from ..usertools import UserTool
+from .outputs import outputs_for
 from .spec import Job, JobError, _line
 
 
@@ -141,6 +142,7 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     from .state import check_manifest, hold
 
     job, tasks = loaded if loaded is not None else load(path)
+    outputs_for(job)  # an output type that cannot be used is refused before anything is written
     settings = settings_for(job)
     tools = user_tools_for(job)
     provider = provider_for(job)

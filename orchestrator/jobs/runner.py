@@ -29,10 +29,12 @@ import trio
 from msgspec import Struct
 
 from ...lineage.runroot import agent_source, list_agents
-from ...session.records import Usage
+from ...session.records import Usage, compact
 from ..node import AgentNode
 from ..supervisor import _open_mcp, Supervisor
 from ..synod import fork_synod, vote as tally, wait_synod
+from ...providers.typed import problems
+from .outputs import outputs_for
 from .results import FINAL, Result, ResultsFile, read_results, rewrite
 from .spec import Job
 from .state import children_of, complete, prepare, session_state, tidy
@@ -118,6 +120,9 @@ class JobRunner:
         self._created: set[Path] = set()  # logs this run created
         self._kids: dict[str, list[str]] | None = None  # read on the first reopen
         self.held: int | None = None  # the run root's lock for this run (``state.hold``)
+        # the output types of the task's agent and of its synod's children (None: untyped)
+        self.output_type, self.synod_output = outputs_for(job)
+        self.typed = self.output_type is not None or self.synod_output is not None
 
     # ------------------------------------------------------------------ the run
 
@@ -218,7 +223,8 @@ class JobRunner:
             if (why := self.sup.over_budget()) is not None and t.agent not in self._existing:
                 self._finish(t, Result(task=t.id, status="budget", answer=None, agent=None,
                                        reason=f"not started: {why}", usage=_usage(Usage()),
-                                       cost_usd=0.0, input=t.row, attempts=0))
+                                       cost_usd=0.0, input=t.row, attempts=0,
+                                       typed=self.typed))
                 continue
             await self._task(t)
 
@@ -272,7 +278,8 @@ class JobRunner:
             self._resume_descendants(node)
             return node
         self._created.add(path)
-        return self.sup.new_root(prompt, agent_id=agent, unborn=self._unborn.pop(path, None))
+        return self.sup.new_root(prompt, agent_id=agent, unborn=self._unborn.pop(path, None),
+                                 output=self.output_type)
 
     async def _run_task(self, t: Task, nodes: list[AgentNode]) -> Result:
         path = self.root / agent_source(t.agent)
@@ -307,7 +314,7 @@ class JobRunner:
                                                  "cache_write_tokens", "output_tokens")}
         return Result(task=t.id, status="failed", answer=None, agent=t.agent, reason=reason,
                       usage=usage, cost_usd=spent.cost_usd, input=t.row,
-                      attempts=min(failures, self.spec.retries + 1))
+                      attempts=min(failures, self.spec.retries + 1), typed=self.typed)
 
     def _resume_descendants(self, node: AgentNode) -> None:
         """Reopen the open children an agent started itself (``agents_start``, ``agents_synod``)
@@ -353,12 +360,15 @@ class JobRunner:
                 missing.append((aid, stance))
         if missing:  # all from the same table: every link is the same
             kids += fork_synod(self.sup.env, top, question, n=len(missing),
-                               stances=[m[1] for m in missing], ids=[m[0] for m in missing])
+                               stances=[m[1] for m in missing], ids=[m[0] for m in missing],
+                               output=self.synod_output)
         kids.sort(key=lambda c: int(c.id.rsplit(".s", 1)[1]))
         nodes += kids
         outcome = await wait_synod(self.sup.env, top, kids, syn.reduce)
         info: dict[str, Any] = {"n": syn.n, "reduce": syn.reduce,
                                 "children": [c["agent"] for c in outcome.children]}
+        if syn.reduce == "vote" and outcome.fields is not None:  # typed: field by field
+            return self._typed_vote(t, top, nodes, outcome.fields, info, attempts)
         if syn.reduce == "vote":
             v = outcome.vote or tally([])
             info["vote"] = v.as_dict()
@@ -382,15 +392,34 @@ class JobRunner:
         return self._result(t, top, nodes, status_of(top.reason), top.reason,
                             attempts=attempts, synod=info)
 
+    def _typed_vote(self, t: Task, top: AgentNode, nodes: list[AgentNode], fields: Any,
+                    info: dict[str, Any], attempts: int) -> Result:
+        """A typed synod's row: the field-wise vote's object as ``output`` (and, as JSON, as
+        ``answer``), its ties named in ``reason`` and listed under ``synod.vote.ties``."""
+        info["vote"] = fields.as_dict()
+        output = fields.output
+        if not fields.voters:
+            return self._result(t, top, nodes, "failed", "no child answered",
+                                attempts=attempts, answer=None, synod=info, output=None)
+        reason = "done" if not fields.ties else "tie: " + ", ".join(fields.ties)
+        status = "done"
+        kind = self.synod_output
+        found = problems(output, kind.schema) if kind is not None else []
+        if found:  # the fields' winners together miss the type (a field no child gave)
+            status, reason = "failed", "failed: output: " + "; ".join(map(str, found))
+        return self._result(t, top, nodes, status, reason, attempts=attempts,
+                            answer=_compact(output), synod=info, output=output)
+
     def _result(self, t: Task, top: AgentNode, nodes: list[AgentNode], status: str,
                 reason: str | None, *, attempts: int, answer: Any = ...,
-                synod: dict | None = None) -> Result:
+                synod: dict | None = None, output: Any = ...) -> Result:
         every = _with_descendants(nodes)
         usage = sum((n.usage for n in every), Usage())
         return Result(task=t.id, status=status, answer=top.answer if answer is ... else answer,
                       agent=top.id, reason=reason, usage=_usage(usage),
                       cost_usd=sum(n.cost_usd for n in every), input=t.row, attempts=attempts,
-                      synod=synod)
+                      synod=synod, output=top.output if output is ... else output,
+                      typed=self.typed)
 
     # ------------------------------------------------------------------ summary
 
@@ -421,6 +450,10 @@ def _label(text: str) -> str:
     from ...session.context import clip_label
 
     return clip_label(text)
+
+
+def _compact(value: Any) -> str | None:
+    return None if value is None else compact(value).decode()
 
 
 def _usage(u: Usage) -> dict[str, int]:

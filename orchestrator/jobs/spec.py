@@ -54,6 +54,11 @@ class AgentSpec(_S):
     keep_floor_tokens: Annotated[int, Meta(ge=0)] | None = None
     """Under ``auto``: tokens of recorded turns a cut keeps (the run's default when unset)."""
     max_turns: Annotated[int, Meta(ge=1)] = 250
+    output: str | None = None
+    """The answer's output type: a JSON Schema file (relative to the job file) or
+    ``module:Type`` (a msgspec Struct, dataclass or TypedDict); results rows gain ``output``."""
+    output_retries: Annotated[int, Meta(ge=0)] = 2
+    """Turns a model gets to fix an answer that does not fit its output type."""
     mcp: str | None = None
     """MCP servers each task's agent starts for itself (a config file in the ``mcpServers``
     shape, relative to the job file): they start before its log opens and stop when it ends,
@@ -90,6 +95,9 @@ class SynodSpec(_S):
     stances: list[str] = []
     merge_prompt: str = ("Your synod's children answered as follows. Give your final answer.")
     """``merge``: the parent's next prompt, followed by every child's answer."""
+    output: str | None = None
+    """The children's output type (as ``[agent] output``; default: the agent's): a typed
+    vote is taken field by field."""
 
 
 class JobSpec(_S):

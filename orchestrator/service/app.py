@@ -26,6 +26,7 @@ from ...session.errors import LogRefused, Refusal, SessionError
 from . import schema as S
 from .auth import authorized, is_open
 from .events import BadEventId, parse_positions, stream
+from ..typed.load import OutputError
 from .runs import Conflict, NotFound, Run
 
 MAX_BODY = 1 << 20  # bytes of JSON a request may carry
@@ -387,6 +388,8 @@ def _wrap(fn: Callable[[Request], Awaitable[Any]], spec: Spec):
             return _json(S.ErrorOut(error=e.message), e.status)
         except NotFound as e:
             return _json(S.ErrorOut(error=str(e)), 404)
+        except OutputError as e:  # an output type that cannot be used
+            return _json(S.ErrorOut(error=" ".join(str(e).split())), 422)
         except Conflict as e:
             return _json(S.ErrorOut(error=str(e)), 409)
         except LogRefused as e:

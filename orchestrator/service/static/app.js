@@ -60,6 +60,9 @@ async function showAgent(id) {
   if (!a) return;
   $("agent-title").textContent = `Agent ${id}`;
   $("agent-meta").textContent = `${a.kind}, ${a.state}${a.reason ? " (" + a.reason + ")" : ""} · parent ${a.parent || "—"} · children ${a.children.join(", ") || "—"} · in ${a.usage.input_tokens} / cache read ${a.usage.cache_read_tokens} / out ${a.usage.output_tokens} tokens · $${a.cost_usd.toFixed(4)}`;
+  const out = $("agent-output");  // a typed agent's accepted answer
+  out.hidden = a.output === null || a.output === undefined;
+  out.textContent = out.hidden ? "" : "output " + JSON.stringify(a.output, null, 2);
   const s = await api(`/v1/agents/${id}/context`);
   const marked = new Set(s.marks.map((m) => m.block.split(".")[0]));
   const total = s.frontier.reduce((t, f) => t + f.bytes, 0) || 1;
