@@ -253,7 +253,8 @@ def build_request(env: "AgentEnv", node: "AgentNode",
     return Request(system=s.system, messages=render(node.ctx),
                    tools=tool_defs(env, node, tools), max_tokens=s.max_tokens, model=s.model,
                    meta={"agent": node.id, "kind": node.kind, "depth": node.depth,
-                         "parent": parent.id if parent is not None else None})
+                         "parent": parent.id if parent is not None else None,
+                         "lineage": node.lineage()})
 
 
 async def _complete(env: "AgentEnv", node: "AgentNode", request: Request,

@@ -149,9 +149,20 @@ def encode_request(request: Request, *, model: str | None = None, stream: bool =
         body["system"] = system
     if tools:
         body["tools"] = tools
+        if request.tool_choice is not None:
+            body["tool_choice"] = _tool_choice(request.tool_choice)
     if stream:
         body["stream"] = True
     return body
+
+
+def _tool_choice(choice: str) -> dict[str, Any]:
+    """The neutral ``tool_choice`` in the Messages API's words (``required`` is ``any``)."""
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
 
 
 # --------------------------------------------------------------------------- decode
