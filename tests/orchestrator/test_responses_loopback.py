@@ -204,15 +204,15 @@ def test_ask_carries_reasoning_retries_a_cut_stream_and_counts_reasoning(
 
 async def test_store_chains_until_a_rewind_or_an_eviction(tmp_path):
     """``--store``: each request continues the previous response while the context only grew;
-    after ``/rewind`` and after an eviction the whole input goes, with no
-    ``previous_response_id``."""
+    a fork (another agent) carries its parent's reasoning items but no chain; after ``/rewind``
+    and after an eviction the whole input goes, with no ``previous_response_id``."""
     evict = stream("r5", [{"id": "fc_r5", "type": "function_call", "status": "completed",
                            "call_id": "call_evict", "name": "context_evict",
                            "arguments": json.dumps({"from": 1, "to": 3,
                                                     "note": "weather looked up"})}])
     bodies = [fixture("composed_reasoning_call.sse"), fixture("composed_reasoning_text.sse"),
-              say("r3", "Cloudy tomorrow."), say("r4", "Sunny again."), evict,
-              say("r6", "Tidied.")]
+              say("c1", "Forked."), say("r3", "Cloudy tomorrow."), say("r4", "Sunny again."),
+              evict, say("r6", "Tidied.")]
     with Server(bodies) as server:
         provider = make_provider("openai-responses", base_url=server.url,
                                  env={"OPENAI_API_KEY": KEY}, store=True)
@@ -224,30 +224,40 @@ async def test_store_chains_until_a_rewind_or_an_eviction(tmp_path):
                     chat = ChatSession(sup, forks)
                     node = await chat.send("What is the weather in Paris?")  # requests 1, 2
                     before = [t.id for t in node.ctx.turns]
-                    await chat.send("And tomorrow?")  # request 3
+                    child = chat.fork("Look again.", lambda c: None)  # request 3: a fork
+                    await child.done.wait()
+                    assert child.answer == "Forked."
+                    await chat.send("And tomorrow?")  # request 4
                     chat.rewind(before[-1])
-                    await chat.send("Once more?")  # request 4: after the rewind
-                    node = await chat.send("Tidy up.")  # 5: the model evicts; 6: after it
+                    await chat.send("Once more?")  # request 5: after the rewind
+                    node = await chat.send("Tidy up.")  # 6: the model evicts; 7: after it
         await provider.aclose()
     assert node.reason == "done" and node.answer == "Tidied."
     sent = server.bodies_sent
-    assert len(sent) == 6 and all(b["store"] is True for b in sent)
+    assert len(sent) == 7 and all(b["store"] is True for b in sent)
     prev = [b.get("previous_response_id") for b in sent]
-    assert prev == [None, "resp_0d6a2f3b9c1e4a50", "resp_0d6a2f3b9c1e4a60", None, "r4", None]
+    assert prev == [None, "resp_0d6a2f3b9c1e4a50", None, "resp_0d6a2f3b9c1e4a60", None, "r4",
+                    None]
     assert [i["type"] for i in sent[1]["input"]] == ["function_call_output"]
-    assert sent[2]["input"] == [{"type": "message", "role": "user",
-                                 "content": [{"type": "input_text", "text": "And tomorrow?"}]}]
-    # after the rewind: everything again, reasoning items verbatim, "And tomorrow?" withdrawn
-    texts = json.dumps(sent[3]["input"])
-    assert "And tomorrow?" not in texts and "Once more?" in texts
     r1, r2 = reasoning_bytes("composed_reasoning_call.sse")[0], \
         reasoning_bytes("composed_reasoning_text.sse")[0]
-    assert server.raw[3].index(r1) < server.raw[3].index(r2)
+    # the fork: its parent's closed turns (the turn in hand stays, DESIGN "Forks"), reasoning
+    # item verbatim in its place, and no chain
+    assert r1 in server.raw[2] and r2 not in server.raw[2]
+    kinds = [i["type"] for i in sent[2]["input"]]
+    assert kinds[:4] == ["message", "reasoning", "function_call", "function_call_output"]
+    assert "Look again." in json.dumps(sent[2]["input"][-1])
+    assert sent[3]["input"] == [{"type": "message", "role": "user",
+                                 "content": [{"type": "input_text", "text": "And tomorrow?"}]}]
+    # after the rewind: everything again, reasoning items verbatim, "And tomorrow?" withdrawn
+    texts = json.dumps(sent[4]["input"])
+    assert "And tomorrow?" not in texts and "Once more?" in texts
+    assert server.raw[4].index(r1) < server.raw[4].index(r2)
     # after the eviction: the residue opens the context, no chain
-    assert "previous_response_id" not in sent[5]
-    assert r1 not in server.raw[5], "the evicted turn's reasoning left with it"
-    assert "weather looked up" in json.dumps(sent[5]["input"][0])
-    assert len({b["prompt_cache_key"] for b in sent}) == 1
+    assert "previous_response_id" not in sent[6]
+    assert r1 not in server.raw[6], "the evicted turn's reasoning left with it"
+    assert "weather looked up" in json.dumps(sent[6]["input"][0])
+    assert len({b["prompt_cache_key"] for b in sent}) == 1, "a fork shares its lineage's key"
 
 
 def test_codex_rollout_replays_with_its_reasoning_items(tmp_path, capsys, monkeypatch):
@@ -286,3 +296,54 @@ def test_codex_rollout_replays_with_its_reasoning_items(tmp_path, capsys, monkey
     assert figures["cost_usd"] == pytest.approx(4 * cost_usd(each, "gpt-5.1"), abs=1e-6)
     assert main(["verify", str(out / "none")]) == 0
     assert KEY not in (out / "none" / "agents" / "a1" / "record.jsonl").read_text()
+
+
+def test_a_job_with_a_synod_shares_the_lineage_key(tmp_path, capsys, monkeypatch):
+    """``[provider] name = "openai-responses"`` in a job: each task's synod children are mnemon
+    forks (of the task's prompt, decision 0212), so their requests share their parent's
+    ``prompt_cache_key`` — another task, another lineage, another key."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with Server(answer=lambda n: say(f"r{n}", "Paris.")) as server:
+        job = tmp_path / "job.toml"
+        job.write_text(f'''
+concurrency = 1
+[provider]
+name = "openai-responses"
+model = "gpt-5.1"
+base_url = "{server.url}"
+[agent]
+system = "Answer in one word."
+context_window = 400000
+[synod]
+n = 2
+[[tasks]]
+id = "fr"
+prompt = "Capital of France?"
+[[tasks]]
+id = "fr2"
+prompt = "And the capital of France, again?"
+''', encoding="utf-8")
+        root = tmp_path / "run"
+        assert main(["run", str(job), "--run-root", str(root), "--json"]) == 0
+    capsys.readouterr()
+    lines = [json.loads(l) for l in (root / "results.jsonl").read_text().splitlines()]
+    assert {(r["task"], r["status"], r["answer"]) for r in lines} == {
+        ("fr", "done", "Paris."), ("fr2", "done", "Paris.")}
+    sent = server.bodies_sent
+    assert len(sent) == 6
+    by_task: dict[str, list[tuple[bytes, dict]]] = {}
+    for raw, body in zip(server.raw, sent):
+        by_task.setdefault(body["input"][0]["content"][0]["text"], []).append((raw, body))
+    keys = set()
+    for task, requests in by_task.items():
+        (root_raw, root_body), *forks = requests
+        assert len(root_body["input"]) == 1 and len(forks) == 2
+        for raw, body in forks:
+            assert body["prompt_cache_key"] == root_body["prompt_cache_key"]
+            assert body["input"][0]["content"][0] == root_body["input"][0]["content"][0]
+            assert "previous_response_id" not in body
+        keys.add(root_body["prompt_cache_key"])
+    assert len(keys) == 2
+    assert main(["cost", str(root), "--json"]) == 0
+    cost = json.loads(capsys.readouterr().out)
+    assert cost["total"]["reasoning_tokens"] == 6 * 4
