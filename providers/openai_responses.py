@@ -388,19 +388,25 @@ def parse_stream(raw: bytes, headers: dict[str, str] | None = None) -> Response:
 
 
 class _Chain:
-    """What a stored conversation continues from: one agent's last response and the input
-    items its next request must begin with for ``previous_response_id`` to stand for them."""
+    """What a stored conversation continues from: one agent's last response, and the digest
+    of the input items its next request must begin with for ``previous_response_id`` to stand
+    for them (a digest, not the items: a job's thousands of agents keep 50 bytes each)."""
 
-    __slots__ = ("response_id", "prefix", "config")
+    __slots__ = ("response_id", "length", "digest", "config")
 
     def __init__(self, response_id: str, prefix: list[dict[str, Any]], config: bytes):
         self.response_id = response_id
-        self.prefix = prefix
+        self.length = len(prefix)
+        self.digest = _digest(prefix)
         self.config = config
 
 
+def _digest(items: list[dict[str, Any]]) -> bytes:
+    return blake3.blake3(compact(items)).digest()
+
+
 def _config(body: dict[str, Any]) -> bytes:
-    return compact([body.get("model"), body.get("instructions"), body.get("tools")])
+    return _digest([body.get("model"), body.get("instructions"), body.get("tools")])
 
 
 def continuation(chain: _Chain | None, body: dict[str, Any]) -> tuple[str, int] | None:
@@ -410,8 +416,8 @@ def continuation(chain: _Chain | None, body: dict[str, Any]) -> tuple[str, int] 
     if chain is None or _config(body) != chain.config:
         return None
     items = body["input"]
-    n = len(chain.prefix)
-    if len(items) <= n or items[:n] != chain.prefix:
+    n = chain.length
+    if len(items) <= n or _digest(items[:n]) != chain.digest:
         return None
     return chain.response_id, n
 

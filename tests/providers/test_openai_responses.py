@@ -408,6 +408,21 @@ class TestSending:
         assert len(attempts) == 1
         assert json.loads(fixture("openai", name))["error"]["message"][:30] in str(info.value)
 
+    async def test_rate_limit_headers(self, autojump_clock):
+        """``retry-after-ms`` sets the wait; ``x-should-retry: false`` overrules a 500."""
+        queue = [httpx.Response(429, headers={"retry-after-ms": "1500"},
+                                content=fixture("openai", "error_429.json")),
+                 httpx.Response(500, headers={"x-should-retry": "false"},
+                                content=fixture("openai", "error_500.json"))]
+        attempts: list = []
+        p = provider(httpx.MockTransport(lambda req: queue.pop(0)))
+        t0 = trio.current_time()
+        with pytest.raises(Exception) as info:
+            await p.complete(Request(system=None, messages=[user("hi")]),
+                             on_attempt=lambda *a: attempts.append(a))
+        assert type(info.value).__name__ == "ServerError" and len(attempts) == 2
+        assert trio.current_time() - t0 == pytest.approx(1.5)
+
     async def test_rate_limit_exhausts(self, autojump_clock):
         p = provider(httpx.MockTransport(lambda req: httpx.Response(
             429, content=fixture("openai", "error_429.json"))), retry=RetryPolicy(max_attempts=2))
