@@ -263,7 +263,8 @@ def build_request(env: "AgentEnv", node: "AgentNode",
                    tools=tool_defs(env, node, tools), max_tokens=s.max_tokens, model=s.model,
                    output=node.output_type,
                    meta={"agent": node.id, "kind": node.kind, "depth": node.depth,
-                         "parent": parent.id if parent is not None else None})
+                         "parent": parent.id if parent is not None else None,
+                         "lineage": node.lineage()})
 
 
 async def _complete(env: "AgentEnv", node: "AgentNode", request: Request,

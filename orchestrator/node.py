@@ -99,6 +99,15 @@ class AgentNode:
             out.update(c.descendants())
         return out
 
+    def lineage(self) -> str:
+        """The id of the agent this one's context descends from: up through mnemon forks to
+        the nearest root or fresh child. Forks and synod members share it (and so their
+        provider's cache key); a fresh child starts its own."""
+        node = self
+        while node.kind == "mnemon" and node.parent is not None:
+            node = node.parent
+        return node.id
+
     def tree_root(self) -> "AgentNode":
         node = self
         while node.parent is not None:

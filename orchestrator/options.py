@@ -1,6 +1,6 @@
 """Options shared by the commands that run agents: provider selection and run settings.
 
-Provider selection is the same everywhere: ``--provider scripted|anthropic|openai``,
+Provider selection is the same everywhere: ``--provider scripted|anthropic|openai|openai-responses``,
 ``--model``, ``--base-url``, keys from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``, and
 ``--context-window`` where the model's window is not known; ``--run-root DIR`` names where logs go.
 """
@@ -24,7 +24,8 @@ KNOWN_WINDOWS = {"claude": 200_000, "gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gp
 def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     g = p.add_argument_group("provider")
     g.add_argument("--provider", default=default_provider,
-                   choices=["scripted", "anthropic", "openai"], help="which provider to call")
+                   choices=["scripted", "anthropic", "openai", "openai-responses"],
+                   help="which provider to call")
     g.add_argument("--model", default=None, help="the model name")
     g.add_argument("--base-url", default=None, help="any compatible server")
     g.add_argument("--context-window", type=int, default=None,
@@ -32,6 +33,9 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     g.add_argument("--max-tokens", type=int, default=8192, help="output tokens per response")
     g.add_argument("--script", default=None, help="scripted provider: a JSONL script")
     g.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"], help="prompt-cache TTL")
+    g.add_argument("--store", action="store_true",
+                   help="openai-responses: store responses server-side and chain an agent's "
+                        "turns with previous_response_id (default: stateless, store false)")
     r = p.add_argument_group("run")
     r.add_argument("--run-root", default=None, help="where logs go (a new or empty directory)")
     r.add_argument("--keep", default="auto",
@@ -103,7 +107,8 @@ def provider_from(args, **kw):
     try:
         return make_provider(args.provider, model=args.model, base_url=args.base_url,
                              script=getattr(args, "script", None), max_tokens=args.max_tokens,
-                             cache_ttl=args.cache_ttl, **kw)
+                             cache_ttl=args.cache_ttl, store=getattr(args, "store", False),
+                             **kw)
     except ProviderConfigError as e:
         raise UserError(str(e)) from None
     except (OSError, ValueError) as e:

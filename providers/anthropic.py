@@ -156,6 +156,8 @@ def encode_request(request: Request, *, model: str | None = None, stream: bool =
         body["system"] = system
     if tools:
         body["tools"] = tools
+        if request.tool_choice is not None:
+            body["tool_choice"] = _tool_choice(request.tool_choice)
     if stream:
         body["stream"] = True
     return body
@@ -170,6 +172,15 @@ def _with_output_tool(request: Request) -> Request:
     return msgspec.structs.replace(
         request, tools=[*request.tools, final],
         breakpoints=None if points is None else [p + 1 if p >= n else p for p in points])
+
+
+def _tool_choice(choice: str) -> dict[str, Any]:
+    """The neutral ``tool_choice`` in the Messages API's words (``required`` is ``any``)."""
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
 
 
 # --------------------------------------------------------------------------- decode

@@ -135,6 +135,10 @@ def encode_request(request: Request, *, model: str | None = None, stream: bool =
                                               "parameters": t.input_schema}}
             for t in request.tools
         ]
+        if request.tool_choice is not None:
+            body["tool_choice"] = (
+                request.tool_choice if request.tool_choice in ("auto", "none", "required")
+                else {"type": "function", "function": {"name": request.tool_choice}})
     if request.output is not None:  # a typed answer: strict structured output (decision 0281)
         body["response_format"] = {"type": "json_schema", "json_schema": {
             "name": request.output.name, "schema": request.output.strict(), "strict": True}}

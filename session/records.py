@@ -30,17 +30,31 @@ class Usage(Struct, gc=False, kw_only=True, omit_defaults=False):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int | msgspec.UnsetType = msgspec.UNSET
+    """Of ``output_tokens``, those the model spent reasoning (OpenAI's Responses API reports
+    them apart): already counted and priced in ``output_tokens``, shown apart by ``mnemon
+    cost``. Written only where a provider reported them (unset is never encoded), so every
+    other usage keeps its four documented fields byte for byte."""
 
     @property
     def total_input(self) -> int:
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
+    @property
+    def reasoning(self) -> int:
+        """``reasoning_tokens``, 0 where none were reported."""
+        r = self.reasoning_tokens
+        return 0 if r is msgspec.UNSET else r  # type: ignore[return-value]
+
     def __add__(self, other: "Usage") -> "Usage":
+        a, b = self.reasoning_tokens, other.reasoning_tokens
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=(a if b is msgspec.UNSET else b if a is msgspec.UNSET
+                              else a + b),  # type: ignore[operator]
         )
 
 

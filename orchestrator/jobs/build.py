@@ -26,7 +26,7 @@ def _namespace(job: Job) -> argparse.Namespace:
     return argparse.Namespace(
         provider=p.name, model=p.model, base_url=p.base_url, context_window=a.context_window,
         max_tokens=p.max_tokens, script=str(job.resolve(p.script)) if p.script else None,
-        cache_ttl=p.cache_ttl, keep=a.keep, keep_floor=a.keep_floor_tokens,
+        cache_ttl=p.cache_ttl, store=p.store, keep=a.keep, keep_floor=a.keep_floor_tokens,
         max_turns=a.max_turns, system=job.system(),
         mcp=str(job.resolve(job.spec.mcp)) if job.spec.mcp else None,
         budget_usd=b.usd, budget_tokens=b.tokens)

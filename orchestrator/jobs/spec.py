@@ -28,7 +28,7 @@ class _S(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
 class ProviderSpec(_S):
     """As the CLI's ``--provider/--model/--base-url/--max-tokens/--cache-ttl``."""
 
-    name: Literal["scripted", "anthropic", "openai"] = "scripted"
+    name: Literal["scripted", "anthropic", "openai", "openai-responses"] = "scripted"
     model: str | None = None
     base_url: str | None = None
     max_tokens: Annotated[int, Meta(ge=1)] = 8192
@@ -41,6 +41,8 @@ class ProviderSpec(_S):
     """Scripted provider: ``module:callable`` playing the model."""
     latency_s: Annotated[float, Meta(ge=0)] = 0.0
     """Scripted provider: simulated latency per request."""
+    store: bool = False
+    """openai-responses: store responses server-side and chain turns (``--store``)."""
 
 
 class AgentSpec(_S):
