@@ -175,6 +175,9 @@ def encode_request(request: Request, *, model: str | None = None, stream: bool =
         if request.tool_choice is not None:
             body["tool_choice"] = _tool_choice(request.tool_choice)
     body["max_output_tokens"] = max_tokens if max_tokens is not None else request.max_tokens
+    if request.output is not None:  # a typed answer: strict structured output (decision 0281)
+        body["text"] = {"format": {"type": "json_schema", "name": request.output.name,
+                                   "schema": request.output.strict(), "strict": True}}
     body["store"] = store
     body["include"] = list(INCLUDE)
     body["prompt_cache_key"] = prompt_cache_key(request, model)

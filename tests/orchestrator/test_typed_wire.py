@@ -11,6 +11,7 @@ from mnemon.orchestrator.cli import main
 from mnemon.providers.typed import OUTPUT_TOOL, OUTPUT_TOOL_DESCRIPTION
 
 from .test_loopback import _Server
+from .test_responses_loopback import KEY, Server, say
 
 SCHEMA = {
     "title": "Report",
@@ -161,3 +162,22 @@ def test_anthropic_is_asked_with_a_final_answer_tool_and_told_what_did_not_fit(
     assert "$.where: is required but missing" in result["content"]
     assert "Call final_answer again" in result["content"]
     assert second["tools"][-1]["name"] == OUTPUT_TOOL
+
+
+def test_the_responses_api_is_asked_with_a_strict_text_format(tmp_path, capsys, monkeypatch):
+    """``openai-responses``: the output type as ``text.format`` (``json_schema``, strict), the
+    answer read from the ``output_text`` and validated like any other."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    schema = tmp_path / "report.json"
+    schema.write_text(json.dumps(SCHEMA))
+    with Server([say("resp_T1", json.dumps(ANSWER))]) as server:
+        rc = main(["ask", "Which city is the capital of Peru?", "--provider", "openai-responses",
+                   "--base-url", server.url, "--context-window", "128000", "--run-root",
+                   str(tmp_path / "run"), "--output", str(schema), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0, out
+    [body] = server.bodies_sent
+    fmt = body["text"]["format"]
+    assert fmt == {"type": "json_schema", "name": "Report", "schema": STRICT, "strict": True}
+    assert "response_format" not in body
+    assert out["output"] == {k: v for k, v in ANSWER.items() if k != "note"}
