@@ -29,8 +29,9 @@ SCHEMA = {"title": "Count", "type": "object",
 
 
 def _records(root: Path, agent: str) -> list[dict]:
+    # lines end at b"\n" only: str.splitlines would also split inside a string at U+0085
     return [json.loads(line) for line in
-            (root / "agents" / agent / "record.jsonl").read_text().splitlines()]
+            (root / "agents" / agent / "record.jsonl").read_bytes().split(b"\n") if line]
 
 
 def _text(text: str) -> dict:
