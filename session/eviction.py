@@ -265,14 +265,27 @@ def held_off(used_tokens: int, window: int | None, growth_tokens: float | None,
     ``HOLD_REQUESTS`` requests ago (``since_short``), and the next request still fits."""
     if since_short is None or since_short >= HOLD_REQUESTS:
         return False
-    if window is None:
-        return True
-    return used_tokens + max(0.0, growth_tokens or 0.0) < window
+    return not overflow_near(used_tokens, window, growth_tokens)
 
 
 def short_of_target(used_tokens: int, window: int | None, history_bytes: int) -> bool:
     """Whether the context an eviction left still stands at or above the eviction line."""
     return eviction_due(used_tokens, window, history_bytes)
+
+
+def falls_short(plan: Plan, used_tokens: int, history_bytes: int, tokens_per_byte: float,
+                window: int | None) -> bool:
+    """Whether ``plan`` would leave the context at or above the eviction line (what it keeps,
+    and what every request carries besides the history): usually the turn in hand is too large
+    to leave yet, and the turn after it can take it."""
+    fixed = max(0.0, used_tokens - history_bytes * tokens_per_byte)
+    return short_of_target(int(fixed + plan.bytes_kept * tokens_per_byte), window,
+                           plan.bytes_kept)
+
+
+def overflow_near(used_tokens: int, window: int | None, growth_tokens: float | None) -> bool:
+    """Whether the next request would not fit the window (used + one request's growth)."""
+    return window is not None and used_tokens + max(0.0, growth_tokens or 0.0) >= window
 
 
 def remind_line(window: int, growth_tokens: float | None) -> float:
