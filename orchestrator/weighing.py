@@ -162,7 +162,8 @@ def weigh(env: "AgentEnv", node: "AgentNode") -> None:
             node.short_at = node.turns_taken if short else None
             log.info("harness eviction", span=list(plan.span), bytes_out=plan.bytes_out,
                      used_tokens=used, keep=plan.figures.keep if plan.figures else s.keep,
-                     short=short)
+                     short=short, since_short=since, growth=node.growth.per_request,
+                     turn=node.turns_taken)
             return
     if ctx.marks:
         sweep_if_pays(env, node)
