@@ -18,8 +18,8 @@ import structlog
 
 from ..providers.prices import price_for
 from ..session.constants import EVICT_THRESHOLD_BYTES
-from ..session.eviction import (AUTO, due_line, eviction_due, held_off, plan_eviction,
-                                 pressure_reminder, short_of_target)
+from ..session.eviction import (AUTO, due_line, eviction_due, falls_short, held_off,
+                                 overflow_near, plan_eviction, pressure_reminder, short_of_target)
 from ..session.keep import Economy
 from ..session.records import Evicted, Residue, Steering, Swept
 from ..session.sweep import READ_MULT, WRITE_MULT, Gate, candidates, effective_horizon, gate
@@ -145,6 +145,10 @@ def weigh(env: "AgentEnv", node: "AgentNode") -> None:
     if eviction_due(used, s.context_window, ctx.history_bytes()) and \
             not held_off(used, s.context_window, node.growth.per_request, since):
         plan = plan_eviction(ctx, s.keep, economy(env, node, used))
+        if plan is not None and falls_short(plan, used, ctx.history_bytes(), tokens_per_byte(node),
+                                            s.context_window) and \
+                not overflow_near(used, s.context_window, node.growth.per_request):
+            plan = None  # it could not make room yet: the next turn can (decision 0268)
         if plan is not None:
             sweep_pending(node)
             before = ctx.history_bytes()
@@ -158,7 +162,8 @@ def weigh(env: "AgentEnv", node: "AgentNode") -> None:
             node.short_at = node.turns_taken if short else None
             log.info("harness eviction", span=list(plan.span), bytes_out=plan.bytes_out,
                      used_tokens=used, keep=plan.figures.keep if plan.figures else s.keep,
-                     short=short)
+                     short=short, since_short=since, growth=node.growth.per_request,
+                     turn=node.turns_taken)
             return
     if ctx.marks:
         sweep_if_pays(env, node)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from .constants import EVICT_THRESHOLD_BYTES, KEEP, RESERVE_FLOOR_TOKENS, RESERVE_SHARE
 from .context import Context
-from .keep import REREAD_BASE, REREAD_REFERRED, Cut, Economy, choose, overflows
+from .keep import REREAD_BASE, REREAD_REFERRED, Cut, Economy, choose
 from .records import (AssistantMessage, Evicted, PlanFigures, Residue, Text, ToolUse, UserPrompt,
                       compact, encode)
 from .render import residue_message
@@ -107,20 +107,6 @@ def plan_eviction(ctx: Context, keep: float | str = KEEP,
     ceiling = _valid_cut(ctx, frontier, sums, cut, PLAN_LINE_BYTES)
     if ceiling is None:
         return Plan(first[0], total - spent, spent)
-    # a ceiling that keeps less than the verbatim floor moves back to the cut that keeps it,
-    # unless that one would overflow the window (decision 0268)
-    tpb = economy.tokens_per_byte
-    if verbatim[cut] * tpb < economy.floor_tokens:
-        c = cut - 1
-        while c > 0 and verbatim[c] * tpb < economy.floor_tokens and \
-                sizes[c] * tpb <= economy.floor_tokens:
-            c -= 1
-        # never back past a bulk turn (one larger than the floor: decision 0220 lets it go)
-        bulk = c > 0 and sizes[c] * tpb > economy.floor_tokens
-        found = _valid_cut(ctx, frontier, sums, c, PLAN_LINE_BYTES) if c > 0 and not bulk \
-            else None
-        if found is not None and not overflows(economy, found[1]):
-            cut, ceiling = c, found
     # candidates from the ceiling on, until the first that keeps less than the floor
     floor = min(economy.floor_tokens, verbatim[cut] * economy.tokens_per_byte)
     cuts = [ceiling[1]]
@@ -249,7 +235,7 @@ HOLD_REQUESTS = 3
 its target), the next waits this many requests, unless the window would overflow first
 (decision 0268): evicting again at once frees little and rewrites the cache again."""
 
-REMIND_REQUESTS = 4
+REMIND_REQUESTS = 8
 """The pressure reminder comes when the eviction is this many requests away at the measured
 growth (decision 0268), not at a fixed share of the window: a reminder sent where nothing will
 be evicted is paid on every later request."""
@@ -265,14 +251,27 @@ def held_off(used_tokens: int, window: int | None, growth_tokens: float | None,
     ``HOLD_REQUESTS`` requests ago (``since_short``), and the next request still fits."""
     if since_short is None or since_short >= HOLD_REQUESTS:
         return False
-    if window is None:
-        return True
-    return used_tokens + max(0.0, growth_tokens or 0.0) < window
+    return not overflow_near(used_tokens, window, growth_tokens)
 
 
 def short_of_target(used_tokens: int, window: int | None, history_bytes: int) -> bool:
     """Whether the context an eviction left still stands at or above the eviction line."""
     return eviction_due(used_tokens, window, history_bytes)
+
+
+def falls_short(plan: Plan, used_tokens: int, history_bytes: int, tokens_per_byte: float,
+                window: int | None) -> bool:
+    """Whether ``plan`` would leave the context at or above the eviction line (what it keeps,
+    and what every request carries besides the history): usually the turn in hand is too large
+    to leave yet, and the turn after it can take it."""
+    fixed = max(0.0, used_tokens - history_bytes * tokens_per_byte)
+    return short_of_target(int(fixed + plan.bytes_kept * tokens_per_byte), window,
+                           plan.bytes_kept)
+
+
+def overflow_near(used_tokens: int, window: int | None, growth_tokens: float | None) -> bool:
+    """Whether the next request would not fit the window (used + one request's growth)."""
+    return window is not None and used_tokens + max(0.0, growth_tokens or 0.0) >= window
 
 
 def remind_line(window: int, growth_tokens: float | None) -> float:

@@ -74,15 +74,6 @@ def cost_per_request(e: Economy, cut: Cut) -> tuple[float, float]:
     return (once + reread) / n + reads, n
 
 
-def overflows(e: Economy, cut: Cut) -> bool:
-    """Whether the context ``cut`` leaves, with what every request carries and one request's
-    growth, would still stand above the eviction line: a cut that cannot make the room it is
-    for. A ceiling that keeps less than the floor moves back to keep it only where that does not
-    overflow (decision 0268)."""
-    kept = (cut.kept_bytes + cut.message_bytes) * e.tokens_per_byte
-    return e.fixed_tokens + kept + max(0.0, e.growth_tokens) > e.due_tokens
-
-
 def eligible(e: Economy, cuts: list[Cut]) -> tuple[list[Cut], float]:
     """The cuts that keep the verbatim floor, and the floor applied.
 

@@ -10,6 +10,7 @@ from mnemon.session.constants import EVICT_THRESHOLD_BYTES
 from mnemon.session.context import Context, Turn
 from mnemon.session.eviction import (
     HOLD_REQUESTS,
+    REMIND_REQUESTS,
     REMINDER_TOKENS,
     PressureLatch,
     due_line,
@@ -151,16 +152,17 @@ def test_pressure_reminder_names_the_cut_the_door_and_the_tool():
 
 
 def test_the_reminder_comes_when_the_eviction_is_a_few_requests_away():
-    """Decision 0268: at a 32k window (eviction line 16 000) the reminder waits until four
-    requests of growth (and its own tokens) before the line; unmeasured growth keeps the old
-    pressure line; large growth never moves it before the pressure line."""
+    """Decision 0268: at a 32k window (eviction line 16 000) the reminder waits until
+    REMIND_REQUESTS (8) requests of growth (and its own tokens) before the line; unmeasured
+    growth keeps the old pressure line; large growth never moves it before the pressure line."""
+    assert REMIND_REQUESTS == 8
     assert remind_line(32_000, None) == pressure_line(32_000) == 8_000
-    assert remind_line(32_000, 500.0) == 16_000 - 4 * 500 - REMINDER_TOKENS
+    assert remind_line(32_000, 500.0) == 16_000 - 8 * 500 - REMINDER_TOKENS
     assert remind_line(32_000, 5_000.0) == pressure_line(32_000)
     latch = PressureLatch()
-    assert not latch.update(12_000, 32_000, growth_tokens=500.0)  # 7 requests away: not yet
-    assert latch.update(14_000, 32_000, growth_tokens=500.0)
-    assert not latch.update(14_500, 32_000, growth_tokens=500.0)  # once per excursion
+    assert not latch.update(9_000, 32_000, growth_tokens=500.0)  # 14 requests away: not yet
+    assert latch.update(12_000, 32_000, growth_tokens=500.0)
+    assert not latch.update(12_500, 32_000, growth_tokens=500.0)  # once per excursion
 
 
 @given(used=st.integers(0, 200_000), window=st.sampled_from([None, 32_000, 64_000, 128_000]),
