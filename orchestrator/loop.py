@@ -35,9 +35,10 @@ from ..session.records import (
     compact,
 )
 from ..session.render import render, rendered_bytes
+from .gate import gated_call, resume_approvals
 from .servers import own_servers
 from .tooldefs import tool_defs
-from .tools import EXCLUSIVE, call_tool
+from .tools import EXCLUSIVE
 from .weighing import pressure, priced_as, weigh
 
 if TYPE_CHECKING:
@@ -144,6 +145,7 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
     spend = env.spend
     if node.resumed:
         node.resumed = False
+        await resume_approvals(env, node)  # calls its log shows asked about, answered first
         answer = finished_turn(node)
         if answer is not None:
             node.answer = answer or node.answer
@@ -337,7 +339,7 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
     builtin = env.settings_for(node).builtin_tools
 
     async def run_one(i: int, call: ToolUse) -> None:
-        results[i] = await call_tool(env, node, call, tools, builtin=builtin)
+        results[i] = await gated_call(env, node, call, tools, builtin=builtin)
 
     if len(calls) == 1:  # nothing to run beside it: no nursery to open and close
         call = calls[0]
