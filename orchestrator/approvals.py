@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .policy import Verdict
 
 __all__ = ["AlreadyDecided", "Approvals", "BadDecision", "Decision", "PendingApproval",
-           "UnknownApproval"]
+           "UnknownApproval", "reject_every_ask"]
 
 log = structlog.get_logger("mnemon.approvals")
 
@@ -210,3 +210,13 @@ class Approvals:
                               f"{out!r}")
         self.decide(p.agent, p.call_id, out.decision, reason=out.reason, input=out.input,
                     by="callback")
+
+
+def reject_every_ask(reason: str) -> Callable[[PendingApproval], Decision]:
+    """A decider for where nobody is there to ask (``mnemon ask``, a job's ``on_ask =
+    "deny"``): every request is rejected at once, recorded, with ``reason``."""
+
+    def decide(pending: PendingApproval) -> Decision:
+        return Decision("reject", reason=reason)
+
+    return decide

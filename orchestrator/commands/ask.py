@@ -6,6 +6,7 @@ import sys
 
 import trio
 
+from ..approvals import reject_every_ask
 from ..cli import COMMANDS, Failure
 from ..options import add_provider_args, provider_from, run_root_from, settings_from
 
@@ -15,6 +16,10 @@ def add_parser(sub) -> None:
     p.add_argument("prompt", help="the task, as the agent's first prompt")
     add_provider_args(p)
     p.add_argument("--json", action="store_true", help="machine output")
+
+
+_nobody_to_ask = reject_every_ask("nobody to ask: mnemon ask is not interactive (mnemon chat "
+                                  "and mnemon serve ask a person)")
 
 
 def run(args) -> int:
@@ -35,6 +40,9 @@ def run(args) -> int:
         try:
             async with open_supervisor(root, provider, settings, started_by="mnemon ask",
                                        provider_name=args.provider) as sup:
+                # nobody to ask at a one-shot command: a call the policy asks about is
+                # rejected at once, saying so (docs/policy.md); chat and serve ask a person
+                sup.approvals.decider = _nobody_to_ask
                 node = sup.new_root(args.prompt)
                 async with trio.open_nursery() as n:
                     n.start_soon(Progress(sup, enabled=sys.stderr.isatty() and

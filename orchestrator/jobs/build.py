@@ -9,12 +9,14 @@ and ``mnemon ask`` with the same values build the same provider and settings. Im
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from ..policy import PolicyError, ToolPolicy, load_policy, parse_policy
 from ..settings import Settings
 from ..usertools import UserTool
 from .spec import Job, JobError, _line
@@ -46,6 +48,9 @@ def settings_for(job: Job) -> Settings:
         except McpConfigError as e:
             raise JobError(f"{job.path}:{_line(job.text, ('agent', 'mcp')) or '?'}: "
                            f"[agent] mcp: {e}") from None
+    policy = policy_for(job)
+    if policy is not None:
+        own["tool_policy"] = policy
     try:
         return settings_from(
             _namespace(job), **own, task_budget_tokens=spec.budget.task_tokens,
@@ -54,6 +59,30 @@ def settings_for(job: Job) -> Settings:
             max_agents=spec.concurrency * width + 64)  # finished tasks leave the table
     except UserError as e:  # what the CLI would refuse (a bad --mcp config, say), as a job error
         raise JobError(f"{job.path}: {e}") from None
+
+
+def policy_for(job: Job) -> ToolPolicy | None:
+    """The job's ``[policy]``: its file, or its inline rules; refused naming the rule."""
+    pol = job.spec.policy
+    if pol is None or (pol.file is None and pol.default is None and not pol.rule):
+        return None
+    try:
+        if pol.file is not None:
+            loaded = load_policy(job.resolve(pol.file))
+            if pol.ask_timeout is not None:
+                loaded = dataclasses.replace(loaded, ask_timeout_s=pol.ask_timeout)
+            return loaded
+        data: dict[str, Any] = {"default": pol.default or "allow",
+                                "rule": [{k: v for k, v in (("tool", r.tool),
+                                                            ("action", r.action),
+                                                            ("when", r.when),
+                                                            ("reason", r.reason))
+                                          if v is not None} for r in pol.rule]}
+        if pol.ask_timeout is not None:
+            data["ask_timeout"] = pol.ask_timeout
+        return parse_policy(data, f"{job.path} [policy]")
+    except PolicyError as e:
+        raise JobError(f"{job.path}:{_line(job.text, ('policy',)) or '?'}: {e}") from None
 
 
 def provider_for(job: Job):
