@@ -37,6 +37,7 @@ __all__ = ["AlreadyDecided", "Approvals", "BadDecision", "Decision", "PendingApp
 log = structlog.get_logger("mnemon.approvals")
 
 DECISIONS = ("approve", "reject")
+DECIDED_KEPT = 10_000  # decisions remembered for telling a repeat (409) from an unknown call
 
 
 class UnknownApproval(LookupError):
@@ -98,6 +99,9 @@ class Approvals:
         # the agents of the run by id (the supervisor's table): where a request not waiting
         # now is looked up in its log, to tell "decided" (409) from "unknown" (404)
         self.agents: dict[str, "AgentNode"] = {}
+        # decisions made by this process, newest last (bounded): a second decision on a call
+        # whose turn has since closed is still told "decided" (409), not "unknown"
+        self._decided: dict[tuple[str, str], ApprovalDecided] = {}
         # counts for a job's final table
         self.asked = 0
         self.approved = 0
@@ -129,6 +133,10 @@ class Approvals:
             raise BadDecision("a reason is a string")
         p = self._pending.get((agent, call_id))
         if p is None:
+            done = self._decided.get((agent, call_id))
+            if done is not None:
+                raise AlreadyDecided(f"the call {call_id} of agent {agent} was decided already "
+                                     f"({done.decision})")
             node = self.agents.get(agent)
             entry = None
             if node is not None and node.log is not None:
@@ -149,6 +157,9 @@ class Approvals:
         p.node.log.append(rec)  # judged by the fold: nothing is woken unless it is recorded
         p.decided = rec
         del self._pending[(agent, call_id)]
+        self._decided[(agent, call_id)] = rec
+        if len(self._decided) > DECIDED_KEPT:
+            del self._decided[next(iter(self._decided))]
         if decision == "approve":
             self.approved += 1
         else:
