@@ -60,6 +60,8 @@ class Decision:
     decision: str
     reason: str | None = None
     input: dict[str, Any] | None = None
+    by: str | None = None
+    """Who decided, as recorded (default ``callback``)."""
 
 
 class PendingApproval:
@@ -220,14 +222,14 @@ class Approvals:
             raise BadDecision(f"a decider answers a Decision, 'approve', 'reject' or None, not "
                               f"{out!r}")
         self.decide(p.agent, p.call_id, out.decision, reason=out.reason, input=out.input,
-                    by="callback")
+                    by=out.by or "callback")
 
 
 def reject_every_ask(reason: str) -> Callable[[PendingApproval], Decision]:
     """A decider for where nobody is there to ask (``mnemon ask``, a job's ``on_ask =
-    "deny"``): every request is rejected at once, recorded, with ``reason``."""
+    "deny"``): every request is rejected at once, recorded (``by: on_ask``) with ``reason``."""
 
     def decide(pending: PendingApproval) -> Decision:
-        return Decision("reject", reason=reason)
+        return Decision("reject", reason=reason, by="on_ask")
 
     return decide

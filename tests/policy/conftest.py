@@ -8,10 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from mnemon.orchestrator import logs
 from mnemon.orchestrator.usertools import UserTool
 from mnemon.providers.cache import CacheModel
 from mnemon.providers.scripted import ScriptedProvider
 from mnemon.session.records import Text, ToolUse
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs():
+    """Log lines of an earlier test's run root (a command run in-process) are not ours."""
+    logs.quiet()
+    yield
 
 
 def caller(*calls: tuple[str, str, dict], answer: str = "finished"):
