@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..policy import PolicyError, ToolPolicy, load_policy, parse_policy
+import msgspec
+
+from ..policy import PolicyError, ToolPolicy, combine, load_policy, parse_policy
 from ..settings import Settings
 from ..usertools import UserTool
 from .spec import Job, JobError, _line
@@ -152,7 +154,8 @@ def load(path: str | Path) -> "tuple[Job, list]":
 def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
             watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None,
-            loaded: "tuple[Job, list] | None" = None, manifest: bool = True):
+            loaded: "tuple[Job, list] | None" = None, manifest: bool = True,
+            policy: ToolPolicy | None = None):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
     ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).
@@ -171,6 +174,9 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
 
     job, tasks = loaded if loaded is not None else load(path)
     settings = settings_for(job)
+    if policy is not None:
+        settings = msgspec.structs.replace(
+            settings, tool_policy=combine(policy, settings.tool_policy))
     tools = user_tools_for(job)
     provider = provider_for(job)
     root = Path(run_root) if run_root else job.run_root

@@ -92,3 +92,22 @@ def test_a_malformed_policy_is_refused_before_anything_runs(tmp_path, capsys, po
     err = capsys.readouterr().err
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1
     assert not (root / "agents").exists() or not list((root / "agents").iterdir())
+
+
+def test_run_policy_is_narrowed_by_the_jobs_own(tmp_path, capsys):
+    """``mnemon run --policy``: the operator's policy, which the job's ``[policy]`` narrows but
+    never widens — its allow does not lift the command line's deny."""
+    folder = tmp_path / "j"
+    job = write_job(folder, STEPS + '[policy]\ndefault = "allow"\n[[policy.rule]]\ntool = "note"\n'
+                    'action = "allow"\n', tasks=1)
+    outer = tmp_path / "outer.toml"
+    outer.write_text('[[rule]]\ntool = "note"\naction = "deny"\nreason = "the operator says no"\n')
+    root = tmp_path / "run"
+    code = main(["run", str(job), "--run-root", str(root), "--json", "--policy", str(outer)])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["denied"] == len(results_of(root)) > 0
+    assert all("the operator says no" in c for c, _ in results_of(root))
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rule]]\ntool = "x"\n')
+    assert main(["run", str(job), "--run-root", str(tmp_path / "r2"), "--policy", str(bad)]) == 2
+    assert "rule 1: action must be" in capsys.readouterr().err
