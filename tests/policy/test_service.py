@@ -67,8 +67,8 @@ async def wait_state(svc, aid: str, state: str = "ended") -> dict:
 async def test_approve_reject_and_edit_over_http(tmp_path):
     calls = tmp_path / "calls.jsonl"
     models = {"a1": caller(("c1", "tools__shout", {"text": "hello"}), answer="one"),
-              "a2": caller(("c1", "tools__shout", {"text": "secret"}), answer="two"),
-              "a3": caller(("c1", "tools__shout", {"text": "draft"}), answer="three")}
+              "a2": caller(("d1", "tools__shout", {"text": "secret"}), answer="two"),
+              "a3": caller(("e1", "tools__shout", {"text": "draft"}), answer="three")}
 
     def model(request, state):
         return models[request.meta["agent"]](request, state)
@@ -81,8 +81,8 @@ async def test_approve_reject_and_edit_over_http(tmp_path):
             assert r.status_code == 201
         listed = await wait_listed(svc, 3)
         assert {(a["agent"], a["call_id"], a["tool"]) for a in listed} == {
-            ("a1", "c1", "tools__shout"), ("a2", "c1", "tools__shout"),
-            ("a3", "c1", "tools__shout")}
+            ("a1", "c1", "tools__shout"), ("a2", "d1", "tools__shout"),
+            ("a3", "e1", "tools__shout")}
         one = next(a for a in listed if a["agent"] == "a1")
         assert one["input"] == {"text": "hello"} and one["reason"] == "shouting is loud"
         assert one["requested_at"] and one["rule"] == "served-policy rule 1"
@@ -97,6 +97,8 @@ async def test_approve_reject_and_edit_over_http(tmp_path):
         assert r.status_code == 404
         r = await svc.client.post("/v1/agents/a9/approvals/c1", json={"decision": "approve"})
         assert r.status_code == 404
+        r = await svc.client.post("/v1/agents/a2/approvals/c1", json={"decision": "approve"})
+        assert r.status_code == 404  # a1's call, named under another agent
         r = await svc.client.post("/v1/agents/a1/approvals/c1",
                                   json={"decision": "reject", "input": {"text": "x"}})
         assert r.status_code == 400
@@ -107,16 +109,16 @@ async def test_approve_reject_and_edit_over_http(tmp_path):
         assert r.json()["decision"] == "approve" and r.json()["by"] == "api"
         r = await svc.client.post("/v1/agents/a1/approvals/c1", json={"decision": "approve"})
         assert r.status_code == 409
-        r = await svc.client.post("/v1/agents/a2/approvals/c1",
+        r = await svc.client.post("/v1/agents/a2/approvals/d1",
                                   json={"decision": "reject", "reason": "not in public"})
         assert r.status_code == 200 and r.json()["reason"] == "not in public"
-        r = await svc.client.post("/v1/agents/a3/approvals/c1",
+        r = await svc.client.post("/v1/agents/a3/approvals/e1",
                                   json={"decision": "approve", "input": {"text": "final"}})
         assert r.status_code == 200 and r.json()["input"] == {"text": "final"}
         for aid in ("a1", "a2", "a3"):
             await wait_state(svc, aid)
         assert (await svc.client.get("/v1/approvals")).json() == {"approvals": []}
-        r = await svc.client.post("/v1/agents/a3/approvals/c1", json={"decision": "reject"})
+        r = await svc.client.post("/v1/agents/a3/approvals/e1", json={"decision": "reject"})
         assert r.status_code == 409  # decided, and the agent has ended
 
         events = [d for _, d in await sse_events(svc.client, "/v1/agents/a1/events?follow=0")]
