@@ -264,6 +264,11 @@ class Handlers:
         body = await _body(request, C.DecisionIn)
         return C.decide(self.run, aid, request.path_params["call_id"], body)
 
+    async def decide_in_job(self, request: Request) -> Any:
+        body = await _body(request, C.DecisionIn)
+        p = request.path_params
+        return C.decide_in_job(self.run, p["id"], p["agent"], p["call_id"], body)
+
     async def resume(self, request: Request) -> Any:
         return C.resume(self.run, self._aid(request))
 
@@ -385,6 +390,9 @@ ROUTES: tuple[Spec, ...] = (
          "(docs/policy.md)", out=C.ApprovalList),
     Spec("POST", "/v1/agents/{id}/approvals/{call_id}", "decide", "Approve (optionally with "
          "an edited input) or reject a waiting tool call", body=C.DecisionIn, out=C.DecisionOut),
+    Spec("POST", "/v1/jobs/{id}/approvals/{agent}/{call_id}", "decide_in_job", "Decide a "
+         "waiting tool call of a job's agent (a job whose on_ask is wait)", body=C.DecisionIn,
+         out=C.DecisionOut),
     Spec("POST", "/v1/agents/{id}/resume", "resume", "Resume an agent a crash or a stop left "
          "unfinished, from its log", out=S.AgentOut, status=202),
     Spec("GET", "/v1/tree", "tree", "The lineage tree (as `mnemon tree --json`)", out=S.TreeOut),
@@ -485,6 +493,9 @@ def openapi(version: str) -> dict:
             params.append({"name": "id", "in": "path", "required": True,
                            "schema": {"type": "string"},
                            "description": "a job id" if "/jobs/" in s.path else "an agent id"})
+        if "{agent}" in s.path:
+            params.append({"name": "agent", "in": "path", "required": True,
+                           "schema": {"type": "string"}, "description": "an agent id of the job"})
         if "{call_id}" in s.path:
             params.append({"name": "call_id", "in": "path", "required": True,
                            "schema": {"type": "string"}, "description": "a tool call's id"})

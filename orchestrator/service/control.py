@@ -23,8 +23,9 @@ from .runs import Conflict, NotFound, Run
 log = structlog.get_logger("mnemon.service")
 
 
-class ApprovalOut(Struct, kw_only=True):
-    """A request an agent waits on: its call, the input it would run with, why it was asked."""
+class ApprovalOut(Struct, kw_only=True, omit_defaults=True):
+    """A request an agent waits on: its call, the input it would run with, why it was asked;
+    ``job``: the service's job whose agent it is (decided at ``/v1/jobs/{id}/approvals/…``)."""
     agent: str
     call_id: str
     tool: str
@@ -32,6 +33,7 @@ class ApprovalOut(Struct, kw_only=True):
     reason: str | None = None
     rule: str | None = None
     requested_at: str | None = None
+    job: str | None = None
 
 
 class ApprovalList(Struct, kw_only=True):
@@ -62,13 +64,32 @@ class BadRequest(Exception):
 
 
 def list_approvals(run: Run) -> ApprovalList:
+    """The served run's waiting calls, then those of the jobs this service runs (a job whose
+    ``[policy] on_ask`` is ``wait``)."""
     sup = run.sup
     pending = sup.approvals.pending() if sup is not None else []
-    return ApprovalList(approvals=[ApprovalOut(**p.as_dict()) for p in pending])
+    out = [ApprovalOut(**p.as_dict()) for p in pending]
+    for sj in run.jobs.jobs.values():
+        if sj.state == "running":
+            out += [ApprovalOut(**p.as_dict(), job=sj.id)
+                    for p in sj.runner.sup.approvals.pending()]
+    return ApprovalList(approvals=out)
 
 
 def decide(run: Run, aid: str, call_id: str, body: DecisionIn) -> DecisionOut:
-    sup = run._writable()
+    return _decide(run, run._writable(), aid, call_id, body)
+
+
+def decide_in_job(run: Run, jid: str, aid: str, call_id: str, body: DecisionIn) -> DecisionOut:
+    sj = run.jobs.jobs.get(jid)
+    if sj is None:
+        raise NotFound(f"no job {jid!r} in this service")
+    if sj.state != "running":
+        raise Conflict(f"job {jid} is not running ({sj.state})")
+    return _decide(run, sj.runner.sup, aid, call_id, body)
+
+
+def _decide(run: Run, sup: Any, aid: str, call_id: str, body: DecisionIn) -> DecisionOut:
     try:
         rec = sup.approvals.decide(aid, call_id, body.decision, reason=body.reason,
                                    input=body.input, by="api")
@@ -126,4 +147,4 @@ def resume_crashed(run: Run) -> list[str]:
 
 
 __all__ = ["ApprovalList", "ApprovalOut", "BadRequest", "DecisionIn", "DecisionOut",
-           "decide", "list_approvals", "resume", "resume_crashed"]
+           "decide", "decide_in_job", "list_approvals", "resume", "resume_crashed"]

@@ -146,3 +146,43 @@ async def test_the_openapi_document_validates(tmp_path):
 
     async with live_service(tmp_path / "run", settings=Settings(model="scripted")) as svc:
         validate((await svc.client.get("/v1/openapi.json")).json())
+
+
+async def test_a_served_jobs_asks_wait_for_a_decision_over_http(tmp_path):
+    """A job run by the service with ``on_ask = "wait"``: its agents' waiting calls are listed
+    with the job's id and decided at ``/v1/jobs/{id}/approvals/{agent}/{call_id}``."""
+    import sys as _sys
+
+    from ..orchestrator.jobs.kit import write_job
+
+    _sys.modules.pop("job_policy", None)
+    job = write_job(tmp_path / "j", '[provider]\nname = "scripted"\npolicy = "job_policy:steps"\n'
+                    '[agent]\ntools = ["job_policy:note"]\n[policy]\non_ask = "wait"\n'
+                    '[[policy.rule]]\ntool = "note"\naction = "ask"\nreason = "a note"\n',
+                    tasks=1)
+    async with live_service(tmp_path / "run", settings=Settings(model="scripted")) as svc:
+        r = await svc.client.post("/v1/jobs", json={"path": str(job),
+                                                    "run_root": str(tmp_path / "jobrun")})
+        assert r.status_code == 202, r.text
+        decided = 0
+        with trio.fail_after(60):
+            while (await svc.client.get("/v1/jobs/j1")).json()["state"] == "running":
+                for a in (await svc.client.get("/v1/approvals")).json()["approvals"]:
+                    assert a["job"] == "j1" and a["tool"] == "note"
+                    bad = await svc.client.post(f"/v1/agents/{a['agent']}/approvals/"
+                                                f"{a['call_id']}", json={"decision": "approve"})
+                    assert bad.status_code == 404  # not an agent of the served run
+                    r = await svc.client.post(f"/v1/jobs/j1/approvals/{a['agent']}/"
+                                              f"{a['call_id']}", json={"decision": "approve"})
+                    assert r.status_code == 200, r.text
+                    decided += 1
+                await trio.sleep(0.02)
+        out = (await svc.client.get("/v1/jobs/j1")).json()
+        r = await svc.client.post("/v1/jobs/j9/approvals/k1/c1", json={"decision": "approve"})
+        assert r.status_code == 404
+    _sys.modules.pop("job_policy", None)
+    assert out["done"] == 1 and decided >= 1
+    recs = [json.loads(l) for p in (tmp_path / "jobrun" / "agents").glob("*/record.jsonl")
+            for l in p.read_text().splitlines()]
+    res = [x for rec in recs if rec["t"] == "ToolResults" for x in rec["results"]]
+    assert len(res) == decided and all(not x["is_error"] for x in res)

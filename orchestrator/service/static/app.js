@@ -112,7 +112,7 @@ function drawChart() {
 async function loadApprovals() {
   if (readOnly) return;
   const out = await api("/v1/approvals");
-  const key = out.approvals.map((a) => a.agent + "/" + a.call_id).join(",");
+  const key = out.approvals.map((a) => (a.job || "") + "/" + a.agent + "/" + a.call_id).join(",");
   if (key === shownApprovals) return; // the same requests: keep what the person is typing
   shownApprovals = key;
   $("approvals").replaceChildren(...(out.approvals.length ? out.approvals.map(approvalItem)
@@ -125,7 +125,7 @@ function approvalItem(a) {
   input.value = original;
   const why = el("input", { class: "why", placeholder: "reason, for a rejection (the model reads it)" });
   return el("li", { "data-agent": a.agent, "data-call": a.call_id },
-    el("div", {}, el("b", {}, a.tool), el("span", { class: "muted" }, ` · ${a.agent} · ${a.reason || a.rule || ""}`)),
+    el("div", {}, el("b", {}, a.tool), el("span", { class: "muted" }, ` · ${a.job ? "job " + a.job + " " : ""}${a.agent} · ${a.reason || a.rule || ""}`)),
     input, why,
     el("button", { class: "approve", onclick: () => decide(a, { decision: "approve" }, original, input) }, "approve"),
     el("button", { class: "reject", onclick: () => decide(a, { decision: "reject", reason: why.value || undefined }) }, "reject"));
@@ -134,7 +134,9 @@ function approvalItem(a) {
 async function decide(a, body, original, input) {
   try {
     if (input && input.value !== original) body.input = JSON.parse(input.value);
-    await api(`/v1/agents/${encodeURIComponent(a.agent)}/approvals/${encodeURIComponent(a.call_id)}`, { method: "POST", body: JSON.stringify(body) });
+    const path = a.job ? `/v1/jobs/${encodeURIComponent(a.job)}/approvals/${encodeURIComponent(a.agent)}/${encodeURIComponent(a.call_id)}`
+      : `/v1/agents/${encodeURIComponent(a.agent)}/approvals/${encodeURIComponent(a.call_id)}`;
+    await api(path, { method: "POST", body: JSON.stringify(body) });
   } catch (e) { show(e); }
   shownApprovals = null;
   await loadApprovals().catch(show);
