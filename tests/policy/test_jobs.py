@@ -111,3 +111,25 @@ def test_run_policy_is_narrowed_by_the_jobs_own(tmp_path, capsys):
     bad.write_text('[[rule]]\ntool = "x"\n')
     assert main(["run", str(job), "--run-root", str(tmp_path / "r2"), "--policy", str(bad)]) == 2
     assert "rule 1: action must be" in capsys.readouterr().err
+
+
+def test_the_dask_engine_counts_the_policys_calls_too(tmp_path):
+    """``--engine dask``: each chunk's supervisor runs under the job's ``[policy]`` (its
+    settings are built from the job file there too); the driver sums their counts."""
+    import subprocess
+
+    pytest.importorskip("distributed")
+    body = STEPS + '[policy]\n[[policy.rule]]\ntool = "note"\naction = "deny"\nreason = "no"\n'
+    job = write_job(tmp_path / "j", body, tasks=3)
+    root = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "mnemon", "run", str(job), "--engine", "dask",
+                           "--workers", "1", "--run-root", str(root), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    n = len(results_of(root))
+    assert summary["done"] == 3 and summary["denied"] == n > 0
+    r = subprocess.run([sys.executable, "-m", "mnemon", "run", str(job), "--engine", "dask",
+                        "--policy", str(job), "--run-root", str(root)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--policy is for --engine local" in r.stderr
