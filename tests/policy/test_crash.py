@@ -234,3 +234,43 @@ def test_a_pending_approval_survives_a_sigkill(tmp_path):
     assert [l["name"] for l in lines] == ["shout"]
     assert model.requests == [0, 1]
     verify(root)
+
+
+def test_sigterm_while_an_approval_waits_then_resume_on_request(tmp_path):
+    """SIGTERM still cancels cleanly (exit 0, the log ends ``cancelled`` and verifies); started
+    again, the agent is left ended; ``POST …/resume`` brings its request back, and approving it
+    runs the tool once."""
+    pytest.importorskip("mcp")
+    calls = tmp_path / "calls.jsonl"
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"tools": {
+        "command": sys.executable, "args": [str(HERE.parent / "mcp" / "toolserver.py")],
+        "env": {"TOOLSERVER_CALLS": str(calls)}}}}))
+    (tmp_path / "policy.toml").write_text('[[rule]]\ntool = "tools__*"\naction = "ask"\n')
+    opts = ("--mcp", str(tmp_path / "mcp.json"), "--policy", str(tmp_path / "policy.toml"))
+    model = Model([tool_call("s1", "tools__add", {"a": 2, "b": 3}), text("added")])
+    root = tmp_path / "run"
+    try:
+        svc = Service(root, model, *opts)
+        svc.client.post("/v1/agents", json={"prompt": "add"})
+        svc.wait(lambda: svc.client.get("/v1/approvals").json()["approvals"], "the request")
+        assert svc.stop() == 0
+        verify(root)
+        svc = Service(root, model, *opts)
+        time.sleep(0.3)
+        assert svc.client.get("/v1/approvals").json()["approvals"] == []
+        assert state_of(svc, "a1") == "cancelled"
+        assert svc.client.post("/v1/agents/a1/resume").status_code == 202
+        (p,) = svc.wait(lambda: svc.client.get("/v1/approvals").json()["approvals"],
+                        "the request, after the resume")
+        assert p["call_id"] == "s1"
+        r = svc.client.post("/v1/agents/a1/approvals/s1", json={"decision": "approve"})
+        assert r.status_code == 200
+        view = svc.wait(lambda: (v := svc.client.get("/v1/agents/a1").json())["state"]
+                        == "ended" and v, "the agent to end")
+        assert view["answer"] == "added"
+        assert svc.stop() == 0
+    finally:
+        model.close()
+    assert [json.loads(l)["name"] for l in calls.read_text().splitlines()] == ["add"]
+    assert model.requests == [0, 1]
+    verify(root)
