@@ -10,12 +10,14 @@ running when its process died (docs/policy.md, docs/service.md).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import structlog
 from msgspec import Struct
 
 from ...lineage.runroot import now_iso
+from ...session.errors import SessionError
 from ...session.records import SessionResumed
 from ..approvals import AlreadyDecided, BadDecision, UnknownApproval
 from .runs import Conflict, NotFound, Run
@@ -119,7 +121,8 @@ def resume(run: Run, aid: str):
         raise Conflict(f"agent {aid} ended ({scan.reason}): send it a prompt to go on")
     if node is not None:  # reopened here before (a view, an edit): its log stays open
         sup.agents.pop(aid, None)
-        node.log.close()
+        if node.log is not None:
+            node.log.close()
     parent = sup.agents.get(scan.parent) if scan.parent else None
     if parent is not None and parent.state != "running":
         parent = None
@@ -136,7 +139,13 @@ def resume_crashed(run: Run) -> list[str]:
     """At start over an existing run root: resume every agent whose log shows it was running
     when the process died (no end recorded), parents before children (``resume_run``)."""
     sup = run._writable()
-    roots = sup.resume_run()
+    try:
+        roots = sup.resume_run()
+    except SessionError as e:  # a log that does not fold, or one another process writes: the
+        # service still serves; each agent can be resumed (or looked at) on its own
+        log.error("could not resume the run's agents", error=str(e))
+        sys.stderr.write(f"mnemon: not resuming: {' '.join(str(e).split())}\n")
+        return []
     for node in roots:
         sup.start(node)
     ids = [n.id for n in sup.agents.values()]

@@ -107,10 +107,12 @@ class Service:
             env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         deadline = time.monotonic() + 60
         self.base = None
+        self.head: list[str] = []  # what it said before it served
         while time.monotonic() < deadline:
             line = self.proc.stderr.readline()
             if not line:
                 break
+            self.head.append(line)
             if " on http://" in line:
                 self.base = line.rsplit(" on ", 1)[1].strip()
                 break
@@ -274,3 +276,25 @@ def test_sigterm_while_an_approval_waits_then_resume_on_request(tmp_path):
     assert [json.loads(l)["name"] for l in calls.read_text().splitlines()] == ["add"]
     assert model.requests == [0, 1]
     verify(root)
+
+
+def test_a_log_that_does_not_fold_does_not_stop_the_service(tmp_path):
+    """A hand-broken log in the run root: the service says it is not resuming, and serves."""
+    model = Model([text("fine")])
+    root = tmp_path / "run"
+    try:
+        svc = Service(root, model)
+        svc.client.post("/v1/agents", json={"prompt": "one"})
+        svc.wait(lambda: state_of(svc, "a1") == "ended", "the agent to end")
+        assert svc.stop() == 0
+        log = root / "agents" / "a1" / "record.jsonl"
+        lines = log.read_text().splitlines()
+        log.write_text("\n".join(l for l in lines if '"SessionEnded"' not in l)
+                       + '\n{"t":"ApprovalDecided","call_id":"zz","decision":"approve"}\n')
+        svc = Service(root, model)
+        assert svc.client.get("/v1/health").status_code == 200
+        assert svc.client.get("/v1/agents").status_code == 200
+        assert any("not resuming" in line for line in svc.head), svc.head
+        assert svc.stop() == 0
+    finally:
+        model.close()
