@@ -11,10 +11,10 @@ running when its process died (docs/policy.md, docs/service.md).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import structlog
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 from ...lineage.runroot import now_iso
 from ...session.errors import SessionError
@@ -45,7 +45,8 @@ class ApprovalList(Struct, kw_only=True):
 class DecisionIn(Struct, forbid_unknown_fields=True, kw_only=True):
     """``approve`` (with ``input``: the edited input the tool receives) or ``reject``
     (``reason``: what the model reads as the call's error result)."""
-    decision: str
+    # a plain string, judged by the handler: an unknown decision is a 400 naming it
+    decision: Annotated[str, Meta(description="approve or reject", examples=["approve"])]
     reason: str | None = None
     input: dict[str, Any] | None = None
 

@@ -230,3 +230,38 @@ async def test_an_approval_decided_before_the_stop_is_not_run_again(tmp_path):
     assert node.reason == "done" and len(counter.calls) == 1  # the first process's run only
     assert seen.seen[0]["is_error"] and "not run again" in seen.seen[0]["content"]
     verify(root)
+
+
+async def test_a_child_with_a_looser_policy_of_its_own_is_still_held_by_its_parents(tmp_path):
+    """The parent's policy denies ``write`` and asks about ``agents_start`` (a built-in, gated
+    like any tool); a child given settings of its own that allow everything is still denied
+    ``write``: children only narrow."""
+    counter = Counter()
+    strict = {"default": "allow", "rule": [
+        {"tool": "write", "action": "deny", "reason": "the parent says no"},
+        {"tool": "agents_start", "action": "ask", "reason": "children cost"}]}
+    loose = {"default": "allow"}
+
+    def model(request, state):
+        if request.meta["agent"] == "a1":
+            return parent(request, state)
+        return child(request, state)
+
+    parent = caller(("p1", "agents_start", {"task": "write it", "kind": "fresh"}),
+                    answer="parent done")
+    child = caller(("k1", "write", {"path": "/tmp/x"}), answer="child done")
+    asked = []
+    root = tmp_path / "run"
+    with trio.fail_after(30):
+        async with open_supervisor(root, provider(model), st(strict),
+                                   user_tools=[counter.tool]) as sup:
+            sup.approvals.decider = lambda p: asked.append(p.tool) or Decision("reject")
+            a1 = await sup.ask("delegate")
+            kid = sup.new_child(a1, "write it", "fresh")
+            kid.settings = st(loose)  # its own, looser
+            await sup.run(kid)
+    assert asked == ["agents_start"] and counter.calls == []
+    assert "children cost" not in parent.seen[0]["content"]  # a rejection, by the callback
+    assert parent.seen[0]["is_error"] and "rejected" in parent.seen[0]["content"]
+    assert child.seen[0]["is_error"] and "the parent says no" in child.seen[0]["content"]
+    verify(root)
