@@ -35,9 +35,10 @@ from ..session.records import (
     compact,
 )
 from ..session.render import render, rendered_bytes
+from .gate import gated_call, resume_approvals
 from .servers import own_servers
 from .tooldefs import tool_defs
-from .tools import EXCLUSIVE, call_tool
+from .tools import EXCLUSIVE
 from .typed.turn import settle, settle_resumed
 from .weighing import pressure, priced_as, weigh
 
@@ -145,6 +146,7 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
     spend = env.spend
     if node.resumed:
         node.resumed = False
+        await resume_approvals(env, node)  # calls its log shows asked about, answered first
         if node.output_type is not None and (end := settle_resumed(env, node)) is not None:
             return end  # a typed agent's last answer already judged (typed.turn)
         answer = finished_turn(node) if node.output_type is None else None
@@ -348,7 +350,7 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
     builtin = env.settings_for(node).builtin_tools
 
     async def run_one(i: int, call: ToolUse) -> None:
-        results[i] = await call_tool(env, node, call, tools, builtin=builtin)
+        results[i] = await gated_call(env, node, call, tools, builtin=builtin)
 
     if len(calls) == 1:  # nothing to run beside it: no nursery to open and close
         call = calls[0]

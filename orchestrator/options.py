@@ -15,6 +15,7 @@ from ..lineage.runroot import RunRootError, create_run_root
 from ..session.constants import KEEP_FLOOR_TOKENS
 
 from .cli import UserError
+from .policy import PolicyError, load_policy
 from .settings import Settings
 
 KNOWN_WINDOWS = {"claude": 200_000, "gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gpt-5": 400_000,
@@ -51,6 +52,9 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     r.add_argument("--mcp", metavar="CONFIG", default=None,
                    help="MCP servers whose tools the agents get: a JSON or TOML file in the "
                         "mcpServers shape of Claude Code and Codex (docs/mcp.md)")
+    r.add_argument("--policy", metavar="FILE", default=None,
+                   help="which tool calls are allowed, denied or asked about: a TOML file of "
+                        "rules (docs/policy.md)")
 
 
 def keep_arg(text: str | float) -> float | str:
@@ -96,8 +100,19 @@ def settings_from(args, **over) -> Settings:
             base["mcp_servers"] = load_config(args.mcp)
         except McpConfigError as e:
             raise UserError(str(e)) from None
+    if getattr(args, "policy", None):
+        base["tool_policy"] = policy_from(args.policy)
     base.update(over)
     return Settings(**base)
+
+
+def policy_from(path: str):
+    """``--policy FILE``: the policy, judged whole before anything runs (exit 2 naming the
+    file and the rule otherwise)."""
+    try:
+        return load_policy(path)
+    except PolicyError as e:
+        raise UserError(str(e)) from None
 
 
 def provider_from(args, **kw):

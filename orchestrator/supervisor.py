@@ -89,6 +89,7 @@ class Supervisor:
             sources=Sources(self.root),  # the transcript tools' opener: each log confined once
             spawner=self, on_edit=on_edit)
         self.agents: dict[str, AgentNode] = {}
+        self.env.approvals.agents = self.agents  # a decision's 404 / 409 looks them up
         # the opening record's form of the last tool list offered (``_started``): made once
         # per set of tools, not per agent
         self._started_tools: tuple[list, list[dict]] | None = None
@@ -113,6 +114,8 @@ class Supervisor:
                                 "streams in: a live preview, never recorded.")
     limiter = _env_field("limiter", "Provider calls in flight across the run.")
     sources = _env_field("sources", "The door's opener, each log confined once.")
+    approvals = _env_field("approvals", "The tool calls waiting for a decision: ``pending()``, "
+                           "``decide(agent, call_id, decision, …)``, ``decider``.")
     usage = _spend_field("usage", "The run's usage so far.")
     cost_usd = _spend_field("cost_usd", "The run's cost so far, in USD.")
     provider_calls = _spend_field("provider_calls", "Provider call attempts so far.")

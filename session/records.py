@@ -245,6 +245,37 @@ class ProviderCall(_R):
     purpose: str | None = None  # set when the call opens no turn (a summarisation request)
 
 
+# --------------------------------------------------------------------------- approval records
+
+
+class ApprovalRequested(_R):
+    """A tool call the agent's policy asks a person about (docs/policy.md): the call waits,
+    and runs only once an ``ApprovalDecided`` approves it. Belongs to no turn and changes
+    nothing sent; the fold judges it (the call must be unanswered in the turn in hand, asked
+    once)."""
+
+    call_id: str
+    tool: str
+    input: Any
+    rule: str | None = None
+    reason: str | None = None
+    at: str | None = None
+
+
+class ApprovalDecided(_R):
+    """The decision on a pending ``ApprovalRequested``: ``approve`` (with ``input`` when the
+    person edited it: what the tool receives) or ``reject`` (``reason`` goes to the model as
+    the call's error result). ``by`` says who decided: ``api``, ``callback``, ``chat``,
+    ``timeout``, ``on_ask``."""
+
+    call_id: str
+    decision: Literal["approve", "reject"]
+    reason: str | None = None
+    input: dict[str, Any] | None = None
+    by: str | None = None
+    at: str | None = None
+
+
 Record = Union[
     UserPrompt,
     AssistantMessage,
@@ -261,11 +292,17 @@ Record = Union[
     SessionEnded,
     TurnStarted,
     ProviderCall,
+    ApprovalRequested,
+    ApprovalDecided,
 ]
 
 PROTOCOL = (UserPrompt, AssistantMessage, ToolResults, Steering, Inherited, Evicted, Marked, Swept,
             Cleared, Rewound)
-FORENSIC = (SessionStarted, SessionResumed, SessionEnded, TurnStarted, ProviderCall)
+FORENSIC = (SessionStarted, SessionResumed, SessionEnded, TurnStarted, ProviderCall,
+            ApprovalRequested, ApprovalDecided)
+APPROVAL = (ApprovalRequested, ApprovalDecided)
+"""Records of the approval of a call: they belong to no turn (like the forensic records, among
+which they are counted), but the fold judges them and keeps the turn in hand's approvals."""
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)

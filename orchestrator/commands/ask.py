@@ -6,6 +6,7 @@ import sys
 
 import trio
 
+from ..approvals import reject_every_ask
 from ..cli import COMMANDS, Failure, UserError
 from ..options import add_provider_args, provider_from, run_root_from, settings_from
 from ..typed.load import OutputError, check_for, load_output
@@ -21,6 +22,10 @@ def add_parser(sub) -> None:
                         "fit; stdout is the output as one line of JSON")
     p.add_argument("--output-retries", type=int, default=2, metavar="N",
                    help="turns the model gets to fix an answer that does not fit (default 2)")
+
+
+_nobody_to_ask = reject_every_ask("nobody to ask: mnemon ask is not interactive (mnemon chat "
+                                  "and mnemon serve ask a person)")
 
 
 def run(args) -> int:
@@ -42,6 +47,9 @@ def run(args) -> int:
         try:
             async with open_supervisor(root, provider, settings, started_by="mnemon ask",
                                        provider_name=args.provider) as sup:
+                # nobody to ask at a one-shot command: a call the policy asks about is
+                # rejected at once, saying so (docs/policy.md); chat and serve ask a person
+                sup.approvals.decider = _nobody_to_ask
                 node = sup.new_root(args.prompt, output=output)
                 async with trio.open_nursery() as n:
                     n.start_soon(Progress(sup, enabled=sys.stderr.isatty() and

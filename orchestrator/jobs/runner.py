@@ -30,6 +30,7 @@ from msgspec import Struct
 
 from ...lineage.runroot import agent_source, list_agents
 from ...session.records import Usage, compact
+from ..approvals import reject_every_ask
 from ..node import AgentNode
 from ..supervisor import _open_mcp, Supervisor
 from ..synod import fork_synod, vote as tally, wait_synod
@@ -80,6 +81,13 @@ class JobSummary(Struct, kw_only=True):
     """The whole job, every run of it so far."""
     elapsed_s: float
     interrupted: bool
+    denied: int = 0
+    """Tool calls the job's policy denied, this run."""
+    asked: int = 0
+    """Tool calls the policy asked about (``on_ask``), this run: approved + rejected (+ any
+    still waiting when the run stopped)."""
+    approved: int = 0
+    rejected: int = 0
 
 
 def status_of(reason: str | None) -> str:
@@ -105,6 +113,10 @@ class JobRunner:
         existing = list_agents(root)  # one listing, not a stat per task, shared
         self.sup = supervisor(root, provider, settings, user_tools=user_tools,
                               provider_name=provider_name, existing=existing)
+        pol = job.spec.policy
+        if pol is None or pol.on_ask == "deny":  # a batch job has nobody to ask
+            self.sup.approvals.decider = reject_every_ask(
+                'nobody to ask in a batch job (its [policy] on_ask is "deny")')
         self.lines: dict[str, dict[str, Any]] = {}
         self.counts = Counts(total=len(tasks))
         self.on_change = on_change or (lambda runner: None)
@@ -433,7 +445,9 @@ class JobRunner:
             pending=len(self.tasks) - len(statuses), skipped=self.counts.skipped,
             usage=_usage(u), cost_usd=round(self.sup.cost_usd, 6),
             elapsed_s=round(time.monotonic() - self.counts.started_at, 3),
-            interrupted=self.interrupted)
+            interrupted=self.interrupted, denied=self.sup.approvals.denied,
+            asked=self.sup.approvals.asked, approved=self.sup.approvals.approved,
+            rejected=self.sup.approvals.rejected)
 
 
 def _with_descendants(nodes: list[AgentNode]) -> list[AgentNode]:

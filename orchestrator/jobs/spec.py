@@ -102,6 +102,28 @@ class SynodSpec(_S):
     vote is taken field by field."""
 
 
+class RuleSpec(_S):
+    """One ``[[policy.rule]]``, as a ``[[rule]]`` of a policy file (docs/policy.md)."""
+
+    tool: str
+    action: Literal["allow", "deny", "ask"]
+    when: dict[str, str] = {}
+    reason: str | None = None
+
+
+class PolicySpec(_S):
+    """``[policy]``: a policy ``file`` (relative to the job file) or inline ``default`` and
+    ``[[policy.rule]]``; ``on_ask``: what a call the policy asks about meets in a batch job —
+    ``deny`` (the default: nobody is there to ask) or ``wait`` (for a decision from Python, or
+    until ``ask_timeout``)."""
+
+    file: str | None = None
+    default: Literal["allow", "deny", "ask"] | None = None
+    ask_timeout: Annotated[float, Meta(gt=0)] | None = None
+    rule: list[RuleSpec] = []
+    on_ask: Literal["deny", "wait"] = "deny"
+
+
 class JobSpec(_S):
     concurrency: Annotated[int, Meta(ge=1, le=4096)] = 8
     """Tasks in flight."""
@@ -120,6 +142,8 @@ class JobSpec(_S):
     mcp: str | None = None
     """MCP servers every task's agents are offered: a config file in the ``mcpServers`` shape
     (JSON or TOML, as ``--mcp``; docs/mcp.md), relative to the job file."""
+    policy: PolicySpec | None = None
+    """Which tool calls the job's agents may make (docs/policy.md)."""
 
 
 class Job(Struct, kw_only=True, frozen=True):
@@ -194,6 +218,10 @@ def load_job(path: str | Path) -> Job:
     if spec.synod is not None and len(spec.synod.stances) > spec.synod.n:
         raise JobError(f"{path}:{_line(text, ('synod', 'stances'))}: {len(spec.synod.stances)} "
                        f"stances for n = {spec.synod.n} children")
+    pol = spec.policy
+    if pol is not None and pol.file is not None and (pol.rule or pol.default is not None):
+        raise JobError(f"{path}:{_line(text, ('policy', 'file')) or 1}: [policy] takes a file "
+                       "or inline default and [[policy.rule]], not both")
     return Job(spec=spec, path=path, text=text)
 
 
