@@ -73,7 +73,8 @@ async def _answer(env: "AgentEnv", node: "AgentNode", call: ToolUse, decided: Ap
     if decided.decision != "approve":
         why = f": {decided.reason}" if decided.reason else ""
         return ToolResult(tool_use_id=call.id, is_error=True,
-                          content=f"the tool call {call.name} was rejected by {decided.by or 'a person'}{why}")
+                          content=f"the tool call {call.name} was not approved (rejected, "
+                                  f"decided by {decided.by or 'a person'}){why}")
     if decided.input is not None:
         call = ToolUse(id=call.id, name=call.name, input=decided.input)
         # an edited input is judged again: a person may approve an ask, not lift a deny
