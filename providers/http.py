@@ -31,6 +31,14 @@ def json_or_text(resp: httpx.Response) -> Any:
         return resp.text
 
 
+def bearer_json_headers(api_key: str | None) -> dict[str, str]:
+    """JSON in and out, and the key as a bearer token when there is one (OpenAI's APIs)."""
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
 class HTTPProvider(ABC):
     """
     Resource handling:

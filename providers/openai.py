@@ -20,7 +20,7 @@ import httpx
 
 from .base import Request, Response
 from .errors import ProviderHTTPError, StreamInterrupted, http_error
-from .http import HTTPProvider
+from .http import HTTPProvider, bearer_json_headers
 from .sse import SSEDecoder
 from .retry import RetryPolicy
 from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage, compact
@@ -352,10 +352,7 @@ class OpenAIProvider(HTTPProvider):
         return f"{self.base_url}/chat/completions"
 
     def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "application/json"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return headers
+        return bearer_json_headers(self._api_key)
 
     def encode(self, request: Request) -> dict[str, Any]:
         max_tokens = request.max_tokens if request.max_tokens != DEFAULT_MAX_TOKENS else self.max_tokens

@@ -33,7 +33,7 @@ import msgspec
 
 from .base import Request, Response
 from .errors import ContextTooLong, ProviderHTTPError, StreamInterrupted, http_error
-from .http import HTTPProvider
+from .http import HTTPProvider, bearer_json_headers
 from .openai import DEFAULT_BASE_URL, error_from_response
 from .retry import OnAttempt, RetryPolicy
 from .sse import SSEDecoder
@@ -465,10 +465,7 @@ class ResponsesProvider(HTTPProvider):
         return f"{self.base_url}/responses"
 
     def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "application/json"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return headers
+        return bearer_json_headers(self._api_key)
 
     def _max_tokens(self, request: Request) -> int:
         return request.max_tokens if request.max_tokens != DEFAULT_MAX_TOKENS else self.max_tokens

@@ -5,7 +5,6 @@ checkpoint describes the whole log; and it answers without importing a decoder."
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,6 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import mnemon.session.checkpoint as checkpoint
 import mnemon.session.checkpoint.layout as layout
 from mnemon.lineage.fork import fork
 from mnemon.lineage.nohit import quick_miss
@@ -22,9 +20,9 @@ from mnemon.lineage.runroot import create_run_root, make_loader
 from mnemon.orchestrator.cli import main
 from mnemon.session.door import Door
 from mnemon.session.resume import fold_file
-from tests.helpers import answer, door_open, new_agent, prompt, tool_turn
+from tests.helpers import door_open, new_agent, prompt, tool_turn
 
-from .test_checkpoint import DAMAGE, OPS, play
+from .test_checkpoint import DAMAGE, OPS, apply_damage, play
 from .test_props import _reference, logs, patterns, write_log
 
 SETTINGS = settings(max_examples=40, deadline=None,
@@ -64,31 +62,11 @@ def test_no_hit_only_when_the_door_finds_none(tmp_path_factory, ops, more, damag
     play(b, more)
     b.close()
     here = root / "agents" / agent
-    path = here / "record.jsonl"
-    fold = checkpoint.path_for(path)
     door_open(here)  # writes the checkpoint
     door_open(root / "agents" / "b1")
     assert quick_miss(here, NEVER), "a current checkpoint and a literal no file holds"
-    if damage == "missing":
-        fold.unlink()
-    elif damage == "corrupt":
-        data = bytearray(fold.read_bytes())
-        data[at % len(data)] ^= 1 + at % 255
-        fold.write_bytes(bytes(data))
-    elif damage == "foreign":
-        shutil.copyfile(checkpoint.path_for(root / "agents" / "b1" / "record.jsonl"), fold)
-    elif damage == "appended":
-        play(log, more)
-        answer(log, f"appended needle {NEVER}-2")
-    elif damage in ("rewritten", "truncated"):
-        log.close()
-        data = path.read_bytes()
-        path.unlink()
-        if damage == "rewritten" or not forked:
-            log = new_agent(root, agent)
-            play(log, more)
-        else:
-            path.write_bytes(b"".join(data.splitlines(keepends=True)[:3]))
+    log = apply_damage(root, log, agent, damage, at, forked, more,
+                       appended=f"appended needle {NEVER}-2")
     for lit in LITERALS:
         if quick_miss(here, lit):
             assert _door_total(root, agent, lit) == 0, (lit, damage)

@@ -70,8 +70,13 @@ def test_replay_keeps_every_message(tmp_path, strategy):
 
 def _reading_traj(n: int, size: int) -> Trajectory:
     """A task, then n turns each reading a different file of ``size`` bytes, then an answer."""
+    return _sized_traj([size] * n)
+
+
+def _sized_traj(sizes: list[int]) -> Trajectory:
+    """A task, then a turn reading a different file of each size in ``sizes``, then an answer."""
     steps = [UserStep(text="read the files")]
-    for i in range(n):
+    for i, size in enumerate(sizes):
         steps.append(AssistantStep(blocks=[ToolUse(f"c{i}", "bash", {"command": f"cat f{i}.py"})],
                                    stop_reason="tool_use"))
         steps.append(ToolStep(results=[ToolResult(tool_use_id=f"c{i}",
@@ -350,17 +355,6 @@ def test_cli_clear_at_least_is_a_number_of_tokens(tmp_path, capsys):
     assert main(["replay", str(path), "--out", str(tmp_path / "o"), "--strategy",
                  "clear-tool-uses", "--clear-at-least", "-1"]) == 2
     assert "--clear-at-least must be a number of tokens" in capsys.readouterr().err
-
-
-def _sized_traj(sizes: list[int]) -> Trajectory:
-    steps = [UserStep(text="read the files")]
-    for i, size in enumerate(sizes):
-        steps.append(AssistantStep(blocks=[ToolUse(f"c{i}", "bash", {"command": f"cat f{i}.py"})],
-                                   stop_reason="tool_use"))
-        steps.append(ToolStep(results=[ToolResult(tool_use_id=f"c{i}",
-                                                  content=(f"# f{i}\n" + "x" * size))]))
-    steps.append(AssistantStep(blocks=[Text("done")], stop_reason="end_turn"))
-    return Trajectory(system="sys", steps=steps, source_format="neutral")
 
 
 def test_a_cut_that_cannot_make_room_waits_for_the_next_turn(tmp_path):
