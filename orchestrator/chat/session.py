@@ -21,6 +21,7 @@ from ...session.door import Door
 from ...session.records import SessionResumed
 from ..gate import resume_approvals
 from ..node import AgentNode
+from ..report import cost_rows
 from ..supervisor import Supervisor
 
 
@@ -112,8 +113,6 @@ class ChatSession:
                                         timeout_s=self.sup.settings.grep_timeout_s)
 
     def cost(self) -> list[dict]:
-        from ..report import cost_rows
-
         return cost_rows(self.sup)
 
     # ------------------------------------------------------------------ forks

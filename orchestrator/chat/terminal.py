@@ -25,6 +25,7 @@ from rich.table import Table
 
 from ...session.errors import Refusal, SessionError
 from ..node import AgentNode
+from ..report import cost_columns
 from .approval import ApprovalPrompt
 from .commands import HELP, ChatInputError, SlashCommand, parse_line
 from .session import ChatSession
@@ -293,9 +294,7 @@ class Terminal:
 
     def print_cost(self, rows: list[dict]) -> None:
         t = Table()
-        cols = [("agent", "agent"), ("input_tokens", "input"), ("cache_read_tokens", "cache read"),
-                ("cache_write_tokens", "cache write"), ("output_tokens", "output"),
-                ("cost_usd", "cost")]
+        cols = cost_columns(rows)
         for key, head in cols:
             t.add_column(head, justify="left" if key == "agent" else "right")
         for r in rows:
