@@ -41,6 +41,10 @@ class ProviderSpec(_S):
     """Scripted provider: ``module:callable`` playing the model."""
     latency_s: Annotated[float, Meta(ge=0)] = 0.0
     """Scripted provider: simulated latency per request."""
+    batch: bool = False
+    """Run the job through the provider's batch API (``--engine batch``; docs/jobs.md)."""
+    batch_poll_s: Annotated[float, Meta(gt=0)] = 5.0
+    """The batch engine: the first wait between polls of a batch, doubled up to 60 s."""
 
 
 class AgentSpec(_S):
