@@ -25,7 +25,7 @@ from .ledger import Ledger, LedgerError
 from .waves import BatchProvider, Waves
 
 __all__ = ["wants_batch", "check_job", "batch_settings", "batch_job", "attach", "bind", "run_job",
-           "summary_extra", "progress_extra", "BATCH_PROVIDERS"]
+           "summary_extra", "progress_extra", "route_missing", "BATCH_PROVIDERS"]
 
 BATCH_PROVIDERS = ("anthropic", "openai")
 
@@ -92,23 +92,25 @@ async def run_job(runner: Any, provider: BatchProvider) -> Any:
     (recorded in the ledger) before the run ends. A server with no batch routes ends the job:
     ``BatchRouteMissing`` is raised once every agent has stopped (nothing recorded done)."""
     waves = provider.waves
-    summary = None
-    try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(waves.drive)
-            summary = await runner.run()
-            if runner.interrupted and waves.in_flight:
-                await waves.cancel_in_flight()
-            nursery.cancel_scope.cancel()
-    except BaseExceptionGroup as eg:
-        missing = eg.subgroup(BatchRouteMissing)
-        if missing is None:
-            raise
-        first = missing.exceptions[0]
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise first from None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(waves.drive)
+        summary = await runner.run()
+        if runner.interrupted and waves.in_flight:
+            await waves.cancel_in_flight()
+        nursery.cancel_scope.cancel()
     return summary
+
+
+def route_missing(exc: BaseException) -> BatchRouteMissing | None:
+    """The ``BatchRouteMissing`` that ended a run, however deep in exception groups."""
+    if isinstance(exc, BatchRouteMissing):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = route_missing(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def summary_extra(provider: BatchProvider, root: Path) -> dict[str, Any]:

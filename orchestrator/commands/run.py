@@ -35,7 +35,6 @@ def run(args) -> int:
     import msgspec
     import trio
 
-    from ...providers.errors import ProviderError
     from .. import logs
     from ..jobs.build import prepare
     from ..jobs.display import JobProgress, final_table
@@ -68,9 +67,12 @@ def run(args) -> int:
 
     try:
         summary = trio.run(main)
-    except ProviderError as e:  # the batch engine's end: a server without batch routes
+    except BaseException as e:  # the batch engine's end: a server without batch routes
+        missing = engine.route_missing(e) if batch else None
+        if missing is None:
+            raise
         logs.shutdown()
-        raise UserError(f"{e} (results in {output}, logs in {root})") from None
+        raise UserError(f"{missing} (results in {output}, logs in {root})") from None
     logs.shutdown()
     extra = engine.summary_extra(provider, root) if batch else {}
     if args.json:
