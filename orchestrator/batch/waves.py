@@ -266,6 +266,9 @@ class Waves:
             self.waiting.pop(entry.agent, None)
             if entry.row is None and entry.batch is None and entry in self.pending:
                 self.pending.remove(entry)  # cancelled before its wave went
+            if entry.reserved:  # cancelled in flight (Ctrl-C): its estimate is no spend
+                self.spend.cost_usd -= entry.reserved
+                entry.reserved = 0.0
         assert entry.row is not None
         return entry.row
 

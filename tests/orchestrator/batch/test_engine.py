@@ -47,6 +47,18 @@ def test_a_200_task_job_runs_in_as_many_waves_as_its_longest_chain_of_turns(tmp_
         assert len(s.state.submitted) == len(set(s.state.submitted))
         # the synod's wave: every child of every task whose agent ended in the wave before
         assert s.state.live_requests == 0
+    # synods: every child's first turn of a task in one batch (they share the cached prefix)
+    first: dict[str, tuple[int, str]] = {}
+    for p in (job.parent / "job.run" / "batches").glob("*.json"):
+        entry = json.loads(p.read_text())
+        for q in entry["requests"]:
+            if ".s" in q["agent"]:
+                first[q["agent"]] = min(first.get(q["agent"], (10**9, "")),
+                                        (q["turn"], entry["batch"]))
+    by_task: dict[str, set[str]] = {}
+    for agent, (_turn, batch) in first.items():
+        by_task.setdefault(agent.split(".")[0], set()).add(batch)
+    assert len(by_task) == TASKS and all(len(b) == 1 for b in by_task.values())
     a, b = results(local.parent / "job.run" / "results.jsonl"), \
         results(job.parent / "job.run" / "results.jsonl")
     _same(a, b)
