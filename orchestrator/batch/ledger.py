@@ -11,6 +11,11 @@ with no results is polled again; a request whose custom id is here is never subm
     {"format": 1, "batch": "msgbatch_…", "provider": "anthropic", "wave": 3,
      "submitted_at": "…", "requests": [{"custom_id", "agent", "turn", "attempt"}, …],
      "cancelled_at": null}
+
+``<id>.results.jsonl`` is the provider's results as fetched (Anthropic's results file; OpenAI's
+output file then its error file). A batch that failed whole (nothing of it ran) is kept as one
+``{"custom_id", "mnemon_error"}`` line per request instead, so that its failure too is decided
+once.
 """
 
 from __future__ import annotations

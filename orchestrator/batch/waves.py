@@ -25,8 +25,10 @@ other error fails the agent's turn, and the job's ``retries`` resume the task.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
+from datetime import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +40,7 @@ import trio.testing
 from ...lineage.runroot import now_iso
 from ...providers.base import Request, Response
 from ...providers.batches import BatchRouteMissing, BatchRow, split
-from ...providers.errors import InvalidRequest, ProviderError
+from ...providers.errors import ProviderError, http_error
 from ...providers.prices import cost_usd
 from ...session.log import iter_lines
 from ...session.records import DECODE_ERRORS, ProviderCall, Usage
@@ -50,6 +52,8 @@ if TYPE_CHECKING:
     from ..spend import Spend
 
 log = structlog.get_logger("mnemon.batch")
+_TOO_LONG = re.compile(r"prompt is too long|context[_ ]length|maximum context|context window",
+                       re.IGNORECASE)
 
 __all__ = ["BatchProvider", "Waves", "BatchStats", "BatchFailedRow"]
 
@@ -92,7 +96,7 @@ class Entry:
 
 
 class InFlight:
-    __slots__ = ("id", "entries", "submitted_at", "wave")
+    __slots__ = ("id", "entries", "submitted_at", "wave")  # submitted_at: wall clock, seconds
 
     def __init__(self, batch: str, wave: int, submitted_at: float):
         self.id = batch
@@ -202,8 +206,8 @@ class Waves:
                 if failures < self.max_attempts:
                     continue
                 raise BatchFailedRow(f"{row.kind} {failures} times in batches: {row.error}")
-            if "context" in (row.error or "") and "too long" in (row.error or ""):
-                raise InvalidRequest(400, row.error, {})
+            if _TOO_LONG.search(row.error or ""):  # the loop records ``failed: context``
+                raise http_error(400, row.error, {}, context_too_long=True)
             raise BatchFailedRow(f"batch row errored: {row.error}")
 
     def _known(self, node: "AgentNode") -> dict[str, str]:
@@ -232,9 +236,20 @@ class Waves:
         return rows.get(cid) or BatchRow(custom_id=cid, kind="expired", error="no row")
 
     def _rows(self, batch: str) -> dict[str, BatchRow]:
+        """A collected batch's rows by custom id, decoded once (a batch that failed whole was
+        kept as ``mnemon_error`` rows: each errored)."""
         got = self._decoded.get(batch)
         if got is None:
-            got = {r.custom_id: r for r in self.api.rows(self.ledger.results[batch])}
+            raw = self.ledger.results[batch]
+            if b'"mnemon_error"' in raw:
+                got = {}
+                for line in raw.splitlines():
+                    if line.strip():
+                        r = msgspec.json.decode(line)
+                        got[r["custom_id"]] = BatchRow(custom_id=r["custom_id"], kind="errored",
+                                                       error=r["mnemon_error"])
+            else:
+                got = {r.custom_id: r for r in self.api.rows(raw)}
             self._decoded[batch] = got
         return got
 
@@ -249,7 +264,7 @@ class Waves:
         batch = self.ledger.owner[cid]
         flight = self.in_flight.get(batch)
         if flight is None:  # (the driver polls every open batch from its start)
-            flight = self._track(batch, self.ledger.batches[batch].get("wave", 0))
+            flight = self._track(batch)
         priced, _ttl = self.price(node)
         entry = Entry(cid, node, turn, attempt, b"", 0.0, priced)
         entry.batch = batch
@@ -305,9 +320,12 @@ class Waves:
         raised here and ends the run."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for batch in self.ledger.open_batches():
-                if batch not in self.in_flight:
-                    self._track(batch, self.ledger.batches[batch].get("wave", 0))
+            by_wave: dict[int, list[InFlight]] = {}
+            for batch in self.ledger.open_batches():  # an earlier run's, each wave together
+                by_wave.setdefault(self.ledger.batches[batch].get("wave", 0), []).append(
+                    self._flight(batch))
+            for flights in by_wave.values():
+                nursery.start_soon(self._poll_wave, flights)
             task_status.started()
             while True:
                 await self._wake.wait()
@@ -335,11 +353,17 @@ class Waves:
             return False
         return True
 
-    def _track(self, batch: str, wave: int) -> InFlight:
-        flight = InFlight(batch, wave, time.monotonic())
+    def _flight(self, batch: str) -> InFlight:
+        """A batch an earlier run submitted, in flight again (its age from the ledger)."""
+        entry = self.ledger.batches[batch]
+        flight = InFlight(batch, entry.get("wave", 0), _wall(entry.get("submitted_at")))
         self.in_flight[batch] = flight
+        return flight
+
+    def _track(self, batch: str) -> InFlight:
+        flight = self._flight(batch)
         assert self._nursery is not None
-        self._nursery.start_soon(self._poll, flight)
+        self._nursery.start_soon(self._poll_wave, [flight])
         return flight
 
     async def _submit_wave(self) -> None:
@@ -348,6 +372,7 @@ class Waves:
         wave = self.wave
         chunks = _split(self.api, entries)
         log.info("wave", wave=wave, requests=len(entries), batches=len(chunks))
+        flights: list[InFlight] = []
         for chunk in chunks:
             try:
                 batch = await self.api.submit([e.line for e in chunk])
@@ -364,7 +389,7 @@ class Waves:
             self.ledger.submitted(batch, self.api.name, wave, [
                 {"custom_id": e.custom_id, "agent": e.agent, "turn": e.turn,
                  "attempt": e.attempt} for e in chunk])
-            flight = InFlight(batch, wave, time.monotonic())
+            flight = InFlight(batch, wave, time.time())
             for entry in chunk:
                 entry.batch = batch
                 self._record(entry.node, entry.custom_id, batch=batch)
@@ -372,10 +397,13 @@ class Waves:
                 self.spend.cost_usd += entry.reserved
                 flight.entries[entry.custom_id] = entry
             self.in_flight[batch] = flight
+            flights.append(flight)
             self.batches_this_run += 1
             _crash_point("submitted")
+        if flights:  # polled together: the wave's rows come back at once, so its agents'
+            # next turns make one wave again (not one per batch of a split wave)
             assert self._nursery is not None
-            self._nursery.start_soon(self._poll, flight)
+            self._nursery.start_soon(self._poll_wave, flights)
 
     def _estimate(self, entry: Entry) -> float:
         """A request's cost before its row says: its bytes as uncached input at the node's
@@ -388,14 +416,36 @@ class Waves:
         priced, ttl = self.price(node)
         return cost_usd(Usage(input_tokens=tokens, output_tokens=out), priced, ttl)
 
-    async def _poll(self, flight: InFlight) -> None:
+    async def _poll_wave(self, flights: list[InFlight]) -> None:
+        """Poll a wave's batches with backoff until every one has ended, keep each one's
+        results in the run root as it ends, then hand every row of the wave to its agent."""
         delay = self.poll_s
+        left = list(flights)
         while True:
-            status = await self.api.status(flight.id)
-            if status.ended:
+            for flight in list(left):
+                status = await self.api.status(flight.id)
+                if status.ended:
+                    await self._collect(flight, status)
+                    left.remove(flight)
+            if not left:
                 break
             await trio.sleep(delay)
             delay = min(delay * 2, self.poll_max_s)
+        _crash_point("collected")
+        for flight in flights:
+            self.in_flight.pop(flight.id, None)
+            rows = self._rows(flight.id)
+            for cid, entry in flight.entries.items():
+                if entry.reserved:
+                    self.spend.cost_usd -= entry.reserved
+                    entry.reserved = 0.0
+                entry.row = rows.get(cid) or BatchRow(custom_id=cid, kind="expired",
+                                                      error="no row")
+                entry.done.set()
+
+    async def _collect(self, flight: InFlight, status: Any) -> None:
+        """Fetch an ended batch's results and keep them (before any row is recorded). A batch
+        that failed whole is kept as one ``mnemon_error`` row per request."""
         try:
             raw = await self.api.results(status)
         except BatchRouteMissing as e:
@@ -407,27 +457,6 @@ class Waves:
                                                 str(e)}) + b"\n"
                            for r in self.ledger.batches[flight.id]["requests"])
         self.ledger.collected(flight.id, raw)
-        _crash_point("collected")
-        self.in_flight.pop(flight.id, None)
-        rows = self._rows_or_failed(flight.id, raw)
-        for cid, entry in flight.entries.items():
-            if entry.reserved:
-                self.spend.cost_usd -= entry.reserved
-                entry.reserved = 0.0
-            entry.row = rows.get(cid) or BatchRow(custom_id=cid, kind="expired", error="no row")
-            entry.done.set()
-
-    def _rows_or_failed(self, batch: str, raw: bytes) -> dict[str, BatchRow]:
-        if b'"mnemon_error"' in raw:
-            out = {}
-            for line in raw.splitlines():
-                if line.strip():
-                    r = msgspec.json.decode(line)
-                    out[r["custom_id"]] = BatchRow(custom_id=r["custom_id"], kind="errored",
-                                                   error=r["mnemon_error"])
-            self._decoded[batch] = out
-            return out
-        return self._rows(batch)
 
     async def cancel_in_flight(self) -> list[str]:
         """Ask the provider to cancel every batch in flight, and record it (Ctrl-C). A re-run
@@ -447,7 +476,7 @@ class Waves:
     # ------------------------------------------------------------------ figures
 
     def stats(self) -> BatchStats:
-        now = time.monotonic()
+        now = time.time()
         ages = [now - f.submitted_at for f in self.in_flight.values()]
         pending = len(self.pending) + sum(len(f.entries) for f in self.in_flight.values())
         return BatchStats(wave=self.wave, waves_this_run=self.wave - self.first_wave,
@@ -459,6 +488,14 @@ def _split(api: Any, entries: list[Entry]) -> list[list[Entry]]:
     """The wave cut where the provider's limits require (a separator byte per line)."""
     chunks = split([e.line for e in entries], api.limits, overhead=1)
     return [[entries[i] for i in c] for c in chunks]
+
+
+def _wall(iso: str | None) -> float:
+    """A ledger time as seconds since the epoch (now, for none or a bad one)."""
+    try:
+        return datetime.fromisoformat((iso or "").replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
 
 
 def _minus(a: Usage, b: Usage) -> Usage:

@@ -42,3 +42,4 @@ def model(request, state):
                 {"type": "tool_use", "id": f"n{k}", "name": "note",
                  "input": {"text": f"{task} {k}"}}], "tool_use"
     return [{"type": "text", "text": f"answer for {task} after {k} turns"}], "end_turn"
+

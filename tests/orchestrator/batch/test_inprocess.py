@@ -3,6 +3,9 @@ and the progress figures."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import trio
 
@@ -47,3 +50,55 @@ def test_a_wave_in_flight_reserves_its_estimate_and_shows_in_the_progress_line(
     assert summary.cost_usd == pytest.approx(sum(c.cost_usd for c in run_cost(runner.root)),
                                              abs=1e-6)
     assert summary.done == 6
+
+
+def _run(job, **waves_kw):
+    runner, provider = prepare(job, watch_sigint=False, engine="batch")
+    for k, v in waves_kw.items():
+        setattr(provider.waves, k, v)
+
+    async def main():
+        try:
+            return await run_job(runner, provider)
+        finally:
+            await provider.aclose()
+
+    return trio.run(main), provider.waves.stats(), runner.root
+
+
+def test_a_wave_larger_than_the_provider_allows_is_split(tmp_path, monkeypatch):
+    from mnemon.providers.batches import Limits
+    from mnemon.providers.batches.anthropic import AnthropicBatches
+
+    for k, v in KEYS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(AnthropicBatches, "limits", Limits(requests=4, bytes=10**9))
+    with Server() as s:
+        job = write_job(tmp_path, provider="anthropic", url=s.url, tasks=10, synod=0)
+        summary, stats, root = _run(job)
+        sizes = sorted(len(b.requests) for b in s.state.batches.values()
+                       if b.requests[0]["custom_id"].endswith("-2-1"))
+    assert summary.done == 10 and sizes == [2, 4, 4]
+    assert stats.wave == 4 and stats.batches > stats.wave  # (waves of 10, 7, 5, 2 requests)
+
+
+def _slow(job):
+    shutil.copy(Path(__file__).parent / "slow_tools.py", job.parent / "slow_tools.py")
+    job.write_text(job.read_text().replace("batch_policy:note", "slow_tools:note"))
+    return job
+
+
+def test_a_slow_tool_holds_a_wave_back_only_up_to_hold_s(tmp_path, monkeypatch):
+    """An agent in a slow tool is waited for (the wave holds every agent's next turn); past
+    ``hold_s`` the wave goes without it, and its turn goes in a later one."""
+    for k, v in KEYS.items():
+        monkeypatch.setenv(k, v)
+    with Server() as s:
+        job = _slow(write_job(tmp_path / "a", provider="anthropic", url=s.url, tasks=2,
+                              synod=0))
+        summary, stats, _ = _run(job)
+        assert summary.done == 2 and stats.wave == 3  # k1: 2 turns, k2: 3 turns
+        job = _slow(write_job(tmp_path / "b", provider="anthropic", url=s.url, tasks=2,
+                              synod=0))
+        summary, stats, _ = _run(job, hold_s=0.1)
+        assert summary.done == 2 and stats.wave == 4  # k2's second turn went without k1's
