@@ -196,6 +196,7 @@ class Waves:
                     self._uncount(node, row.response.usage)
                 else:
                     self._record(node, cid, usage=row.response.usage)
+                    _crash_point("recorded")
                 return row.response
             self._record(node, cid, error=f"{row.kind}: {row.error}" if row.error and
                          row.error != row.kind else row.kind)
@@ -215,7 +216,8 @@ class Waves:
         mine = self.known.get(node.id)
         if mine is None:
             mine = self.known[node.id] = {}
-            for _off, raw in iter_lines(node.log.path):
+            for _off, line in iter_lines(node.log.path):
+                raw = bytes(line)  # (a memoryview: ``in`` would compare single bytes)
                 if b'"custom_id"' not in raw:
                     continue
                 try:
@@ -510,8 +512,9 @@ CRASH_AT = "MNEMON_BATCH_CRASH_AT"
 
 def _crash_point(where: str) -> None:
     """Fault injection for the resume tests: ``MNEMON_BATCH_CRASH_AT=submitted`` (a batch
-    recorded, not yet polled) or ``collected`` (its results kept, no row recorded) kills the
-    process there with SIGKILL, as a power cut would."""
+    recorded, not yet polled), ``collected`` (its results kept, no row recorded) or
+    ``recorded`` (a row's usage recorded, its turn not yet) kills the process there with
+    SIGKILL, as a power cut would."""
     if os.environ.get(CRASH_AT) == where:
         os.kill(os.getpid(), signal.SIGKILL)
 

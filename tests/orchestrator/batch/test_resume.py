@@ -37,15 +37,15 @@ def _strip(rows: dict) -> dict:
 
 
 def test_sigkill_between_submit_and_collect_and_between_collect_and_record(tmp_path):
-    """Killed right after a batch is recorded (before any poll), then right after its results
-    are kept (before any row is recorded), again and again; each re-run goes one step
-    further. No custom id is submitted twice, no turn recorded twice, and the results, turns
+    """Killed right after a batch is recorded (before any poll), right after its results are
+    kept (before any row is recorded), and right after a row's usage is recorded (before its
+    turn), again and again; each re-run goes one step further. No custom id is submitted twice, no turn recorded twice, and the results, turns
     and cost are those of an uninterrupted run: every row counted once."""
     ref_results, ref_turns, ref_cost = _reference(tmp_path)
     with Server() as s:
         job = write_job(tmp_path / "killed", provider="anthropic", url=s.url, tasks=TASKS)
         root = job.parent / "job.run"
-        for point in ["submitted", "collected"] * 3:
+        for point in ["submitted", "collected", "recorded"] * 2:
             before = len(s.state.submitted)
             r = run_cli("run", str(job), "--engine", "batch", cwd=job.parent,
                         env={CRASH_AT: point})
@@ -62,11 +62,18 @@ def test_sigkill_between_submit_and_collect_and_between_collect_and_record(tmp_p
                 assert ids <= logged
                 assert not any(rec.get("usage") for p in root.glob("agents/*/record.jsonl")
                                for rec in records(p) if rec.get("custom_id") in ids)
-            else:  # the results kept, not one row recorded
+            elif point == "collected":  # the results kept, not one row recorded
                 assert len(s.state.submitted) == before  # the recorded batch was collected
                 assert f"{newest.stem}.results.jsonl" in kept
                 assert not any(rec.get("usage") for p in root.glob("agents/*/record.jsonl")
                                for rec in records(p) if rec.get("custom_id") in ids)
+            else:  # one row's usage recorded, its turn not
+                assert len(s.state.submitted) == before
+                rows = [(p, rec) for p in root.glob("agents/*/record.jsonl")
+                        for rec in records(p) if rec.get("custom_id") in ids
+                        and rec.get("usage")]
+                assert len(rows) == 1
+                assert records(rows[0][0])[-1]["t"] == "ProviderCall"
             check_once(root)
         r = run_cli("run", str(job), "--engine", "batch", "--json", cwd=job.parent)
         assert r.returncode == 0, r.stderr
