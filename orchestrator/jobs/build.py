@@ -124,7 +124,7 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
             watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None,
             loaded: "tuple[Job, list] | None" = None, manifest: bool = True,
-            engine: str | None = None):
+            engine: str | None = "local"):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
     ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).

@@ -127,5 +127,11 @@ def test_batch_true_in_the_job_file_and_a_re_run_requests_nothing(tmp_path):
         r = run_cli("run", str(job), "--json", cwd=tmp_path)
         out = json.loads(r.stdout)
         assert len(s.state.submitted) == n and out["skipped"] == 3 and out["batches"] == 0
+        r = run_cli("run", str(job), cwd=tmp_path)  # the table: batch and live spend apart
+        waves = out["waves"]
+        assert f"engine: batch, {waves} waves, 0 batches this run; spend: batch $" in r.stdout
+        assert "live $0.0000" in r.stdout
+        r = run_cli("cost", str(tmp_path / "job.run"), cwd=tmp_path)
+        assert "batch $" in r.stdout and "· live $0.0000" in r.stdout
         r = run_cli("run", str(job), "--engine", "local", "--json", cwd=tmp_path)
         assert "engine" not in json.loads(r.stdout) and s.state.live_requests == 0
