@@ -166,7 +166,6 @@ class Waves:
         self.latency: dict[str, float] = {}  # custom id → seconds from its wave to its row
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
-        self.fatal: BaseException | None = None
 
     # ------------------------------------------------------------------ the agents' side
 
@@ -378,9 +377,8 @@ class Waves:
         for chunk in chunks:
             try:
                 batch = await self.api.submit([e.line for e in chunk])
-            except BatchRouteMissing as e:
-                self.fatal = e
-                raise
+            except BatchRouteMissing:
+                raise  # no batch API there: the job ends (``job.route_missing``)
             except ProviderError as e:  # refused whole (a bad key, a body too large…)
                 for entry in chunk:
                     entry.row = BatchRow(custom_id=entry.custom_id, kind="errored",
@@ -450,8 +448,7 @@ class Waves:
         that failed whole is kept as one ``mnemon_error`` row per request."""
         try:
             raw = await self.api.results(status)
-        except BatchRouteMissing as e:
-            self.fatal = e
+        except BatchRouteMissing:
             raise
         except ProviderError as e:  # failed whole: every request of it errored
             log.warning("batch failed", batch=flight.id, error=str(e))
