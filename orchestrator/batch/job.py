@@ -49,14 +49,21 @@ def batch_job(job: Job, tasks: list) -> Job:
     return msgspec.structs.replace(job, spec=spec)
 
 
+UNBOUNDED = 1 << 30
+"""The provider-call limiter under the batch engine: a call waiting for its wave holds a slot,
+so any bound would keep the agents past it (children an agent starts itself, say) out of the
+wave; the wave is what bounds the requests."""
+
+
 def batch_settings(settings: Any, job: Job, tasks: list) -> Any:
-    """The job's settings with every call priced at the batch price and room for every task's
-    agents at once."""
+    """The job's settings with every call priced at the batch price, no bound on the calls in
+    flight, and room for every task's agents at once (its own, its synod's, and as many again
+    for children its agents start themselves, plus the usual 64)."""
     width = job.spec.synod.n + 1 if job.spec.synod is not None else 1
     n = max(1, len(tasks)) * width
     return msgspec.structs.replace(
         settings, price_model=batch_model(settings.price_model or settings.model),
-        concurrency=n, max_agents=max(settings.max_agents, n + 64))
+        concurrency=UNBOUNDED, max_agents=max(settings.max_agents, 2 * n + 64))
 
 
 def attach(live: Any, root: Path, *, poll_s: float = 5.0, poll_max_s: float = 60.0,

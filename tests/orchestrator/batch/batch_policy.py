@@ -43,3 +43,22 @@ def model(request, state):
                  "input": {"text": f"{task} {k}"}}], "tool_use"
     return [{"type": "text", "text": f"answer for {task} after {k} turns"}], "end_turn"
 
+
+
+def delegate(request, state):
+    """A task's agent starts a child (``agents_start``), waits for it (``agents_wait``), then
+    answers; the child answers at once."""
+    users = [m for m in request.messages if m["role"] == "user"]
+    first = " ".join(_texts(users[0])) if users else ""
+    m = re.search(r"task (\S+)", first)
+    task = m.group(1) if m else "?"
+    if any("sub of" in t for t in _texts(users[-1])):
+        return [{"type": "text", "text": f"child answer for {task}"}], "end_turn"
+    k = sum(1 for x in request.messages if x["role"] == "assistant") + 1
+    if k == 1:
+        return [{"type": "tool_use", "id": "s1", "name": "agents_start",
+                 "input": {"task": f"sub of {task}"}}], "tool_use"
+    if k == 2:
+        return [{"type": "tool_use", "id": "w1", "name": "agents_wait", "input": {}}], \
+            "tool_use"
+    return [{"type": "text", "text": f"answer for {task}, its child heard"}], "end_turn"

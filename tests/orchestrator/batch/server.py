@@ -52,6 +52,8 @@ class Control:
     """The next N OpenAI batches end ``failed`` (their input refused), nothing of them run."""
     no_batch_routes: bool = False
     """Every batch route answers 404 (a server with the live API only)."""
+    policy: str = "model"
+    """Which function of ``batch_policy`` plays the model."""
 
 
 @dataclass
@@ -129,8 +131,8 @@ def _tokens(body: dict[str, Any]) -> int:
     return len(json.dumps(body, separators=(",", ":")).encode()) // 4
 
 
-def anthropic_message(params: dict[str, Any], n: int) -> dict[str, Any]:
-    blocks, stop = batch_policy.model(_neutral_anthropic(params), {})
+def anthropic_message(params: dict[str, Any], n: int, policy: str = "model") -> dict[str, Any]:
+    blocks, stop = getattr(batch_policy, policy)(_neutral_anthropic(params), {})
     tokens = _tokens(params)
     cached = tokens // 2 if "cache_control" in json.dumps(params) else 0
     return {"id": f"msg_{n:06d}", "type": "message", "role": "assistant",
@@ -141,8 +143,8 @@ def anthropic_message(params: dict[str, Any], n: int) -> dict[str, Any]:
                       "cache_read_input_tokens": cached}}
 
 
-def openai_completion(body: dict[str, Any], n: int) -> dict[str, Any]:
-    blocks, stop = batch_policy.model(_neutral_openai(body), {})
+def openai_completion(body: dict[str, Any], n: int, policy: str = "model") -> dict[str, Any]:
+    blocks, stop = getattr(batch_policy, policy)(_neutral_openai(body), {})
     texts = [b["text"] for b in blocks if b["type"] == "text"]
     calls = [{"id": b["id"], "type": "function",
               "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
@@ -236,7 +238,7 @@ class Handler(BaseHTTPRequestHandler):
     def a_live(self, body: bytes) -> None:
         params = json.loads(body)
         self.state.live_requests += 1
-        msg = anthropic_message(params, self._n())
+        msg = anthropic_message(params, self._n(), self.state.control.policy)
         if not params.get("stream"):
             return self._send(200, msg)
         events = [("message_start", {"type": "message_start", "message": {
@@ -304,7 +306,7 @@ class Handler(BaseHTTPRequestHandler):
                         "type": "overloaded_error", "message": "Overloaded"}}}
                 else:
                     result = {"type": "succeeded",
-                              "message": anthropic_message(r["params"], self._n())}
+                              "message": anthropic_message(r["params"], self._n(), c.policy)}
                 rows.append({"custom_id": cid, "result": result})
             else:
                 n = self._n()
@@ -319,7 +321,7 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     rows.append({"id": f"batch_req_{n:06d}", "custom_id": cid, "response": {
                         "status_code": 200, "request_id": f"req_{n}",
-                        "body": openai_completion(r["body"], n)}, "error": None})
+                        "body": openai_completion(r["body"], n, c.policy)}, "error": None})
         b.rows = rows
         return rows
 
@@ -364,7 +366,7 @@ class Handler(BaseHTTPRequestHandler):
     def o_live(self, body: bytes) -> None:
         req = json.loads(body)
         self.state.live_requests += 1
-        done = openai_completion(req, self._n())
+        done = openai_completion(req, self._n(), self.state.control.policy)
         if not req.get("stream"):
             return self._send(200, done)
         msg = done["choices"][0]["message"]

@@ -135,3 +135,28 @@ def test_batch_true_in_the_job_file_and_a_re_run_requests_nothing(tmp_path):
         assert "batch $" in r.stdout and "· live $0.0000" in r.stdout
         r = run_cli("run", str(job), "--engine", "local", "--json", cwd=tmp_path)
         assert "engine" not in json.loads(r.stdout) and s.state.live_requests == 0
+
+
+def test_children_an_agent_starts_itself_share_its_waves(tmp_path):
+    """Each task's agent starts a child and waits for it: the child's first turn goes in the
+    same wave as its parent's ``agents_wait`` (the parent counts as waiting on its child), so
+    the job takes 3 waves; the answers are the local engine's."""
+    local = write_job(tmp_path / "local", provider="scripted", url=None, tasks=30, synod=0)
+    local.write_text(local.read_text().replace("batch_policy:model", "batch_policy:delegate"))
+    r = run_cli("run", str(local), "--json", cwd=local.parent)
+    assert r.returncode == 0, r.stderr
+    with Server() as s:
+        s.state.control.policy = "delegate"
+        job = write_job(tmp_path / "batch", provider="anthropic", url=s.url, tasks=30, synod=0)
+        r = run_cli("run", str(job), "--engine", "batch", "--json", cwd=job.parent)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+    assert out["done"] == 30 and out["waves"] == 3
+    a, b = results(local.parent / "job.run" / "results.jsonl"), \
+        results(job.parent / "job.run" / "results.jsonl")
+    assert {k: (v["status"], v["answer"]) for k, v in a.items()} == \
+        {k: (v["status"], v["answer"]) for k, v in b.items()}
+    ta, tb = turns(local.parent / "job.run"), turns(job.parent / "job.run")
+    assert {k: v for k, v in ta.items() if k.startswith("t")} == \
+        {k: v for k, v in tb.items() if k.startswith("t")}
+    assert len(ta) == len(tb) == 60
