@@ -96,6 +96,12 @@ class HTTPProvider(ABC):
         """
         content = json.dumps(self.encode(request), ensure_ascii=False,
                              separators=(",", ":")).encode()
+        return await self._send(content, on_attempt=on_attempt, on_text=on_text)
+
+    async def _send(self, content: bytes, *, on_attempt: OnAttempt | None = None,
+                    on_text: Callable[[str], None] | None = None) -> Response:
+        """POST an encoded body, retried per ``RetryPolicy`` (an adapter that shapes its body
+        per conversation — the Responses API's stored chains — encodes it itself)."""
         return await call_with_retry(lambda: self._attempt(content, on_text), policy=self.retry,
                                      on_attempt=on_attempt, rng=self._rng)
 

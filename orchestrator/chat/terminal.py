@@ -25,6 +25,7 @@ from rich.table import Table
 
 from ...session.errors import Refusal, SessionError
 from ..node import AgentNode
+from .approval import ApprovalPrompt
 from .commands import HELP, ChatInputError, SlashCommand, parse_line
 from .session import ChatSession
 
@@ -156,6 +157,12 @@ class Terminal:
             self.stream.end()
         else:
             self.console.print()
+
+    def end_answer(self) -> None:
+        """End the answer being streamed, if any (before an approval question)."""
+        if self.streamed:
+            self._end_stream()
+            self.streamed = False
 
     def said(self, node: AgentNode) -> None:
         if self.streamed:
@@ -332,6 +339,7 @@ async def run_terminal(sup: Any, node: AgentNode | None, *, history: Path | None
         term = Terminal(chat, console, prompt, markdown=markdown)
         sup.text_listeners.append(term.on_text)
         sup.policy = _showing_tools(term.tools_ran)
+        sup.approvals.decider = ApprovalPrompt(console, prompt.read, term.end_answer).decide
         if prompt.session is not None:
             with patch_stdout(raw=True):
                 await term.run()
