@@ -27,7 +27,7 @@ from .waves import BatchProvider, Waves
 __all__ = ["wants_batch", "check_job", "batch_settings", "batch_job", "attach", "bind", "run_job",
            "summary_extra", "progress_extra", "route_missing", "BATCH_PROVIDERS"]
 
-BATCH_PROVIDERS = ("anthropic", "openai")
+BATCH_PROVIDERS = ("anthropic", "openai", "openai-responses")
 
 
 def wants_batch(job: Job, engine: str | None) -> bool:
@@ -39,8 +39,9 @@ def check_job(job: Job) -> None:
     """Refuse a job the batch engine cannot run, before anything is written."""
     name = job.spec.provider.name
     if name not in BATCH_PROVIDERS:
-        raise JobError(f"{job.path}: --engine batch needs [provider] name = \"anthropic\" or "
-                       f"\"openai\"; the {name} provider has no batch API (use --engine local)")
+        raise JobError(f"{job.path}: --engine batch needs [provider] name = \"anthropic\", "
+                       f"\"openai\" or \"openai-responses\"; the {name} provider has no batch "
+                       "API (use --engine local)")
 
 
 def batch_job(job: Job, tasks: list) -> Job:

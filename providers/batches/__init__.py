@@ -24,15 +24,15 @@ __all__ = ["BatchAPI", "BatchFailed", "BatchRouteMissing", "BatchRow", "BatchSta
 
 
 def batch_api(provider):
-    """The batch adapter for a live adapter (``anthropic`` or ``openai``); None for any other
-    (the scripted provider has no batch API)."""
+    """The batch adapter for a live adapter (``anthropic``, ``openai``, ``openai-responses``);
+    None for any other (the scripted provider has no batch API)."""
     name = getattr(provider, "name", None)
     if name == "anthropic":
         from .anthropic import AnthropicBatches
 
         return AnthropicBatches(provider)
-    if name == "openai":
-        from .openai import OpenAIBatches
+    if name in ("openai", "openai-responses"):
+        from .openai import RESPONSES, OpenAIBatches
 
-        return OpenAIBatches(provider)
+        return OpenAIBatches(provider) if name == "openai" else OpenAIBatches(provider, RESPONSES)
     return None

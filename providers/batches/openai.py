@@ -1,12 +1,14 @@
 """OpenAI's Batch API: the requests uploaded as a JSONL file (``POST /v1/files``,
 ``purpose=batch``, one ``{custom_id, method, url, body}`` per line), the batch created on it
-(``POST /v1/batches``, endpoint ``/v1/chat/completions``, window ``24h``), polled
+(``POST /v1/batches``, endpoint ``/v1/chat/completions`` — or ``/v1/responses`` for the
+``openai-responses`` provider —, window ``24h``), polled
 (``GET /v1/batches/{id}``), its output and error files read (``GET /v1/files/{id}/content``),
 cancelled (``POST /v1/batches/{id}/cancel``).
 
 Routes hang off the live adapter's base URL, which includes ``/v1`` as for chat completions
 (``https://api.openai.com/v1``, or any compatible server's). A line's ``body`` is what a live
-``POST /chat/completions`` would send, without ``stream``.
+``POST /chat/completions`` (or ``/responses``, stateless: ``store: false``) would send, without
+``stream``; a row's body decodes through the live adapter's ``decode``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ import json
 from typing import Any
 
 from ..base import Request
+from ..errors import ProviderError
 from ..openai import decode_response
 from .base import BatchFailed, BatchRow, BatchStatus, Limits, jsonl, send
 
-__all__ = ["OpenAIBatches", "LIMITS", "ENDPOINT", "decode_row", "decode_status"]
+__all__ = ["OpenAIBatches", "LIMITS", "ENDPOINT", "RESPONSES", "decode_row", "decode_status"]
 
 LIMITS = Limits(requests=50_000, bytes=200 * 1000 * 1000)
 """An input file holds at most 50 000 requests and 200 MB."""
 ENDPOINT = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
 _ENDED = {"completed", "expired", "cancelled", "failed"}
 _RETRIED_STATUS = {429, 500, 502, 503, 504, 529}
 
@@ -40,7 +44,7 @@ def decode_status(body: dict[str, Any]) -> BatchStatus:
                        raw=body)
 
 
-def decode_row(row: dict[str, Any]) -> BatchRow:
+def decode_row(row: dict[str, Any], decode: Any = decode_response) -> BatchRow:
     """One line of an output or error file → ``BatchRow``. An answer with status 200 succeeded;
     an ``error`` of code ``batch_expired`` / ``batch_cancelled`` is a row that never ran; any
     other error, or an answer of another status, errored."""
@@ -55,7 +59,10 @@ def decode_row(row: dict[str, Any]) -> BatchRow:
             return BatchRow(custom_id=cid, kind="canceled", error=code)
         return BatchRow(custom_id=cid, kind="errored", error=f"{code}: {err.get('message', '')}")
     if resp and resp.get("status_code") == 200:
-        return BatchRow(custom_id=cid, kind="succeeded", response=decode_response(resp["body"]))
+        try:
+            return BatchRow(custom_id=cid, kind="succeeded", response=decode(resp["body"]))
+        except ProviderError as e:  # (a Responses API body whose status is ``failed``)
+            return BatchRow(custom_id=cid, kind="errored", error=str(e), retryable=e.retryable)
     status = int((resp or {}).get("status_code") or 0)
     body = (resp or {}).get("body") or {}
     e = body.get("error") if isinstance(body, dict) else None
@@ -70,15 +77,16 @@ class OpenAIBatches:
     name = "openai"
     limits = LIMITS
 
-    def __init__(self, live: Any):
+    def __init__(self, live: Any, endpoint: str = ENDPOINT):
         self.live = live
         self.base = live.base_url
+        self.endpoint = endpoint
 
     def line(self, custom_id: str, request: Request) -> bytes:
         body = self.live.encode(request)
         body.pop("stream", None)
         body.pop("stream_options", None)
-        return json.dumps({"custom_id": custom_id, "method": "POST", "url": ENDPOINT,
+        return json.dumps({"custom_id": custom_id, "method": "POST", "url": self.endpoint,
                            "body": body}, ensure_ascii=False, separators=(",", ":")).encode()
 
     async def submit(self, lines: list[bytes]) -> str:
@@ -86,7 +94,7 @@ class OpenAIBatches:
         up = await send(self.live, "POST", f"{self.base}/files", data={"purpose": "batch"},
                         files={"file": ("mnemon-batch.jsonl", content, "application/jsonl")})
         made = await send(self.live, "POST", f"{self.base}/batches",
-                          json_body={"input_file_id": up["id"], "endpoint": ENDPOINT,
+                          json_body={"input_file_id": up["id"], "endpoint": self.endpoint,
                                      "completion_window": "24h"})
         return made["id"]
 
@@ -105,7 +113,7 @@ class OpenAIBatches:
         return b"\n".join(p for p in parts if p) + b"\n"
 
     def rows(self, raw: bytes) -> list[BatchRow]:
-        return [decode_row(r) for r in jsonl(raw.splitlines())]
+        return [decode_row(r, self.live.decode) for r in jsonl(raw.splitlines())]
 
     async def cancel(self, batch_id: str) -> None:
         await send(self.live, "POST", f"{self.base}/batches/{batch_id}/cancel")

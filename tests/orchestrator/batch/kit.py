@@ -25,7 +25,7 @@ def write_job(folder: Path, *, provider: str, url: str | None, tasks: int, synod
         head = ('name = "scripted"\npolicy = "batch_policy:model"\n'
                 'price_as = "claude-sonnet-4-5"\n')
     else:
-        base = url if provider == "anthropic" else f"{url}/v1"
+        base = url if provider == "anthropic" else f"{url}/v1"  # (openai, openai-responses)
         head = f'name = "{provider}"\nbase_url = "{base}"\nbatch_poll_s = 0.01\n'
     text = (f"retries = {retries}\nconcurrency = 16\n{extra}\n[provider]\n{head}\n"
             '[agent]\nsystem = "You work through tasks."\ntools = ["batch_policy:note"]\n')

@@ -8,8 +8,8 @@ Shapes follow the providers' API references and official SDKs (``fixtures/README
   ``GET /v1/messages/batches/{id}``, ``GET /v1/messages/batches/{id}/results`` (the batch's
   ``results_url``), ``POST /v1/messages/batches/{id}/cancel``.
 * OpenAI: ``POST /v1/chat/completions``, ``POST /v1/files`` (multipart, ``purpose=batch``),
-  ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``GET /v1/files/{id}/content``,
-  ``POST /v1/batches/{id}/cancel``.
+  ``POST /v1/batches`` (endpoint ``/v1/chat/completions`` or ``/v1/responses``),
+  ``GET /v1/batches/{id}``, ``GET /v1/files/{id}/content``, ``POST /v1/batches/{id}/cancel``.
 
 Controls (``Control``): how long a batch stays in progress, custom ids whose rows expire or
 error, batches that fail whole, routes answered 404. Every request is logged (``log``) and every
@@ -126,6 +126,28 @@ def _neutral_openai(body: dict[str, Any]) -> Request:
     return Request(system=system, messages=messages, meta={})
 
 
+def _neutral_responses(body: dict[str, Any]) -> Request:
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+
+    for item in body.get("input", []):
+        kind = item.get("type")
+        if kind == "message":
+            add(item["role"], [{"type": "text", "text": p["text"]} for p in item["content"]])
+        elif kind == "function_call":
+            add("assistant", [{"type": "tool_use", "id": item["call_id"], "name": item["name"],
+                               "input": json.loads(item["arguments"])}])
+        elif kind == "function_call_output":
+            add("user", [{"type": "tool_result", "tool_use_id": item["call_id"],
+                          "content": item["output"]}])
+    return Request(system=body.get("instructions"), messages=messages, meta={})
+
+
 def _tokens(body: dict[str, Any]) -> int:
     body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
     return len(json.dumps(body, separators=(",", ":")).encode()) // 4
@@ -161,6 +183,30 @@ def openai_completion(body: dict[str, Any], n: int, policy: str = "model") -> di
             "usage": {"prompt_tokens": tokens, "completion_tokens": len(json.dumps(blocks)) // 4,
                       "total_tokens": tokens + len(json.dumps(blocks)) // 4,
                       "prompt_tokens_details": {"cached_tokens": tokens // 2}}}
+
+
+def responses_body(body: dict[str, Any], n: int, policy: str = "model") -> dict[str, Any]:
+    """A Responses API ``response`` object (``status: completed``)."""
+    blocks, _stop = getattr(batch_policy, policy)(_neutral_responses(body), {})
+    output: list[dict[str, Any]] = []
+    texts = [b["text"] for b in blocks if b["type"] == "text"]
+    if texts:
+        output.append({"type": "message", "id": f"msg_{n:06d}", "role": "assistant",
+                       "status": "completed", "content": [
+                           {"type": "output_text", "text": t, "annotations": []}
+                           for t in texts]})
+    output += [{"type": "function_call", "id": f"fc_{n:06d}_{i}", "call_id": b["id"],
+                "name": b["name"], "arguments": json.dumps(b["input"]), "status": "completed"}
+               for i, b in enumerate(blocks) if b["type"] == "tool_use"]
+    tokens = _tokens(body)
+    out_tokens = len(json.dumps(blocks)) // 4
+    return {"id": f"resp_{n:06d}", "object": "response", "created_at": 1764633600,
+            "status": "completed", "model": body.get("model") or MODEL_O, "output": output,
+            "usage": {"input_tokens": tokens, "input_tokens_details": {"cached_tokens":
+                                                                       tokens // 2},
+                      "output_tokens": out_tokens,
+                      "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": tokens + out_tokens}}
 
 
 # ----------------------------------------------------------------------------- the routes
@@ -319,9 +365,10 @@ class Handler(BaseHTTPRequestHandler):
                         "status_code": 503, "request_id": f"req_{n}", "body": {"error": {
                             "message": "overloaded", "type": "server_error"}}}, "error": None})
                 else:
+                    make = responses_body if r["url"] == "/v1/responses" else openai_completion
                     rows.append({"id": f"batch_req_{n:06d}", "custom_id": cid, "response": {
                         "status_code": 200, "request_id": f"req_{n}",
-                        "body": openai_completion(r["body"], n, c.policy)}, "error": None})
+                        "body": make(r["body"], n, c.policy)}, "error": None})
         b.rows = rows
         return rows
 
@@ -438,13 +485,13 @@ class Handler(BaseHTTPRequestHandler):
     def o_create(self, body: bytes) -> None:
         req = json.loads(body)
         content = self.state.files.get(req["input_file_id"])
-        if content is None or req.get("endpoint") != "/v1/chat/completions" or \
+        endpoint = req.get("endpoint")
+        if content is None or endpoint not in ("/v1/chat/completions", "/v1/responses") or \
                 req.get("completion_window") != "24h":
             return self._send(400, {"error": {"message": "bad batch"}})
         lines = [json.loads(x) for x in content.splitlines() if x.strip()]
         for r in lines:
-            if r.get("method") != "POST" or r.get("url") != "/v1/chat/completions" or \
-                    "stream" in r["body"]:
+            if r.get("method") != "POST" or r.get("url") != endpoint or "stream" in r["body"]:
                 return self._send(400, {"error": {"message": f"bad line {r['custom_id']}"}})
         b = self._new_batch("openai", lines, "batch_")
         c = self.state.control

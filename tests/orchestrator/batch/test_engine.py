@@ -97,18 +97,22 @@ def test_the_same_job_costs_half_in_batches(tmp_path, provider):
     assert "batch_cost_usd" not in json.loads(r.stdout)["total"]
 
 
-def test_openai_batches_run_the_whole_job(tmp_path):
-    """The OpenAI route: files uploaded, batches made, output and error files read; results
+@pytest.mark.parametrize("provider", ["openai", "openai-responses"])
+def test_openai_batches_run_the_whole_job(tmp_path, provider):
+    """The OpenAI routes: files uploaded, batches made (``/v1/chat/completions``, or
+    ``/v1/responses`` for the Responses provider), output and error files read; results
     identical to the local engine's."""
     local = write_job(tmp_path / "local", provider="scripted", url=None, tasks=20)
     assert run_cli("run", str(local), cwd=local.parent).returncode == 0
     with Server() as s:
-        job = write_job(tmp_path / "batch", provider="openai", url=s.url, tasks=20)
+        job = write_job(tmp_path / "batch", provider=provider, url=s.url, tasks=20)
         r = run_cli("run", str(job), "--engine", "batch", "--json", cwd=job.parent)
         assert r.returncode == 0, r.stderr
         assert ("POST", "/v1/files") in s.state.log and ("POST", "/v1/batches") in s.state.log
         assert any(p.startswith("/v1/files/") and p.endswith("/content") for _m, p in
                    s.state.log)
+        endpoint = "/v1/responses" if provider == "openai-responses" else "/v1/chat/completions"
+        assert {r["url"] for b in s.state.batches.values() for r in b.requests} == {endpoint}
     _same(results(local.parent / "job.run" / "results.jsonl"),
           results(job.parent / "job.run" / "results.jsonl"))
     assert turns(local.parent / "job.run") == turns(job.parent / "job.run")
