@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
                    help="local: one process (default); dask: root tasks spread over Dask worker "
                         "processes (needs mnemon[dask]; docs/scale.md); batch: every turn "
                         "through the provider's batch API, in waves, at the batch price "
-                        "(anthropic or openai; docs/jobs.md)")
+                        "(anthropic, openai, openai-responses; or [provider] batch = true; "
+                        "docs/jobs.md)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="--engine dask: a running scheduler (default: start a LocalCluster)")
     p.add_argument("--workers", type=int, default=2,
