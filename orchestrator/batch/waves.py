@@ -76,8 +76,8 @@ _probe = msgspec.json.Decoder(_Probe)
 class Entry:
     """One request of a wave: whose turn it is, its line, and where its row will land."""
 
-    __slots__ = ("custom_id", "agent", "turn", "attempt", "line", "node", "reserved", "row",
-                 "done", "batch", "queued_at", "priced")
+    __slots__ = ("custom_id", "agent", "turn", "attempt", "line", "node", "reserved",
+                 "reserved_usage", "row", "done", "batch", "queued_at", "priced")
 
     def __init__(self, cid: str, node: "AgentNode", turn: int, attempt: int, line: bytes,
                  reserved: float, priced: str | None):
@@ -88,6 +88,7 @@ class Entry:
         self.attempt = attempt
         self.line = line
         self.reserved = reserved
+        self.reserved_usage: Usage | None = None
         self.priced = priced
         self.row: BatchRow | None = None
         self.done = trio.Event()
@@ -130,8 +131,8 @@ class Waves:
         api: the provider's batch adapter (``providers.batches``).
         ledger: the run root's ``batches/``.
         agents: the run's live agents (the supervisor's table), read when deciding a wave.
-        spend: the run's spend meter: a submitted request's estimated cost is reserved on it
-            until its row replaces the estimate with the real cost.
+        spend: the run's spend meter: a submitted request's estimated usage and cost are
+            reserved on it until its row replaces the estimate with what it really used.
         run: the run's tag (``ids.run_tag``).
         poll_s, poll_max_s: the first wait between polls, doubled up to the second.
         max_attempts: submissions of one turn whose rows expired or errored retryably.
@@ -282,9 +283,7 @@ class Waves:
             self.waiting.pop(entry.agent, None)
             if entry.row is None and entry.batch is None and entry in self.pending:
                 self.pending.remove(entry)  # cancelled before its wave went
-            if entry.reserved:  # cancelled in flight (Ctrl-C): its estimate is no spend
-                self.spend.cost_usd -= entry.reserved
-                entry.reserved = 0.0
+            self._release(entry)  # cancelled in flight (Ctrl-C): its estimate is no spend
         assert entry.row is not None
         return entry.row
 
@@ -393,8 +392,7 @@ class Waves:
             for entry in chunk:
                 entry.batch = batch
                 self._record(entry.node, entry.custom_id, batch=batch)
-                entry.reserved = self._estimate(entry)
-                self.spend.cost_usd += entry.reserved
+                self._reserve(entry)
                 flight.entries[entry.custom_id] = entry
             self.in_flight[batch] = flight
             flights.append(flight)
@@ -405,16 +403,32 @@ class Waves:
             assert self._nursery is not None
             self._nursery.start_soon(self._poll_wave, flights)
 
-    def _estimate(self, entry: Entry) -> float:
-        """A request's cost before its row says: its bytes as uncached input at the node's
-        measured tokens per byte (1/4 before any), plus as many output tokens as its last turn
-        produced — reserved on the run's spend while it is in flight."""
+    def _estimate(self, entry: Entry) -> Usage:
+        """A request's usage before its row says: its bytes as uncached input at the node's
+        measured tokens per byte (1/4 before any), plus its agent's mean output per turn so
+        far."""
         node = entry.node
         tokens = int(len(entry.line) * (node.tokens_per_byte or 0.25))
-        turns = max(1, node.turns_taken)
-        out = node.usage.output_tokens // turns
-        priced, ttl = self.price(node)
-        return cost_usd(Usage(input_tokens=tokens, output_tokens=out), priced, ttl)
+        out = node.usage.output_tokens // max(1, node.turns_taken)
+        return Usage(input_tokens=tokens, output_tokens=out)
+
+    def _reserve(self, entry: Entry) -> None:
+        """Count a submitted request's estimate on the run's spend (tokens and dollars) while
+        it is in flight, so that the job's budget weighs it before its row comes back."""
+        usage = self._estimate(entry)
+        priced, ttl = self.price(entry.node)
+        entry.reserved = cost_usd(usage, priced, ttl)
+        entry.reserved_usage = usage
+        self.spend.usage = self.spend.usage + usage
+        self.spend.cost_usd += entry.reserved
+
+    def _release(self, entry: Entry) -> None:
+        """Take a request's estimate back off the run's spend (its row came, or it was
+        cancelled): the loop counts what the row says."""
+        if entry.reserved_usage is not None:
+            self.spend.usage = _minus(self.spend.usage, entry.reserved_usage)
+            self.spend.cost_usd -= entry.reserved
+            entry.reserved, entry.reserved_usage = 0.0, None
 
     async def _poll_wave(self, flights: list[InFlight]) -> None:
         """Poll a wave's batches with backoff until every one has ended, keep each one's
@@ -436,9 +450,7 @@ class Waves:
             self.in_flight.pop(flight.id, None)
             rows = self._rows(flight.id)
             for cid, entry in flight.entries.items():
-                if entry.reserved:
-                    self.spend.cost_usd -= entry.reserved
-                    entry.reserved = 0.0
+                self._release(entry)
                 entry.row = rows.get(cid) or BatchRow(custom_id=cid, kind="expired",
                                                       error="no row")
                 entry.done.set()

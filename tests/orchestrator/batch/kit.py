@@ -27,8 +27,9 @@ def write_job(folder: Path, *, provider: str, url: str | None, tasks: int, synod
     else:
         base = url if provider == "anthropic" else f"{url}/v1"  # (openai, openai-responses)
         head = f'name = "{provider}"\nbase_url = "{base}"\nbatch_poll_s = 0.01\n'
-    text = (f"retries = {retries}\nconcurrency = 16\n{extra}\n[provider]\n{head}\n"
-            '[agent]\nsystem = "You work through tasks."\ntools = ["batch_policy:note"]\n')
+    text = (f"retries = {retries}\nconcurrency = 16\n[provider]\n{head}\n"
+            '[agent]\nsystem = "You work through tasks."\ntools = ["batch_policy:note"]\n'
+            f"{extra}\n")
     if synod:
         text += f'[synod]\nn = {synod}\nquestion = "Vote on {{id}}."\n'
     text += "".join(f'\n[[tasks]]\nid = "k{i}"\nprompt = "task k{i}"\n'

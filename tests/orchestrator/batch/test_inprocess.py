@@ -31,7 +31,8 @@ def test_a_wave_in_flight_reserves_its_estimate_and_shows_in_the_progress_line(
             async with trio.open_nursery() as n:
                 async def sample():
                     while True:
-                        seen.append((runner.sup.cost_usd, progress_extra(provider)))
+                        seen.append((runner.sup.cost_usd, progress_extra(provider),
+                                     runner.sup.usage.input_tokens))
                         await trio.sleep(0.05)
                 n.start_soon(sample)
                 summary = await run_job(runner, provider)
@@ -40,16 +41,17 @@ def test_a_wave_in_flight_reserves_its_estimate_and_shows_in_the_progress_line(
             return summary
 
         summary = trio.run(main)
-    in_flight = [(c, line) for c, line in seen if "1 batch(es) in flight" in line]
+    in_flight = [(c, line) for c, line, _t in seen if "1 batch(es) in flight" in line]
     assert in_flight, seen
-    first = [c for c, line in in_flight if " wave 1 " in line]
-    assert first and all(c > 0 for c in first)  # reserved before any row came back
+    first = [(c, t) for c, line, t in seen if " wave 1 " in line and "in flight" in line]
+    assert first and all(c > 0 and t > 0 for c, t in first)  # reserved before any row came
     assert "requests 6 pending / 0 done" in in_flight[0][1]
     assert "oldest 0:00" in in_flight[0][1]
     # every estimate released: what the run spent is what its logs say
     assert summary.cost_usd == pytest.approx(sum(c.cost_usd for c in run_cost(runner.root)),
                                              abs=1e-6)
     assert summary.done == 6
+    assert summary.usage["input_tokens"] == sum(c.input_tokens for c in run_cost(runner.root))
 
 
 def _run(job, **waves_kw):

@@ -179,3 +179,25 @@ def test_the_scripted_provider_is_refused_before_anything_runs(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "no batch API" in r.stderr
     assert not (tmp_path / "job.run").exists()
+
+
+def test_a_job_budget_stops_at_a_wave_boundary_and_a_raised_one_resumes(tmp_path):
+    """The job's budget is spent by the first wave: every agent stops at its next turn boundary
+    (``budget``) but the one-turn tasks, done in it; raised, a re-run finishes the job without
+    submitting a recorded request again."""
+    with Server() as s:
+        job = write_job(tmp_path, provider="anthropic", url=s.url, tasks=8, synod=0,
+                        extra="[budget]\nusd = 0.004\n")
+        r = run_cli("run", str(job), "--engine", "batch", "--json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        rows = results(tmp_path / "job.run" / "results.jsonl")
+        assert out["waves"] == 1
+        assert {k for k, v in rows.items() if v["status"] == "done"} == {"k4", "k8"}
+        assert {v["reason"] for k, v in rows.items() if k not in ("k4", "k8")} == {"budget"}
+        job.write_text(job.read_text().replace("usd = 0.004", "usd = 1.0"))
+        r = run_cli("run", str(job), "--engine", "batch", "--json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["done"] == 8
+        assert len(s.state.submitted) == len(set(s.state.submitted))
+    check_once(tmp_path / "job.run")
