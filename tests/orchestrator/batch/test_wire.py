@@ -113,3 +113,29 @@ def test_the_batch_price_is_half_of_every_price():
     p = price_for("claude-sonnet-4-5@batch")
     assert (p.input, p.output, p.cache_read, p.cache_write_5m) == (1.5, 7.5, 0.15, 1.875)
     assert is_batch(batch_model(None)) and batch_model("x@batch") == "x@batch"
+
+
+def test_cost_prices_batch_calls_at_the_batch_price_and_sums_them_apart(tmp_path):
+    from mnemon.orchestrator.costs import agent_cost, total
+
+    u = {"input_tokens": 1000, "output_tokens": 100, "cache_read_tokens": 4000,
+         "cache_write_tokens": 0}
+    log = tmp_path / "record.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [
+        {"t": "SessionStarted", "agent": "a1", "at": "2026-12-02T00:00:00Z"},
+        {"t": "ProviderCall", "attempt": 1, "latency_s": 0.0, "model": "claude-sonnet-4-5@batch",
+         "batch": "msgbatch_1", "custom_id": "x-a1-2-1"},
+        {"t": "ProviderCall", "attempt": 1, "latency_s": 9.0, "usage": u,
+         "model": "claude-sonnet-4-5@batch", "batch": "msgbatch_1", "custom_id": "x-a1-2-1"},
+        {"t": "ProviderCall", "attempt": 1, "latency_s": 1.0, "usage": u,
+         "model": "claude-sonnet-4-5"}]) + "\n")
+    live = cost_usd(Usage(**u), "claude-sonnet-4-5")
+    c = agent_cost(log, "a1")
+    assert c.cost_usd == pytest.approx(1.5 * live) and c.batch_cost_usd == pytest.approx(0.5 * live)
+    assert c.records == 2  # the submission carries no usage
+    t = total([c])
+    assert t["batch_cost_usd"] == pytest.approx(0.5 * live, abs=1e-6)
+    assert t["live_cost_usd"] == pytest.approx(live, abs=1e-6)
+    other = agent_cost(log, "a1", price_as="gpt-4.1")  # the discount kept under --price-as
+    g = cost_usd(Usage(**u), "gpt-4.1")
+    assert other.cost_usd == pytest.approx(1.5 * g) and other.batch_cost_usd == pytest.approx(0.5 * g)
