@@ -77,19 +77,17 @@ class Entry:
     """One request of a wave: whose turn it is, its line, and where its row will land."""
 
     __slots__ = ("custom_id", "agent", "turn", "attempt", "line", "node", "reserved",
-                 "reserved_usage", "row", "done", "batch", "queued_at", "priced")
+                 "reserved_usage", "row", "done", "batch", "queued_at")
 
-    def __init__(self, cid: str, node: "AgentNode", turn: int, attempt: int, line: bytes,
-                 reserved: float, priced: str | None):
+    def __init__(self, cid: str, node: "AgentNode", turn: int, attempt: int, line: bytes):
         self.custom_id = cid
         self.agent = node.id
         self.node = node
         self.turn = turn
         self.attempt = attempt
         self.line = line
-        self.reserved = reserved
+        self.reserved = 0.0  # the estimate counted on the run's spend while in flight
         self.reserved_usage: Usage | None = None
-        self.priced = priced
         self.row: BatchRow | None = None
         self.done = trio.Event()
         self.batch: str | None = None
@@ -186,6 +184,8 @@ class Waves:
             row = self._kept_row(cid)
             if row is None:
                 if cid in self.ledger.owner:  # submitted by an earlier run: its batch is polled
+                    if state is None:  # (a crash between the ledger and this log)
+                        self._record(node, cid)
                     row = await self._join(cid, node, turn, attempt)
                 else:
                     row = await self._enqueue(cid, node, turn, attempt,
@@ -257,8 +257,7 @@ class Waves:
 
     async def _enqueue(self, cid: str, node: "AgentNode", turn: int, attempt: int,
                        line: bytes) -> BatchRow:
-        priced, _ttl = self.price(node)
-        entry = Entry(cid, node, turn, attempt, line, 0.0, priced)
+        entry = Entry(cid, node, turn, attempt, line)
         self.pending.append(entry)
         return await self._wait(entry)
 
@@ -267,8 +266,7 @@ class Waves:
         flight = self.in_flight.get(batch)
         if flight is None:  # (the driver polls every open batch from its start)
             flight = self._track(batch)
-        priced, _ttl = self.price(node)
-        entry = Entry(cid, node, turn, attempt, b"", 0.0, priced)
+        entry = Entry(cid, node, turn, attempt, b"")
         entry.batch = batch
         flight.entries[cid] = entry
         return await self._wait(entry)
