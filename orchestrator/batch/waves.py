@@ -386,6 +386,7 @@ class Waves:
             self.ledger.submitted(batch, self.api.name, wave, [
                 {"custom_id": e.custom_id, "agent": e.agent, "turn": e.turn,
                  "attempt": e.attempt} for e in chunk])
+            _crash_point("ledgered")
             flight = InFlight(batch, wave, time.time())
             for entry in chunk:
                 entry.batch = batch
@@ -518,8 +519,9 @@ CRASH_AT = "MNEMON_BATCH_CRASH_AT"
 
 
 def _crash_point(where: str) -> None:
-    """Fault injection for the resume tests: ``MNEMON_BATCH_CRASH_AT=submitted`` (a batch
-    recorded, not yet polled), ``collected`` (its results kept, no row recorded) or
+    """Fault injection for the resume tests: ``MNEMON_BATCH_CRASH_AT=ledgered`` (a batch in the
+    run root's ledger, not yet in its agents' logs), ``submitted`` (a batch recorded, not yet
+    polled), ``collected`` (its results kept, no row recorded) or
     ``recorded`` (a row's usage recorded, its turn not yet) kills the process there with
     SIGKILL, as a power cut would."""
     if os.environ.get(CRASH_AT) == where:

@@ -201,3 +201,26 @@ def test_a_job_budget_stops_at_a_wave_boundary_and_a_raised_one_resumes(tmp_path
         assert json.loads(r.stdout)["done"] == 8
         assert len(s.state.submitted) == len(set(s.state.submitted))
     check_once(tmp_path / "job.run")
+
+
+def test_sigkill_between_the_ledger_and_the_logs(tmp_path):
+    """Killed after a batch is in the run root's ledger but before its agents' logs say so: the
+    re-run joins the recorded batch (no request submitted again) and records each submission
+    in its agent's log before the row."""
+    with Server() as s:
+        job = write_job(tmp_path, provider="anthropic", url=s.url, tasks=4, synod=0)
+        r = run_cli("run", str(job), "--engine", "batch", cwd=tmp_path,
+                    env={CRASH_AT: "ledgered"})
+        assert r.returncode == -signal.SIGKILL
+        root = tmp_path / "job.run"
+        assert not any(rec.get("custom_id") for p in root.glob("agents/*/record.jsonl")
+                       for rec in records(p))
+        r = run_cli("run", str(job), "--engine", "batch", "--json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["done"] == 4
+        assert len(s.state.submitted) == len(set(s.state.submitted))
+    check_once(root)
+    for p in root.glob("agents/*/record.jsonl"):
+        calls = [rec for rec in records(p) if rec["t"] == "ProviderCall"]
+        first = [c for c in calls if c["custom_id"].endswith("-2-1")]
+        assert [c.get("usage") is None for c in first] == [True, False]
