@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from mnemon.orchestrator.batch.ids import CUSTOM_ID, custom_id, run_tag
 from mnemon.orchestrator.batch.ledger import Ledger, LedgerError
@@ -139,3 +140,14 @@ def test_cost_prices_batch_calls_at_the_batch_price_and_sums_them_apart(tmp_path
     other = agent_cost(log, "a1", price_as="gpt-4.1")  # the discount kept under --price-as
     g = cost_usd(Usage(**u), "gpt-4.1")
     assert other.cost_usd == pytest.approx(1.5 * g) and other.batch_cost_usd == pytest.approx(0.5 * g)
+
+
+@given(st.lists(st.integers(0, 60), max_size=60), st.integers(1, 8), st.integers(1, 200))
+def test_split_keeps_order_and_limits(sizes, max_requests, max_bytes):
+    """Every line once, in order; no chunk over either limit, but a line alone over the bytes."""
+    lines = [b"x" * n for n in sizes]
+    chunks = split(lines, Limits(requests=max_requests, bytes=max_bytes), overhead=1)
+    assert [i for c in chunks for i in c] == list(range(len(lines)))
+    for c in chunks:
+        assert 1 <= len(c) <= max_requests
+        assert len(c) == 1 or sum(len(lines[i]) + 1 for i in c) <= max_bytes
