@@ -33,7 +33,7 @@ from msgspec import Struct
 
 from ..lineage.runroot import agent_source
 from ..lineage.view import agents_in
-from ..providers.prices import batch_model, cost_usd, is_batch
+from ..providers.prices import BATCH_SUFFIX, batch_model, cost_usd, is_batch
 from ..session.log import TornTail, find_torn_tail, iter_lines
 from ..session.records import DECODE_ERRORS, Usage
 
@@ -126,8 +126,9 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
             started_model = rec.model
         elif rec.t == "ProviderCall" and rec.usage is not None:
             model = rec.model or started_model
-            if price_as:
-                model = batch_model(price_as) if is_batch(model) else price_as
+            if price_as:  # the override's model, at the price of the call's kind
+                base = price_as[:-len(BATCH_SUFFIX)] if is_batch(price_as) else price_as
+                model = batch_model(base) if is_batch(model) else base
             calls.add(rec.usage, model, ttl)
         elif rec.t == "AssistantMessage" and rec.usage is not None:
             messages.add(rec.usage, price_as or rec.model or started_model, ttl)

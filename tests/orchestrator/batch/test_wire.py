@@ -140,6 +140,8 @@ def test_cost_prices_batch_calls_at_the_batch_price_and_sums_them_apart(tmp_path
     other = agent_cost(log, "a1", price_as="gpt-4.1")  # the discount kept under --price-as
     g = cost_usd(Usage(**u), "gpt-4.1")
     assert other.cost_usd == pytest.approx(1.5 * g) and other.batch_cost_usd == pytest.approx(0.5 * g)
+    again = agent_cost(log, "a1", price_as="gpt-4.1@batch")  # (a batch run's own price_as)
+    assert again.cost_usd == pytest.approx(other.cost_usd)
 
 
 @given(st.lists(st.integers(0, 60), max_size=60), st.integers(1, 8), st.integers(1, 200))
