@@ -13,6 +13,9 @@ recorded it, so nothing is counted twice):
 Each usage is priced with ``providers.prices.cost_usd`` on the record's own model
 (``ProviderCall.model`` / ``AssistantMessage.model``, else ``SessionStarted.model``), unless a
 ``price_as`` model overrides them all. Cache writes are priced at the 5-minute or 1-hour TTL.
+A call the batch engine made is recorded under a ``…@batch`` model and priced at the batch price
+(``price_as`` too keeps the discount of such a call); its cost is also summed apart, as
+``batch_cost_usd``, so that batch and live spend can be shown apart.
 
 The reader decodes one line at a time into a lenient probe (only ``t``, ``usage`` and ``model``;
 every other field is skipped), so it is fast on large logs and indifferent to record types it
@@ -30,7 +33,7 @@ from msgspec import Struct
 
 from ..lineage.runroot import agent_source
 from ..lineage.view import agents_in
-from ..providers.prices import cost_usd
+from ..providers.prices import BATCH_SUFFIX, batch_model, cost_usd, is_batch
 from ..session.log import TornTail, find_torn_tail, iter_lines
 from ..session.records import DECODE_ERRORS, Usage
 
@@ -71,6 +74,8 @@ class AgentCost(Struct, kw_only=True):
     records: int = 0
     """How many usages were summed."""
     torn: TornTail | None = None
+    batch_cost_usd: float = 0.0
+    """The part of ``cost_usd`` spent in batches (calls priced ``…@batch``)."""
 
     def as_json(self, reasoning: bool = False) -> dict:
         """The fixed row; ``reasoning_tokens`` after ``output_tokens`` when ``reasoning`` (some
@@ -83,20 +88,24 @@ class AgentCost(Struct, kw_only=True):
 
 
 class _Sum:
-    __slots__ = ("usage", "cost", "n", "reasoning")
+    __slots__ = ("usage", "cost", "n", "reasoning", "batch")
 
     def __init__(self) -> None:
         self.usage = Usage()
         self.cost = 0.0
         self.n = 0
         self.reasoning: int | None = None
+        self.batch = 0.0
 
     def add(self, usage: Usage, model: str | None, ttl: str) -> None:
         self.usage = self.usage + usage
         if usage.reasoning_tokens is not msgspec.UNSET:
             self.reasoning = (self.reasoning or 0) + usage.reasoning
-        self.cost += cost_usd(usage, model, ttl)
+        cost = cost_usd(usage, model, ttl)
+        self.cost += cost
         self.n += 1
+        if is_batch(model):
+            self.batch += cost
 
 
 def agent_cost(path: Path, agent: str, *, display: str | None = None,
@@ -116,7 +125,11 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
         if rec.t == "SessionStarted":
             started_model = rec.model
         elif rec.t == "ProviderCall" and rec.usage is not None:
-            calls.add(rec.usage, price_as or rec.model or started_model, ttl)
+            model = rec.model or started_model
+            if price_as:  # the override's model, at the price of the call's kind
+                base = price_as[:-len(BATCH_SUFFIX)] if is_batch(price_as) else price_as
+                model = batch_model(base) if is_batch(model) else base
+            calls.add(rec.usage, model, ttl)
         elif rec.t == "AssistantMessage" and rec.usage is not None:
             messages.add(rec.usage, price_as or rec.model or started_model, ttl)
     chosen, counted = ((calls, "provider_calls") if calls.n else
@@ -126,7 +139,7 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
                      cache_read_tokens=u.cache_read_tokens,
                      cache_write_tokens=u.cache_write_tokens, output_tokens=u.output_tokens,
                      cost_usd=chosen.cost, reasoning_tokens=chosen.reasoning, counted=counted,
-                     records=chosen.n, torn=torn)
+                     records=chosen.n, torn=torn, batch_cost_usd=chosen.batch)
 
 
 def _natural(agent: str) -> list:
@@ -159,6 +172,10 @@ def total(rows: Iterable[AgentCost]) -> dict:
     if reports_reasoning(rows):
         t["reasoning_tokens"] = sum(r.reasoning_tokens or 0 for r in rows)
     t["cost_usd"] = round(sum(r.cost_usd for r in rows), 6)
+    batch = sum(r.batch_cost_usd for r in rows)
+    if batch:  # a run with batch spend: it and the live spend apart (optional fields)
+        t["batch_cost_usd"] = round(batch, 6)
+        t["live_cost_usd"] = round(sum(max(0.0, r.cost_usd - r.batch_cost_usd) for r in rows), 6)
     return t
 
 

@@ -8,6 +8,12 @@ openai.com/api/pricing), as quoted by pages that cite them. Anthropic bills a ca
 input at its own "cached input" price and has no write surcharge, so its writes are priced as
 input (and its API reports none anyway).
 
+Batches (Anthropic's Message Batches, OpenAI's Batch API) cost half: every price of the model,
+input, output, cache reads and cache writes alike (Anthropic: "the batch discount and the prompt
+caching multipliers stack"; OpenAI's batch column halves cached input too). A model name ending
+``@batch`` (``claude-sonnet-4-5@batch``) is priced so: the batch engine records its calls under
+that name, so that a log says by itself which spend was batch (decision 0297).
+
 Override with ``load_prices(path)`` (TOML or JSON) or ``prices_from(mapping)``::
 
     [models."my-finetune"]
@@ -16,6 +22,7 @@ Override with ``load_prices(path)`` (TOML or JSON) or ``prices_from(mapping)``::
     cache_read = 0.5          # optional; default 0.1 × input
     cache_write_5m = 2.0      # optional; default 1.25 × input
     cache_write_1h = 2.0      # optional; default 2 × input
+    batch = 0.5               # optional; a batched request's share of each price
 """
 
 from __future__ import annotations
@@ -33,7 +40,11 @@ from ..session.records import Usage
 
 __all__ = [
     "PRICES_DATE",
+    "BATCH_DISCOUNT",
+    "BATCH_SUFFIX",
     "Price",
+    "batch_model",
+    "is_batch",
     "PRICES",
     "DEFAULT_PRICE",
     "price_for",
@@ -55,18 +66,45 @@ class Price(Struct, frozen=True, kw_only=True):
     cache_read: float
     cache_write_5m: float
     cache_write_1h: float
+    batch: float = 0.5
+    """What a batched request pays, as a share of each price above (its provider's discount)."""
+
+    def batched(self) -> "Price":
+        """The prices of a batched request: every price times ``batch``."""
+        b = self.batch
+        return Price(input=self.input * b, output=self.output * b,
+                     cache_read=self.cache_read * b, cache_write_5m=self.cache_write_5m * b,
+                     cache_write_1h=self.cache_write_1h * b, batch=1.0)
+
+
+BATCH_DISCOUNT = {"anthropic": 0.5, "openai": 0.5}
+"""Each provider's batch price as a share of its live price, per token kind (Anthropic: Message
+Batches pricing; OpenAI: the Batch column of its pricing page), on 2026-11-30."""
+BATCH_SUFFIX = "@batch"
+
+
+def is_batch(model: str | None) -> bool:
+    """Whether a priced model name is a batch one (``…@batch``)."""
+    return bool(model) and model.endswith(BATCH_SUFFIX)  # type: ignore[union-attr]
+
+
+def batch_model(model: str | None) -> str:
+    """The name a batched request of ``model`` is priced as (``None``: the default price)."""
+    base = model or "default"
+    return base if is_batch(base) else base + BATCH_SUFFIX
 
 
 def anthropic(input: float, output: float) -> Price:
     """An Anthropic price: read 0.1×, write 1.25× (5 min) or 2× (1 h) the input price."""
     return Price(input=input, output=output, cache_read=round(input * 0.1, 6),
-                 cache_write_5m=round(input * 1.25, 6), cache_write_1h=round(input * 2.0, 6))
+                 cache_write_5m=round(input * 1.25, 6), cache_write_1h=round(input * 2.0, 6),
+                 batch=BATCH_DISCOUNT["anthropic"])
 
 
 def openai(input: float, cached: float, output: float) -> Price:
     """An OpenAI price: cached input at its own price, writes priced as plain input."""
     return Price(input=input, output=output, cache_read=cached, cache_write_5m=input,
-                 cache_write_1h=input)
+                 cache_write_1h=input, batch=BATCH_DISCOUNT["openai"])
 
 
 PRICES: dict[str, Price] = {
@@ -130,11 +168,14 @@ def price_for(model: str | None, table: Mapping[str, Price] | None = None) -> Pr
     The price of ``model``: an exact name, else the longest table name it starts with (dated
     snapshots such as ``claude-sonnet-4-5-20250929`` or ``gpt-4.1-2025-04-14``), else a Claude
     family word (``opus``/``sonnet``/``haiku``), else ``DEFAULT_PRICE``. A router prefix such as
-    ``anthropic/`` or ``openai/`` is ignored.
+    ``anthropic/`` or ``openai/`` is ignored. A name ending ``@batch`` is the batch price of the
+    name before it (``Price.batched``).
     """
     table = PRICES if table is None else table
     if not model:
         return DEFAULT_PRICE
+    if is_batch(model):
+        return price_for(model[:-len(BATCH_SUFFIX)], table).batched()
     name = model.rsplit("/", 1)[-1].lower()
     if name in table:
         return table[name]
@@ -172,6 +213,7 @@ def prices_from(mapping: Mapping[str, Any], base: Mapping[str, Price] | None = N
             cache_read=float(fields.get("cache_read", inp * 0.1)),
             cache_write_5m=float(fields.get("cache_write_5m", inp * 1.25)),
             cache_write_1h=float(fields.get("cache_write_1h", inp * 2.0)),
+            batch=float(fields.get("batch", 0.5)),
         )
     return table
 

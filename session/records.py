@@ -243,6 +243,10 @@ class ProviderCall(_R):
     model: str | None = None
     at: str | None = None
     purpose: str | None = None  # set when the call opens no turn (a summarisation request)
+    # the batch engine: the provider's batch id and this request's custom id in it (a call
+    # recorded with them and no usage is a submission; the one with its usage, its result)
+    batch: str | None = None
+    custom_id: str | None = None
 
 
 # --------------------------------------------------------------------------- approval records

@@ -53,6 +53,9 @@ def run(args) -> int:
     for line in lines:
         line["cost_usd"] = f"${line['cost_usd']:.4f}"
     print(table(lines, cols, heads))
+    t = lines[-1]
+    if "batch_cost_usd" in t:  # batch engine spend (at the batch price) and live spend apart
+        print(f"batch ${t['batch_cost_usd']:.4f} · live ${t['live_cost_usd']:.4f}")
     priced = (f"priced as {args.price_as}" if args.price_as else
               "priced on each record's model")
     fallback = [r.agent for r in rows if r.counted == "assistant_messages"]

@@ -21,9 +21,12 @@ def add_parser(sub) -> None:
     p.add_argument("--policy", metavar="FILE", default=None,
                    help="a tool policy every task's agents run under, narrowed by the job's own "
                         "[policy] (docs/policy.md)")
-    p.add_argument("--engine", choices=["local", "dask"], default="local",
+    p.add_argument("--engine", choices=["local", "dask", "batch"], default=None,
                    help="local: one process (default); dask: root tasks spread over Dask worker "
-                        "processes (needs mnemon[dask]; docs/scale.md)")
+                        "processes (needs mnemon[dask]; docs/scale.md); batch: every turn "
+                        "through the provider's batch API, in waves, at the batch price "
+                        "(anthropic, openai, openai-responses; or [provider] batch = true; "
+                        "docs/jobs.md)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="--engine dask: a running scheduler (default: start a LocalCluster)")
     p.add_argument("--workers", type=int, default=2,
@@ -47,30 +50,48 @@ def run(args) -> int:
 
     try:  # every check before anything is written or any agent starts
         runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
-                                   policy=policy_from(args.policy) if args.policy else None)
+                                   policy=policy_from(args.policy) if args.policy else None,
+                                   engine=args.engine)
     except JobError as e:
         raise UserError(str(e)) from None
     root, output = runner.root, runner.output
     logs.configure(root, verbose=args.verbose)
+    batch = getattr(provider, "waves", None) is not None  # the batch engine (orchestrator.batch)
+    if batch:
+        from ..batch import job as engine
 
     async def main():
         try:
             async with trio.open_nursery() as n:
                 n.start_soon(JobProgress(lambda: (runner.counts, runner.sup.cost_usd),
-                                         enabled=sys.stderr.isatty() and not args.verbose).run)
-                summary = await runner.run()
+                                         enabled=sys.stderr.isatty() and not args.verbose,
+                                         extra=(lambda: engine.progress_extra(provider))
+                                         if batch else None).run)
+                summary = await (engine.run_job(runner, provider) if batch else runner.run())
                 n.cancel_scope.cancel()
             return summary
         finally:
             with trio.CancelScope(shield=True):
                 await provider.aclose()
 
-    summary = trio.run(main)
+    try:
+        summary = trio.run(main)
+    except BaseException as e:  # the batch engine's end: a server without batch routes
+        missing = engine.route_missing(e) if batch else None
+        if missing is None:
+            raise
+        logs.shutdown()
+        raise UserError(f"{missing} (results in {output}, logs in {root})") from None
     logs.shutdown()
+    extra = engine.summary_extra(provider, root) if batch else {}
     if args.json:
-        print(json.dumps(msgspec.to_builtins(summary)))
+        print(json.dumps({**msgspec.to_builtins(summary), **extra}))
     else:
         print(final_table(summary))
+        if batch:
+            print(f"engine: batch, {extra['waves']} waves, {extra['batches']} batches this run; "
+                  f"spend: batch ${extra['batch_cost_usd']:.4f}, live "
+                  f"${extra['live_cost_usd']:.4f}")
     if summary.interrupted:
         return 130
     if summary.failed and not (summary.done or summary.budget):

@@ -156,7 +156,7 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
             watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None,
             loaded: "tuple[Job, list] | None" = None, manifest: bool = True,
-            policy: ToolPolicy | None = None):
+            policy: ToolPolicy | None = None, engine: str | None = "local"):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
     ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).
@@ -175,7 +175,15 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
 
     job, tasks = loaded if loaded is not None else load(path)
     outputs_for(job)  # an output type that cannot be used is refused before anything is written
+    batch = engine == "batch" or (engine is None and job.spec.provider.batch)
+    if batch:  # the engine chosen, as a provider is: imported only then (it needs httpx)
+        from ..batch import job as batch_engine
+
+        batch_engine.check_job(job)
+        job = batch_engine.batch_job(job, tasks)
     settings = settings_for(job)
+    if batch:
+        settings = batch_engine.batch_settings(settings, job, tasks)
     if policy is not None:
         settings = msgspec.structs.replace(
             settings, tool_policy=combine(policy, settings.tool_policy))
@@ -193,10 +201,15 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
         if manifest:
             check_manifest(root, job, tasks)
         mine = tasks if only is None else [t for t in tasks if t.id in only]
+        if batch:
+            provider = batch_engine.attach(provider, root,
+                                           poll_s=job.spec.provider.batch_poll_s)
         runner = JobRunner(job, mine, root=root, output=out, provider=provider,
                            settings=settings, user_tools=tools,
                            provider_name=job.spec.provider.name, watch_sigint=watch_sigint,
                            supervisor=supervisor or Supervisor)
+        if batch:
+            batch_engine.bind(provider, runner.sup)
     except BaseException:
         if held is not None:
             os.close(held)

@@ -42,15 +42,17 @@ class JobProgress:
     Dask driver)."""
 
     def __init__(self, figures: Callable[[], tuple["Counts", float]], *, enabled: bool,
-                 interval_s: float = 0.25, stream=None):
+                 interval_s: float = 0.25, stream=None, extra: Callable[[], str] | None = None):
         self.figures = figures
+        self.extra = extra  # an engine's own figures after the line (the batch engine's waves)
         self.enabled = enabled
         self.interval_s = interval_s
         self.stream = stream or sys.stderr
 
     def draw(self) -> None:
         if self.enabled:
-            self.stream.write("\r\x1b[K" + progress_line(*self.figures()))
+            self.stream.write("\r\x1b[K" + progress_line(*self.figures())
+                              + (self.extra() if self.extra is not None else ""))
             self.stream.flush()
 
     def clear(self) -> None:

@@ -43,6 +43,10 @@ class ProviderSpec(_S):
     """Scripted provider: simulated latency per request."""
     store: bool = False
     """openai-responses: store responses server-side and chain turns (``--store``)."""
+    batch: bool = False
+    """Run the job through the provider's batch API (``--engine batch``; docs/jobs.md)."""
+    batch_poll_s: Annotated[float, Meta(gt=0)] = 5.0
+    """The batch engine: the first wait between polls of a batch, doubled up to 60 s."""
 
 
 class AgentSpec(_S):

@@ -53,7 +53,8 @@ class Jobs:
                 raise JobError(f"job {other.id} is already running in {other.root}")
         try:
             runner, provider = prepare(body.path, run_root=body.run_root, output=body.output,
-                                       started_by="mnemon serve: job", watch_sigint=False)
+                                       started_by="mnemon serve: job", watch_sigint=False,
+                                       engine=None)  # (``[provider] batch = true``: batches)
         except SpecError as e:
             raise JobError(str(e)) from None
         for other in self.jobs.values():  # the job's own run root, once it is known
@@ -69,7 +70,12 @@ class Jobs:
     async def _run(self, sj: ServiceJob) -> None:
         try:
             with sj.scope:
-                summary = await sj.runner.run()
+                if getattr(sj.provider, "waves", None) is not None:  # the batch engine
+                    from ..batch.job import run_job  # (chosen: imported only then)
+
+                    summary = await run_job(sj.runner, sj.provider)
+                else:
+                    summary = await sj.runner.run()
                 sj.state = "cancelled" if summary.interrupted else "ended"
             if sj.scope.cancelled_caught:
                 sj.state = "cancelled"

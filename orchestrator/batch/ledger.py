@@ -1,0 +1,104 @@
+"""The run root's record of batches: ``batches/<id>.json`` for each batch submitted, and
+``batches/<id>.results.jsonl`` once its results are fetched.
+
+The order of writes is the engine's durability (decision 0296): a batch's file is written, and
+flushed, as soon as the provider names it and **before** any poll; its results are written as
+fetched **before** any row is recorded as a turn. A re-run reads this folder first: a batch
+with no results is polled again; a request whose custom id is here is never submitted again.
+
+``<id>.json``::
+
+    {"format": 1, "batch": "msgbatch_…", "provider": "anthropic", "wave": 3,
+     "submitted_at": "…", "requests": [{"custom_id", "agent", "turn", "attempt"}, …],
+     "cancelled_at": null}
+
+``<id>.results.jsonl`` is the provider's results as fetched (Anthropic's results file; OpenAI's
+output file then its error file). A batch that failed whole (nothing of it ran) is kept as one
+``{"custom_id", "mnemon_error"}`` line per request instead, so that its failure too is decided
+once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ...lineage.runroot import now_iso
+
+__all__ = ["Ledger", "LedgerError", "DIR"]
+
+DIR = "batches"
+_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+
+
+class LedgerError(Exception):
+    """A batch file that cannot be read, or a batch id that is not a safe file name."""
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class Ledger:
+    """The batches of one run root: their files, and an index of custom id → batch id."""
+
+    def __init__(self, root: Path):
+        self.dir = Path(root) / DIR
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, bytes] = {}
+        self.owner: dict[str, str] = {}  # custom id → batch id
+        if self.dir.is_dir():
+            for p in sorted(self.dir.glob("*.json")):
+                try:
+                    entry = json.loads(p.read_bytes())
+                except (OSError, ValueError) as e:
+                    raise LedgerError(f"{p}: not a batch file ({e})") from None
+                self._index(entry)
+                res = self.dir / f"{entry['batch']}.results.jsonl"
+                if res.is_file():
+                    self.results[entry["batch"]] = res.read_bytes()
+
+    def _index(self, entry: dict[str, Any]) -> None:
+        self.batches[entry["batch"]] = entry
+        for r in entry["requests"]:
+            self.owner[r["custom_id"]] = entry["batch"]
+
+    def _path(self, batch: str, suffix: str) -> Path:
+        if not _SAFE.match(batch) or batch.startswith("."):
+            raise LedgerError(f"batch id {batch!r} is not a safe file name")
+        return self.dir / f"{batch}{suffix}"
+
+    def submitted(self, batch: str, provider: str, wave: int,
+                  requests: list[dict[str, Any]]) -> None:
+        """Record a batch the provider has just accepted (before it is polled)."""
+        self.dir.mkdir(exist_ok=True)
+        entry = {"format": 1, "batch": batch, "provider": provider, "wave": wave,
+                 "submitted_at": now_iso(), "requests": requests, "cancelled_at": None}
+        _write(self._path(batch, ".json"), json.dumps(entry).encode())
+        self._index(entry)
+
+    def collected(self, batch: str, raw: bytes) -> None:
+        """Keep an ended batch's results, as fetched (before any row is recorded)."""
+        _write(self._path(batch, ".results.jsonl"), raw)
+        self.results[batch] = raw
+
+    def cancelled(self, batch: str) -> None:
+        entry = dict(self.batches[batch], cancelled_at=now_iso())
+        _write(self._path(batch, ".json"), json.dumps(entry).encode())
+        self.batches[batch] = entry
+
+    def open_batches(self) -> list[str]:
+        """Batches submitted whose results are not kept yet, oldest wave first."""
+        return sorted((b for b in self.batches if b not in self.results),
+                      key=lambda b: self.batches[b].get("wave", 0))
+
+    def waves(self) -> int:
+        return max((e.get("wave", 0) for e in self.batches.values()), default=0)
