@@ -8,6 +8,7 @@ import trio
 
 from ..cli import COMMANDS, Failure
 from ..options import add_provider_args, provider_from, run_root_from, settings_from
+from ..tracing.switch import live_tracing
 
 
 def add_parser(sub) -> None:
@@ -45,7 +46,8 @@ def run(args) -> int:
         finally:
             await provider.aclose()
 
-    sup, node = trio.run(main)
+    with live_tracing(args.trace_content):
+        sup, node = trio.run(main)
     logs.shutdown()
     if args.json:
         print(json.dumps({"agent": node.id, "reason": node.reason, "answer": node.answer,

@@ -18,6 +18,9 @@ from ..._about import __version__
 from . import semconv as sc
 from .spans import Span
 
+#: the variables that name the OTLP endpoint, the traces' own first (as the SDK reads them)
+ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
 
 def value(v: Any) -> dict[str, Any]:
     """One attribute value as OTLP's ``AnyValue``."""
