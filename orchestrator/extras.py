@@ -18,7 +18,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "chat": ("prompt_toolkit", "rich"),
     "dask": ("distributed",),
     "plot": ("matplotlib",),
-    "otel": ("opentelemetry",),
+    # a dotted name where the distribution is a part of a namespace package (the name with
+    # dots for dashes is the distribution's)
+    "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
 }
 
 
@@ -33,7 +35,14 @@ class MissingExtra(ImportError):
 
 def missing(extra: str) -> list[str]:
     """The modules of ``extra`` that are not installed."""
-    return [m for m in EXTRAS[extra] if find_spec(m) is None]
+    return [m for m in EXTRAS[extra] if _absent(m)]
+
+
+def _absent(module: str) -> bool:
+    try:
+        return find_spec(module) is None
+    except (ModuleNotFoundError, ValueError):  # a dotted name whose parent is not installed
+        return True
 
 
 def require(extra: str, what: str) -> None:

@@ -77,6 +77,9 @@ def window_for(model: str | None) -> int | None:
 
 def settings_from(args, **over) -> Settings:
     from ..providers.select import DEFAULT_MODELS
+    from .tracing.switch import check
+
+    check(getattr(args, "trace_content", False))  # refused before anything is written
 
     model = args.model or DEFAULT_MODELS.get(args.provider)
     window = args.context_window or window_for(model)

@@ -45,6 +45,13 @@ def carried(content: bool = False) -> dict[str, Any]:
             "content": content}
 
 
+def check(content: bool) -> None:
+    """Refuse ``--trace-content`` on a traced run without the ``otel`` extra — before anything
+    is written, as every surface whose extra is missing is refused."""
+    if content and wanted():
+        require("otel", "--trace-content")
+
+
 @contextmanager
 def live_tracing(content: bool = False, *, carry: Mapping[str, Any] | None = None) -> Iterator[Any]:
     """Trace every agent log written in this process while the block runs; yields the tracer,
