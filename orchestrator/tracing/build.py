@@ -19,11 +19,13 @@ Per agent:
 - ``execute_tool`` (internal) per tool call: from the end of the request that asked for it to
   the next record with a time after its result (the log times no tool call, and protocol records
   carry no clock: a tool span covers the calls of its turn together).
-- events on the agent's span: ``mnemon.eviction`` (span, bytes, note, by), ``mnemon.mark``,
+- events on the agent's span: ``mnemon.eviction`` (span, bytes, by, and the note — the
+  model's words, so its length unless ``content``), ``mnemon.mark``,
   ``mnemon.sweep``, ``mnemon.fork`` (a child started), ``mnemon.synod``, ``mnemon.clear``,
   ``mnemon.rewind``.
 
-Message content — prompts, answers, tool arguments and results, the system prompt — is left out
+Message content — prompts, answers, tool arguments and results, the system prompt, eviction
+notes — is left out
 unless ``content`` (``--trace-content``), as the conventions ask.
 """
 
@@ -182,8 +184,10 @@ class TraceBuilder:
                              and t not in a.withdrawn)
                 attrs: dict[str, Any] = {"mnemon.residue.from": lo, "mnemon.residue.to": hi,
                                          "mnemon.residue.bytes": weight, "mnemon.residue.by": r.by}
-                if r.note is not None:
-                    attrs["mnemon.residue.note"] = r.note
+                if r.note is not None:  # the model's words: content
+                    attrs["mnemon.residue.note_bytes"] = len(r.note.encode("utf-8"))
+                    if self.content:
+                        attrs["mnemon.residue.note"] = r.note
                 self._event(a, "mnemon.eviction", attrs)
             case Marked():
                 self._grow(a, length)
