@@ -74,10 +74,21 @@ def live_tracing(content: bool = False, *, carry: Mapping[str, Any] | None = Non
     from . import live  # the otel extra, imported only now that tracing is on
 
     tracer = live.LiveTracer.from_env(content=content)
+    try:
+        with traced_by(tracer):
+            yield tracer
+    finally:
+        tracer.close()
+
+
+@contextmanager
+def traced_by(tracer: Any) -> Iterator[Any]:
+    """Every record appended in this process, while the block runs, goes to
+    ``tracer.tap(agent_log, record, locus)`` — a ``live.LiveTracer`` over any span processor
+    (a library's own SDK set-up, a test's in-memory exporter)."""
     previous = AgentLog.tap
     AgentLog.tap = tracer.tap
     try:
         yield tracer
     finally:
         AgentLog.tap = previous
-        tracer.close()
