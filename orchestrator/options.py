@@ -45,8 +45,8 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     r.add_argument("--budget-usd", type=float, default=None)
     r.add_argument("--budget-tokens", type=int, default=None)
     r.add_argument("--trace-content", action="store_true",
-                   help="traces (OTEL_EXPORTER_OTLP_ENDPOINT set, mnemon[otel]): record message "
-                        "content, which spans leave out by default (docs/tracing.md)")
+                   help="traces (OTEL_EXPORTER_OTLP_ENDPOINT set): record message content, "
+                        "which spans leave out by default (docs/tracing.md)")
     r.add_argument("--mcp", metavar="CONFIG", default=None,
                    help="MCP servers whose tools the agents get: a JSON or TOML file in the "
                         "mcpServers shape of Claude Code and Codex (docs/mcp.md)")
@@ -77,9 +77,6 @@ def window_for(model: str | None) -> int | None:
 
 def settings_from(args, **over) -> Settings:
     from ..providers.select import DEFAULT_MODELS
-    from .tracing.switch import check
-
-    check(getattr(args, "trace_content", False))  # refused before anything is written
 
     model = args.model or DEFAULT_MODELS.get(args.provider)
     window = args.context_window or window_for(model)

@@ -10,7 +10,7 @@ import trio
 
 from ..cli import COMMANDS, UserError
 from ..options import run_root_from
-from ..tracing.switch import check, live_tracing
+from ..tracing.switch import live_tracing
 
 
 def add_parser(sub) -> None:
@@ -34,7 +34,6 @@ def run(args) -> int:
     from ..settings import Settings
     from ..supervisor import open_supervisor
 
-    check(args.trace_content)
     if args.context_window < 2000:
         raise UserError("--context-window must be at least 2000 tokens for the demo")
     root = run_root_from(args, "mnemon demo")

@@ -6,7 +6,7 @@ import sys
 
 from ..cli import COMMANDS, Failure, UserError
 from ..extras import require
-from ..tracing.switch import carried, check, live_tracing
+from ..tracing.switch import carried, live_tracing
 
 
 def add_parser(sub) -> None:
@@ -30,7 +30,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    check(args.trace_content)
     if args.engine == "dask":
         return _run_dask(args)
     import json

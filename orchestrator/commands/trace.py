@@ -28,8 +28,7 @@ def add_parser(sub) -> None:
                      help="send them to this OTLP/HTTP receiver (default: "
                           "$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT)")
     p.add_argument("--encoding", default="auto", choices=["auto", "protobuf", "json"],
-                   help="the body sent: protobuf (with the otel extra) or JSON; auto: protobuf "
-                        "where it can")
+                   help="the body sent (default protobuf, which every receiver takes)")
     p.add_argument("--trace-content", action="store_true",
                    help="record message content (prompts, answers, tool arguments and results)")
 
@@ -46,10 +45,6 @@ def run(args) -> int:
         if not endpoint:
             raise UserError("trace needs --json or --endpoint URL (or "
                             "OTEL_EXPORTER_OTLP_ENDPOINT set)")
-    if args.encoding == "protobuf" and not args.json:
-        from ..extras import require
-
-        require("otel", "--encoding protobuf")
     try:
         trace = read_run(Path(args.path), content=args.trace_content,
                          latest_only=semconv.latest_only())

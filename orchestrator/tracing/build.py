@@ -58,7 +58,7 @@ def error_type(error: str) -> str:
 class _Agent:
     __slots__ = ("id", "parent", "kind", "depth", "provider", "model", "max_tokens", "system",
                  "root", "trace", "segments", "open", "last_ns", "turn", "chat", "calls",
-                 "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "prompted")
+                 "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "prompted", "static")
 
     def __init__(self, agent: str, started: SessionStarted | None):
         self.id = agent
@@ -82,6 +82,7 @@ class _Agent:
         self.bytes: dict[int, int] = {}  # turn → its weight as recorded (line lengths)
         self.withdrawn: set[int] = set()
         self.prompted = False
+        self.static: dict[tuple, tuple] = {}  # the attributes its spans of one kind share
 
 
 class TraceBuilder:
@@ -320,11 +321,15 @@ class TraceBuilder:
               usage: Usage | None, model: str | None) -> Span:
         seg = self._segment(a)
         request_model = a.model or model
-        attrs: dict[str, Any] = {sc.OPERATION: "chat", sc.AGENT_ID: a.id,
-                                 "mnemon.attempt": attempt}
-        self._provider_attrs(a, attrs)
-        if request_model:
-            attrs[sc.REQUEST_MODEL] = request_model
+        static = a.static.get(("chat", request_model))
+        if static is None:
+            first: dict[str, Any] = {sc.OPERATION: "chat", sc.AGENT_ID: a.id}
+            self._provider_attrs(a, first)
+            if request_model:
+                first[sc.REQUEST_MODEL] = request_model
+            static = a.static[("chat", request_model)] = tuple(first.items())
+        attrs = dict(static)
+        attrs["mnemon.attempt"] = attempt
         if usage is not None:
             attrs[sc.INPUT_TOKENS] = usage.total_input
             attrs[sc.OUTPUT_TOKENS] = usage.output_tokens
@@ -334,6 +339,7 @@ class TraceBuilder:
         span = Span(a.trace, span_id, seg.span_id if seg is not None else None,
                     f"chat {request_model}" if request_model else "chat", sc.CLIENT, start,
                     attrs)
+        span.static = static
         span.end_ns = max(end, start)
         return span
 
@@ -379,15 +385,21 @@ class TraceBuilder:
         for b in rec.blocks:
             if not isinstance(b, ToolUse):
                 continue
-            attrs: dict[str, Any] = {sc.OPERATION: "execute_tool", sc.TOOL_NAME: b.name,
-                                     sc.TOOL_CALL_ID: b.id, sc.TOOL_TYPE: "function",
-                                     sc.AGENT_ID: a.id, "mnemon.turn": rec.turn}
+            static = a.static.get(("tool", b.name))
+            if static is None:
+                static = a.static[("tool", b.name)] = (
+                    (sc.OPERATION, "execute_tool"), (sc.TOOL_NAME, b.name),
+                    (sc.TOOL_TYPE, "function"), (sc.AGENT_ID, a.id))
+            attrs = dict(static)
+            attrs[sc.TOOL_CALL_ID] = b.id
+            attrs["mnemon.turn"] = rec.turn
             if self.content:
                 attrs[sc.TOOL_ARGUMENTS] = (b.input if isinstance(b.input, str)
                                             else compact(b.input).decode("utf-8"))
-            a.tools[b.id] = Span(a.trace, ids.tool_span_id(self.run, a.id, rec.turn, b.id),
-                                 seg.span_id if seg is not None else None,
-                                 f"execute_tool {b.name}", sc.INTERNAL, start, attrs)
+            tool = a.tools[b.id] = Span(a.trace, ids.tool_span_id(self.run, a.id, rec.turn, b.id),
+                                        seg.span_id if seg is not None else None,
+                                        f"execute_tool {b.name}", sc.INTERNAL, start, attrs)
+            tool.static = static
             if b.name == "agents_synod" and isinstance(b.input, dict) and seg is not None:
                 seg.events.append(Event("mnemon.synod", start, {
                     "mnemon.synod.n": _int(b.input.get("n")),

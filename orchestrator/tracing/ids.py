@@ -10,8 +10,7 @@ service's agents and an ``ask`` are each their own trace, and a child's spans ar
 from __future__ import annotations
 
 import json
-
-from blake3 import blake3
+from hashlib import blake2b
 
 
 def run_key(run_json: dict) -> str:
@@ -21,7 +20,8 @@ def run_key(run_json: dict) -> str:
 
 
 def _digest(*parts: object, size: int) -> str:
-    h = blake3("\x1f".join(str(p) for p in parts).encode("utf-8")).digest(size)
+    h = blake2b("\x1f".join([str(p) for p in parts]).encode("utf-8"),
+                digest_size=size).digest()
     if not any(h):  # an all-zero id is invalid in OTLP (never met: 2^-64)
         h = b"\x01" + h[1:]
     return h.hex()

@@ -5,25 +5,22 @@ The endpoint is a collector's base URL (``http://host:4318``; ``/v1/traces`` is 
 come from ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` / ``OTEL_EXPORTER_OTLP_HEADERS`` (``k=v``
 pairs, percent-decoded), so the same settings as a live run reach Langfuse or Honeycomb.
 
-The body is protobuf (``application/x-protobuf``) when ``opentelemetry-proto`` is installed (the
-``otel`` extra) — every receiver takes it — else OTLP/JSON (``application/json``, which
-OTLP/HTTP allows and most receivers take). Spans go in requests of at most ``BATCH`` spans.
+The body is protobuf (``application/x-protobuf``, written by ``protobuf``: every receiver takes
+it), or OTLP/JSON (``application/json``, which OTLP/HTTP allows; some receivers, Phoenix among
+them, refuse it). Spans go in requests of at most ``BATCH`` spans.
 """
 
 from __future__ import annotations
 
-import base64
-import copy
 import json
 import os
 from collections.abc import Mapping, Sequence
-from importlib.util import find_spec
 from typing import Any
 from urllib.parse import unquote
 
 import httpx
 
-from . import otlp
+from . import otlp, protobuf
 from .spans import Span
 
 BATCH = 512
@@ -50,41 +47,13 @@ def headers_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]
     return out
 
 
-def protobuf_available() -> bool:
-    return find_spec("opentelemetry") is not None and \
-        find_spec("opentelemetry.proto") is not None
-
-
-def to_protobuf(body: dict[str, Any]) -> bytes:
-    """An OTLP/JSON request as protobuf bytes (``opentelemetry-proto``, the ``otel`` extra):
-    the ids turned from OTLP's hex into the base64 that protobuf's own JSON mapping reads."""
-    from google.protobuf.json_format import ParseDict
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest)
-
-    body = copy.deepcopy(body)
-    for rs in body["resourceSpans"]:
-        for ss in rs["scopeSpans"]:
-            for s in ss["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in s:
-                        s[key] = _b64(s[key])
-                for ln in s.get("links", []):
-                    ln["traceId"], ln["spanId"] = _b64(ln["traceId"]), _b64(ln["spanId"])
-    return ParseDict(body, ExportTraceServiceRequest()).SerializeToString()
-
-
-def _b64(hex_id: str) -> str:
-    return base64.b64encode(bytes.fromhex(hex_id)).decode("ascii")
-
-
 def send(spans: Sequence[Span], resource: Mapping[str, Any], endpoint: str, *,
          encoding: str = "auto", headers: Mapping[str, str] | None = None,
          timeout_s: float = TIMEOUT_S, transport: httpx.BaseTransport | None = None) -> int:
     """POST every span; answer how many requests were sent. Raises ``SendError`` (one line)
     when the receiver cannot be reached or answers other than 2xx."""
     if encoding == "auto":
-        encoding = "protobuf" if protobuf_available() else "json"
+        encoding = "protobuf"
     url = traces_url(endpoint)
     hdrs = {**headers_from_env(), **(headers or {})}
     hdrs["Content-Type"] = ("application/x-protobuf" if encoding == "protobuf"
@@ -92,9 +61,10 @@ def send(spans: Sequence[Span], resource: Mapping[str, Any], endpoint: str, *,
     sent = 0
     with httpx.Client(timeout=timeout_s, transport=transport) as client:
         for i in range(0, max(len(spans), 1), BATCH):
-            body = otlp.request(spans[i:i + BATCH], resource)
-            data = (to_protobuf(body) if encoding == "protobuf"
-                    else json.dumps(body, separators=(",", ":")).encode("utf-8"))
+            part = spans[i:i + BATCH]
+            data = (protobuf.request_bytes(part, resource) if encoding == "protobuf" else
+                    json.dumps(otlp.request(part, resource),
+                               separators=(",", ":")).encode("utf-8"))
             try:
                 r = client.post(url, content=data, headers=hdrs)
             except httpx.HTTPError as e:

@@ -33,7 +33,7 @@ class Span:
     3 client."""
 
     __slots__ = ("trace_id", "span_id", "parent_id", "name", "kind", "start_ns", "end_ns",
-                 "attributes", "events", "links", "status", "status_message")
+                 "attributes", "events", "links", "status", "status_message", "static")
 
     def __init__(self, trace_id: str, span_id: str, parent_id: str | None, name: str, kind: int,
                  start_ns: int, attributes: Attributes):
@@ -49,6 +49,9 @@ class Span:
         self.links: list[Link] = []
         self.status = 0
         self.status_message = ""
+        #: the first attributes, as ``(key, value)`` pairs shared by many spans (an agent's
+        #: chat spans, its calls of one tool) and never changed: encoded once (``protobuf``)
+        self.static: tuple[tuple[str, Any], ...] | None = None
 
     def fail(self, error_type: str, message: str = "") -> None:
         self.status = 2
@@ -68,6 +71,13 @@ def time_ns(at: str | None) -> int | None:
     writes it; an offset or fewer digits are read too); None when absent or unreadable."""
     if not at or len(at) < 19:
         return None
+    if len(at) == 27 and at[26] == "Z" and at[19] == ".":  # as ``now_iso`` writes it
+        sec = _seconds.get(at[:19])
+        if sec is not None:
+            try:
+                return sec * 1_000_000_000 + int(at[20:26]) * 1000
+            except ValueError:
+                return None
     head = at[:19]
     sec = _seconds.get(head)
     if sec is None:

@@ -3,12 +3,9 @@
 Tracing is on when an OTLP endpoint is set (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or
 ``OTEL_EXPORTER_OTLP_ENDPOINT``), unless ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER``
 is ``none`` — the SDK's own variables, so a process set up for OpenTelemetry is set up for
-mnemon. Off, nothing of OpenTelemetry is imported and the records' tap stays None: one test per
-record. On, ``live`` (the ``otel`` extra) is imported and every agent log's records reach it.
-
-An endpoint set without the extra installed: one warning line and the run goes on untraced
-(the variable may be set for other programs); ``--trace-content`` asked without the extra is
-refused like any surface whose extra is missing (decision 0293).
+mnemon. Off, the records' tap stays None (one test per record) and nothing of the tracing
+beyond this module is imported. On, every agent log's records reach a ``tap.LiveTracer`` whose
+spans ``ship.Shipper`` sends over OTLP/HTTP (decision 0293: no SDK on the run's path).
 """
 
 from __future__ import annotations
@@ -20,8 +17,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from ...session.agentlog import AgentLog
-from ..extras import missing, require
 from .otlp import ENDPOINTS
+
 #: the variables a Dask chunk is given from its driver, so a worker started elsewhere exports
 #: where the driver would (``carried``)
 CARRIED_PREFIX = "OTEL_"
@@ -45,18 +42,12 @@ def carried(content: bool = False) -> dict[str, Any]:
             "content": content}
 
 
-def check(content: bool) -> None:
-    """Refuse ``--trace-content`` on a traced run without the ``otel`` extra — before anything
-    is written, as every surface whose extra is missing is refused."""
-    if content and wanted():
-        require("otel", "--trace-content")
-
-
 @contextmanager
 def live_tracing(content: bool = False, *, carry: Mapping[str, Any] | None = None) -> Iterator[Any]:
     """Trace every agent log written in this process while the block runs; yields the tracer,
     or None when tracing is off. ``carry`` (from ``carried``) sets the job's variables that the
-    worker's environment lacks, then applies."""
+    worker's environment lacks, then applies. A variable that asks for what cannot be done
+    (gRPC) is one warning line, and the run goes on untraced."""
     if carry is not None:
         for k, v in carry.get("env", {}).items():
             os.environ.setdefault(k, v)
@@ -64,16 +55,16 @@ def live_tracing(content: bool = False, *, carry: Mapping[str, Any] | None = Non
     if not wanted():
         yield None
         return
-    if missing("otel"):
-        if content:
-            require("otel", "--trace-content")
-        sys.stderr.write("mnemon: an OTLP endpoint is set but traces need the otel extra: "
-                         "pip install 'mnemon[otel]'; this run is not traced\n")
+    from .ship import ConfigError, Shipper  # only once tracing is on: the cost of being off
+    from .tap import LiveTracer
+
+    try:
+        sink = Shipper.from_env()
+    except ConfigError as e:
+        sys.stderr.write(f"mnemon: traces: {e}; this run is not traced\n")
         yield None
         return
-    from . import live  # the otel extra, imported only now that tracing is on
-
-    tracer = live.LiveTracer.from_env(content=content)
+    tracer = LiveTracer(sink, content=content)
     try:
         with traced_by(tracer):
             yield tracer
@@ -84,10 +75,11 @@ def live_tracing(content: bool = False, *, carry: Mapping[str, Any] | None = Non
 @contextmanager
 def traced_by(tracer: Any) -> Iterator[Any]:
     """Every record appended in this process, while the block runs, goes to
-    ``tracer.tap(agent_log, record, locus)`` — a ``live.LiveTracer`` over any span processor
-    (a library's own SDK set-up, a test's in-memory exporter)."""
-    previous = AgentLog.tap
-    AgentLog.tap = tracer.tap
+    ``tracer.tap(agent_log, record, locus)`` — a ``tap.LiveTracer`` over any sink (the
+    Shipper; ``live.SdkSink`` over an SDK span processor: a program's own pipeline, a test's
+    in-memory exporter)."""
+    previous = AgentLog.__dict__["tap"]
+    AgentLog.tap = staticmethod(tracer.tap)  # any callable: not bound to the log it is read on
     try:
         yield tracer
     finally:

@@ -5,6 +5,7 @@ so a test reads exactly what a collector would have stored."""
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -71,6 +72,8 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 n = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(n)
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
                 ctype = self.headers.get("Content-Type", "")
                 with owner._lock:
                     owner.requests.append(ctype)

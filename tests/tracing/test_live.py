@@ -1,7 +1,8 @@
-"""Live traces (the ``otel`` extra): spans made as records are appended, handed to the
-OpenTelemetry SDK — its in-memory exporter, and its OTLP/HTTP exporter to a receiver on
-loopback — the same spans, ids and times as ``mnemon trace`` makes later from the logs; a dead
-or refusing receiver never fails a run."""
+"""Live traces: spans made as records are appended — handed to the OpenTelemetry SDK's
+in-memory exporter (``live.SdkSink``, the ``otel`` extra), and sent by the commands to a
+receiver on loopback that decodes them with ``opentelemetry-proto`` — the same spans, ids and
+times as ``mnemon trace`` makes later from the logs; a dead or refusing receiver never fails a
+run."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter)
 
 from mnemon.orchestrator import cli  # noqa: E402
-from mnemon.orchestrator.tracing.live import LiveTracer  # noqa: E402
+from mnemon.orchestrator.tracing.live import SdkSink  # noqa: E402
+from mnemon.orchestrator.tracing.tap import LiveTracer  # noqa: E402
 from mnemon.orchestrator.tracing.runlogs import read_run  # noqa: E402
 from mnemon.orchestrator.tracing.switch import carried, live_tracing, traced_by  # noqa: E402
 from mnemon.session.agentlog import AgentLog  # noqa: E402
@@ -54,7 +56,7 @@ def _sdk_key(s) -> tuple:
 @pytest.fixture
 def memory():
     exporter = InMemorySpanExporter()
-    tracer = LiveTracer(SimpleSpanProcessor(exporter), latest_only=False)
+    tracer = LiveTracer(SdkSink(SimpleSpanProcessor(exporter)), latest_only=False)
     with traced_by(tracer):
         yield tracer, exporter
     assert AgentLog.tap is None
@@ -116,7 +118,7 @@ def test_a_resumed_agent_live_links_to_its_first_span(tmp_path):
     assert json.loads(lines[-1])["t"] == "SessionEnded"
     log.write_bytes(b"".join(lines[:-1]))  # as if the process had died before its end
     exporter = InMemorySpanExporter()
-    tracer = LiveTracer(SimpleSpanProcessor(exporter))
+    tracer = LiveTracer(SdkSink(SimpleSpanProcessor(exporter)))
     logs.quiet()  # the demo's log file is closed
 
     async def resume():
@@ -244,15 +246,10 @@ def test_a_dask_jobs_chunks_export_their_tasks_spans(tmp_path):
     assert sorted(map(_key, r.spans)) == sorted(map(_key, logs))
 
 
-def test_live_tracing_refuses_content_without_the_extra_only_when_asked(monkeypatch):
-    from mnemon.orchestrator import extras
-
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.setattr(extras, "find_spec", lambda name: None)
+def test_a_protocol_mnemon_cannot_speak_is_one_line_and_no_trace(monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     err = io.StringIO()
     with contextlib.redirect_stderr(err), live_tracing() as t:
-        assert t is None
-    assert err.getvalue().count("\n") == 1 and "pip install 'mnemon[otel]'" in err.getvalue()
-    with pytest.raises(extras.MissingExtra):
-        with live_tracing(True):
-            pass
+        assert t is None and AgentLog.tap is None
+    assert err.getvalue().count("\n") == 1 and "gRPC is not supported" in err.getvalue()
