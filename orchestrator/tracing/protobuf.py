@@ -102,8 +102,8 @@ def _attributes(field: int, attrs: Mapping[str, Any] | Iterable[tuple[str, Any]]
             kv = kp + _VALUE_TAG + _SMALL[len(av)] + av
             out.append(tag + _SMALL[len(kv)] + kv if len(kv) < 16384 else _ld(tag, kv))
             continue
-        if t is str or t is bool:
-            key = (field, k, t, v)
+        if t is str or t is bool or t is list and len(v) == 1 and type(v[0]) is str:
+            key = (field, k, t, v if t is not list else v[0])
             hit = _FRAMED.get(key)
             if hit is None:
                 if len(_FRAMED) >= 8192:
@@ -118,11 +118,24 @@ def _attributes(field: int, attrs: Mapping[str, Any] | Iterable[tuple[str, Any]]
 _STATIC: dict[tuple, bytes] = {}
 
 
+_IDS: dict[tuple[int, str], bytes] = {}
+
+
+def _id(field: int, hex_id: str) -> bytes:
+    """A trace or parent id's field, remembered: an agent's spans share them."""
+    hit = _IDS.get((field, hex_id))
+    if hit is None:
+        if len(_IDS) >= 8192:
+            _IDS.clear()
+        hit = _IDS[(field, hex_id)] = _ld(_LD[field], bytes.fromhex(hex_id))
+    return hit
+
+
 def span_bytes(s: Span) -> bytes:
     """A ``Span`` message."""
-    parts = [_ld(_LD[1], bytes.fromhex(s.trace_id)), _ld(_LD[2], bytes.fromhex(s.span_id))]
+    parts = [_id(1, s.trace_id), _ld(_LD[2], bytes.fromhex(s.span_id))]
     if s.parent_id:
-        parts.append(_ld(_LD[4], bytes.fromhex(s.parent_id)))
+        parts.append(_id(4, s.parent_id))
     parts.append(_string(5, s.name))
     parts.append(_VARINT[6] + _varint(s.kind))
     parts.append(_FIXED64[7] + _pack_q(s.start_ns))
