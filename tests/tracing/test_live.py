@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -144,8 +145,12 @@ def _mnemon(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProce
                           env={**untraced_env(), **env})
 
 
-@pytest.mark.parametrize("argv", [["demo"], ["ask", "say hello"]], ids=["demo", "ask"])
+@pytest.mark.parametrize("argv", [["demo"], ["ask", "say hello"], ["run", "job.toml"],
+                                  ["demo", "--trace-content"]],
+                         ids=["demo", "ask", "run", "demo-content"])
 def test_a_live_run_arrives_in_a_receiver_as_the_logs_say(argv, tmp_path):
+    (tmp_path / "job.toml").write_text('[[tasks]]\nid = "t1"\nprompt = "one"\n'
+                                       '[[tasks]]\nid = "t2"\nprompt = "two"\n')
     with Receiver() as r:
         done = _mnemon([*argv, "--run-root", "run"], tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=r.url,
                        OTEL_SERVICE_NAME="archive-bot")
@@ -153,12 +158,15 @@ def test_a_live_run_arrives_in_a_receiver_as_the_logs_say(argv, tmp_path):
     assert "traces" not in done.stderr
     assert set(r.requests) == {"application/x-protobuf"} and set(r.paths) == {"/v1/traces"}
     assert {res["service.name"] for res in r.resources} == {"archive-bot"}
-    exported = _mnemon(["trace", "run", "--json"], tmp_path)
+    exported = _mnemon(["trace", "run", "--json", *argv[1:][-1:]] if "--trace-content" in argv
+                       else ["trace", "run", "--json"], tmp_path)
     body = json.loads(exported.stdout)
     logs = [s for rs in body["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
     assert sorted(map(_key, r.spans)) == sorted(map(_key, logs))
     assert {json.dumps(attrs(s["attributes"]), sort_keys=True) for s in r.spans} == \
         {json.dumps(attrs(s["attributes"]), sort_keys=True) for s in logs}
+    content = any("gen_ai.input.messages" in attrs(s["attributes"]) for s in r.spans)
+    assert content == ("--trace-content" in argv)
 
 
 @pytest.mark.parametrize("status", [None, 400], ids=["unreachable", "refusing"])
@@ -253,3 +261,41 @@ def test_a_protocol_mnemon_cannot_speak_is_one_line_and_no_trace(monkeypatch):
     with contextlib.redirect_stderr(err), live_tracing() as t:
         assert t is None and AgentLog.tap is None
     assert err.getvalue().count("\n") == 1 and "gRPC is not supported" in err.getvalue()
+
+
+def test_a_service_traces_its_agents_live(tmp_path):
+    """``mnemon serve``: an agent posted to it is traced as it runs; stopped, the service's
+    trace is the one its logs give."""
+    pytest.importorskip("hypercorn", reason="the serve extra is not installed")
+    import signal
+
+    import httpx
+
+    token = "t" * 20
+    with Receiver() as r:
+        env = {**untraced_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": r.url, "MNEMON_TOKEN": token,
+               "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        proc = subprocess.Popen(MNEMON + ["serve", "--port", "0", "--run-root", "run"],
+                                cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            line = proc.stderr.readline()
+            assert "serving" in line, line
+            url = line.rsplit(" on ", 1)[1].strip()
+            headers = {"Authorization": "Bearer " + token}
+            aid = httpx.post(f"{url}/v1/agents", json={"prompt": "say hello"},
+                             headers=headers).json()["id"]
+            deadline = time.monotonic() + 60
+            while httpx.get(f"{url}/v1/agents/{aid}", headers=headers).json()["state"] == \
+                    "running" and time.monotonic() < deadline:
+                time.sleep(0.1)
+            while not any(s["name"] == f"invoke_agent {aid}" for s in r.spans) and \
+                    time.monotonic() < deadline:  # sent while the service runs
+                time.sleep(0.1)
+            assert any(s["name"] == f"invoke_agent {aid}" for s in r.spans)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            proc.kill()
+    body = json.loads(_mnemon(["trace", "run", "--json"], tmp_path).stdout)
+    logs = [s for rs in body["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    assert sorted(map(_key, r.spans)) == sorted(map(_key, logs))
