@@ -82,6 +82,9 @@ def key_value(key: str, v: Any) -> bytes:
 #: attribute fields as written, by (container field, key, type, value): strings and booleans,
 #: which repeat from span to span; and each key's own field, for the numbers, which do not
 _FRAMED: dict[tuple, bytes] = {}
+#: values that never repeat: not remembered (they would only push out the ones that do)
+_UNIQUE = frozenset({sc.TOOL_CALL_ID, sc.TOOL_ARGUMENTS, sc.TOOL_RESULT, sc.INPUT_MESSAGES,
+                     sc.OUTPUT_MESSAGES, sc.SYSTEM_INSTRUCTIONS, "mnemon.residue.note"})
 _KEYS: dict[str, bytes] = {}
 _INT_TAG = _VARINT[3]
 _DOUBLE_TAG = _FIXED64[4]
@@ -102,7 +105,8 @@ def _attributes(field: int, attrs: Mapping[str, Any] | Iterable[tuple[str, Any]]
             kv = kp + _VALUE_TAG + _SMALL[len(av)] + av
             out.append(tag + _SMALL[len(kv)] + kv if len(kv) < 16384 else _ld(tag, kv))
             continue
-        if t is str or t is bool or t is list and len(v) == 1 and type(v[0]) is str:
+        if (t is bool or t is str and k not in _UNIQUE and len(v) <= 80
+                or t is list and len(v) == 1 and type(v[0]) is str):
             key = (field, k, t, v if t is not list else v[0])
             hit = _FRAMED.get(key)
             if hit is None:
