@@ -1,7 +1,7 @@
 """The optional surfaces and the extra that installs each.
 
 The core install is the engine (trio, httpx, blake3, msgspec, regex, structlog): running agents,
-jobs, replays and reading transcripts. The service, MCP, chat, Dask, plots and live traces are extras, so a
+jobs, replays and reading transcripts. The service, MCP, chat, Dask, plots and the OpenTelemetry SDK bridge are extras, so a
 library user does not get a web server, a terminal UI and a JWT stack for the engine alone. A
 surface whose extra is missing is refused *before* anything is written, with one line naming the
 install command — found with ``find_spec``, never by importing (an import is what costs).

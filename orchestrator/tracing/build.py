@@ -58,7 +58,7 @@ def error_type(error: str) -> str:
 class _Agent:
     __slots__ = ("id", "parent", "kind", "depth", "provider", "model", "max_tokens", "system",
                  "root", "trace", "segments", "open", "last_ns", "turn", "chat", "calls",
-                 "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "prompted", "static")
+                 "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "static")
 
     def __init__(self, agent: str, started: SessionStarted | None):
         self.id = agent
@@ -81,7 +81,6 @@ class _Agent:
         self.in_hand: int | None = None  # the turn records extend
         self.bytes: dict[int, int] = {}  # turn → its weight as recorded (line lengths)
         self.withdrawn: set[int] = set()
-        self.prompted = False
         self.static: dict[tuple, tuple] = {}  # the attributes its spans of one kind share
 
 
