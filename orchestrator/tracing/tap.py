@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections import deque
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -52,7 +53,9 @@ class LiveTracer:
         # each agent log's builder and agent id by its path, found once (not per record)
         self._logs: dict[Any, tuple[TraceBuilder, str]] = {}
         self._met: set[tuple[int, str]] = set()
-        self._noted: list[tuple] = []
+        # appended on the agent's path, taken from the other end by the thread: a deque's
+        # append and popleft are atomic, so nothing noted is lost between the two
+        self._noted: deque[tuple] = deque()
         self.spans = 0
         self.faults = 0
         self._lock = threading.Lock()  # the builders: the thread's, and ``close``'s
@@ -98,9 +101,10 @@ class LiveTracer:
     def flush(self) -> None:
         """Feed every record noted so far; hand the spans they finish to the sink."""
         with self._lock:
-            noted, self._noted = self._noted, []  # one swap: a tap appends to the new list
+            noted = self._noted
             done: list[Span] = []
-            for b, agent, record, length in noted:
+            for _ in range(len(noted)):
+                b, agent, record, length = noted.popleft()
                 try:
                     if length < 0:
                         b.meet(agent, record)
@@ -110,7 +114,10 @@ class LiveTracer:
                     self._fault(e)
             if done:
                 self.spans += len(done)
-                self.sink.add(done)
+                try:
+                    self.sink.add(done)
+                except Exception as e:  # a sink's fault is not the run's either
+                    self._fault(e)
 
     def _run(self) -> None:
         while True:

@@ -299,3 +299,25 @@ def test_a_service_traces_its_agents_live(tmp_path):
     body = json.loads(_mnemon(["trace", "run", "--json"], tmp_path).stdout)
     logs = [s for rs in body["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
     assert sorted(map(_key, r.spans)) == sorted(map(_key, logs))
+
+
+def test_a_tracer_that_breaks_never_fails_the_run(tmp_path, capsys):
+    """A sink that raises on every span: the run ends as it would untraced, and the fault is
+    one line on stderr."""
+
+    class Broken:
+        exported = dropped = 0
+
+        def add(self, spans):
+            raise RuntimeError("the sink is broken")
+
+        def close(self):
+            pass
+
+    tracer = LiveTracer(Broken(), delay_s=0.01)
+    with traced_by(tracer):
+        root = make_demo(tmp_path / "run")
+    tracer.close()
+    err = capsys.readouterr().err
+    assert err.count("mnemon: traces:") == 1 and "the sink is broken" in err
+    assert b'"reason":"done"' in (root / "agents" / "a1" / "record.jsonl").read_bytes()
