@@ -7,22 +7,16 @@ back; every ancestor read is confined to it (no ``..``, no absolute path, no sym
 from __future__ import annotations
 
 import json
-import re
 import time as _time
 from pathlib import Path
 
 
-from ..session.errors import SessionError
 from ..session.log import read_at, read_span
 from ..session.paths import Sources, check_loci, confine  # re-exported: forks and verify use them
 from ..session.records import Pointer, Record
+from .places import (AGENT_ID, FORMAT, RunRootError, agent_dir, agent_of, agent_source,  # re-exported
+                     find_run_root, list_agents)
 
-FORMAT = 1
-AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-class RunRootError(SessionError):
-    pass
 
 
 _second: list = [None, ""]  # the last whole second formatted, and its text
@@ -71,47 +65,6 @@ def read_run_json(root: Path) -> dict:
     return data
 
 
-def find_run_root(path: Path) -> Path:
-    """The nearest ancestor (or the path itself) holding ``run.json``."""
-    p = Path(path).resolve()
-    for cand in (p, *p.parents):
-        if (cand / "run.json").is_file():
-            return cand
-    raise RunRootError(f"{path} is not inside a run root (no run.json in it or above it)")
-
-
-def agent_dir(root: Path, agent: str) -> Path:
-    if not AGENT_ID.match(agent):
-        raise RunRootError(f"{agent!r} is not a path-safe agent id")
-    return root / "agents" / agent
-
-
-def agent_source(agent: str) -> str:
-    """The log's path relative to the run root, as pointers name it."""
-    return f"agents/{agent}/record.jsonl"
-
-
-def list_agents(root: Path) -> list[str]:
-    d = root / "agents"
-    if not d.is_dir():
-        return []
-    return sorted(p.name for p in d.iterdir() if (p / "record.jsonl").is_file())
-
-
-def agent_of(path: Path) -> tuple[Path, str]:
-    """(run root, agent id) for an agent directory or its record.jsonl."""
-    p = Path(path).resolve()
-    if p.is_file():
-        p = p.parent
-    if not (p / "record.jsonl").is_file():
-        raise RunRootError(f"{path} is not an agent directory (no record.jsonl in it)")
-    root = find_run_root(p)
-    rel = p.relative_to(root)
-    if len(rel.parts) != 2 or rel.parts[0] != "agents":
-        raise RunRootError(f"{path} is not at agents/<agent-id> under its run root {root}")
-    return root, rel.parts[1]
-
-
 def read_pointer(root: Path, ptr: Pointer) -> list[bytes]:
     """The raw lines a pointer names, digest-checked before anyone parses them."""
     path = confine(root, ptr.source)
@@ -128,3 +81,8 @@ def make_loader(root: Path):
         return read_at(path, ptr)
 
     return load
+
+
+__all__ = ["FORMAT", "AGENT_ID", "RunRootError", "now_iso", "create_run_root", "read_run_json",
+           "find_run_root", "agent_dir", "agent_source", "list_agents", "agent_of", "read_pointer",
+           "make_loader", "Sources", "check_loci", "confine"]

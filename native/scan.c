@@ -811,6 +811,7 @@ static const struct {
     {"Marked", K_REPLACEMENT},    {"Swept", -1},                  {"Cleared", -1},
     {"Rewound", -1},              {"SessionStarted", -1},         {"SessionResumed", -1},
     {"SessionEnded", -1},         {"TurnStarted", -1},            {"ProviderCall", -1},
+    {"ApprovalRequested", -1},    {"ApprovalDecided", -1},
 };
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 

@@ -9,16 +9,22 @@ from .._lazy import attach
 __getattr__, __dir__, __all__ = attach(__name__, {
     "AgentDone": ".loop",
     "AgentNode": ".node",
+    "Decision": ".approvals",
     "HarnessPolicy": ".loop",
     "Settings": ".settings",
     "Supervisor": ".supervisor",
+    "ToolPolicy": ".policy",
     "UserTool": ".usertools",
+    "load_policy": ".policy",
     "open_supervisor": ".supervisor",
+    "parse_policy": ".policy",
     "tool": ".usertools",
 })
 
 if TYPE_CHECKING:
+    from .approvals import Decision
     from .loop import AgentDone, HarnessPolicy
+    from .policy import ToolPolicy, load_policy, parse_policy
     from .settings import Settings
     from .node import AgentNode
     from .supervisor import Supervisor, open_supervisor

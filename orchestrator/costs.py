@@ -34,7 +34,8 @@ from ..providers.prices import cost_usd
 from ..session.log import TornTail, find_torn_tail, iter_lines
 from ..session.records import DECODE_ERRORS, Usage
 
-__all__ = ["FIELDS", "AgentCost", "CostError", "agent_cost", "run_cost", "as_json", "total"]
+__all__ = ["FIELDS", "AgentCost", "CostError", "agent_cost", "run_cost", "as_json", "total",
+           "reports_reasoning"]
 
 FIELDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
 TTLS = ("5m", "1h")
@@ -62,27 +63,38 @@ class AgentCost(Struct, kw_only=True):
     cache_write_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    reasoning_tokens: int | None = None
+    """Of ``output_tokens``, the reasoning a provider reported apart (the Responses API); None
+    when no usage of the log reported any, and then left out of the machine shape."""
     counted: str = "none"
     """Which records were summed: ``provider_calls``, ``assistant_messages`` or ``none``."""
     records: int = 0
     """How many usages were summed."""
     torn: TornTail | None = None
 
-    def as_json(self) -> dict:
-        return {"agent": self.agent, **{f: getattr(self, f) for f in FIELDS},
-                "cost_usd": round(self.cost_usd, 6)}
+    def as_json(self, reasoning: bool = False) -> dict:
+        """The fixed row; ``reasoning_tokens`` after ``output_tokens`` when ``reasoning`` (some
+        agent of the run reported reasoning tokens)."""
+        row = {"agent": self.agent, **{f: getattr(self, f) for f in FIELDS}}
+        if reasoning:
+            row["reasoning_tokens"] = self.reasoning_tokens or 0
+        row["cost_usd"] = round(self.cost_usd, 6)
+        return row
 
 
 class _Sum:
-    __slots__ = ("usage", "cost", "n")
+    __slots__ = ("usage", "cost", "n", "reasoning")
 
     def __init__(self) -> None:
         self.usage = Usage()
         self.cost = 0.0
         self.n = 0
+        self.reasoning: int | None = None
 
     def add(self, usage: Usage, model: str | None, ttl: str) -> None:
         self.usage = self.usage + usage
+        if usage.reasoning_tokens is not msgspec.UNSET:
+            self.reasoning = (self.reasoning or 0) + usage.reasoning
         self.cost += cost_usd(usage, model, ttl)
         self.n += 1
 
@@ -113,7 +125,8 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
     return AgentCost(agent=agent, input_tokens=u.input_tokens,
                      cache_read_tokens=u.cache_read_tokens,
                      cache_write_tokens=u.cache_write_tokens, output_tokens=u.output_tokens,
-                     cost_usd=chosen.cost, counted=counted, records=chosen.n, torn=torn)
+                     cost_usd=chosen.cost, reasoning_tokens=chosen.reasoning, counted=counted,
+                     records=chosen.n, torn=torn)
 
 
 def _natural(agent: str) -> list:
@@ -135,13 +148,23 @@ def run_cost(path: Path, *, price_as: str | None = None, ttl: str = "5m") -> lis
     return out
 
 
+def reports_reasoning(rows: Iterable[AgentCost]) -> bool:
+    """Whether any agent's provider reported reasoning tokens apart (the Responses API)."""
+    return any(r.reasoning_tokens is not None for r in rows)
+
+
 def total(rows: Iterable[AgentCost]) -> dict:
     rows = list(rows)
     t: dict = {f: sum(getattr(r, f) for r in rows) for f in FIELDS}
+    if reports_reasoning(rows):
+        t["reasoning_tokens"] = sum(r.reasoning_tokens or 0 for r in rows)
     t["cost_usd"] = round(sum(r.cost_usd for r in rows), 6)
     return t
 
 
 def as_json(rows: list[AgentCost]) -> dict:
-    """The fixed machine shape: ``{"agents": [...], "total": {...}}``."""
-    return {"agents": [r.as_json() for r in rows], "total": total(rows)}
+    """The fixed machine shape: ``{"agents": [...], "total": {...}}``; each row and the total
+    gain ``reasoning_tokens`` (already inside ``output_tokens``) when some provider of the run
+    reported reasoning apart."""
+    reasoning = reports_reasoning(rows)
+    return {"agents": [r.as_json(reasoning) for r in rows], "total": total(rows)}

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .approvals import Approvals
 from .node import settings_of
 from .settings import Settings
 
@@ -47,12 +48,13 @@ class AgentEnv:
     - ``sources``: the door's opener, each log confined to the run root once;
     - ``text_listeners``: told ``(agent id, text)`` as answer text streams in (never recorded);
     - ``on_edit(node, kind, history_before)``: told of every cache-invalidating edit;
-    - ``spawner``: makes and starts children (``spawner.Spawner``).
+    - ``spawner``: makes and starts children (``spawner.Spawner``);
+    - ``approvals``: the tool calls waiting for a decision (``approvals.Approvals``).
     """
 
     __slots__ = ("root", "provider", "provider_name", "settings", "policy", "tools",
                  "tool_fallback", "limiter", "spend", "sources", "text_listeners", "spawner",
-                 "edit_hook", "tool_sets")
+                 "edit_hook", "tool_sets", "approvals")
 
     def __init__(self, root: Path, provider: "Provider", settings: Settings, *,
                  provider_name: str | None, policy: Any, tools: dict[str, Any],
@@ -75,6 +77,7 @@ class AgentEnv:
         # the tool lists offered so far (``tooldefs.tool_defs``): each made once per set of
         # tools, not per request or per agent
         self.tool_sets: list[tuple[tuple, list]] = []
+        self.approvals = Approvals()
 
     def settings_for(self, node: "AgentNode | None") -> Settings:
         """An agent's settings: its own where it was started with some, else the run's."""

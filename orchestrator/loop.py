@@ -35,9 +35,11 @@ from ..session.records import (
     compact,
 )
 from ..session.render import render, rendered_bytes
+from .gate import gated_call, resume_approvals
 from .servers import own_servers
 from .tooldefs import tool_defs
-from .tools import EXCLUSIVE, call_tool
+from .tools import EXCLUSIVE
+from .typed.turn import settle, settle_resumed
 from .weighing import pressure, priced_as, weigh
 
 if TYPE_CHECKING:
@@ -107,7 +109,7 @@ async def run_agent(env: "AgentEnv", node: "AgentNode",
             log.warning("agent ended before its log opened", reason=reason)
         else:
             try:
-                node.log.append(SessionEnded(reason=reason, at=now_iso()))
+                node.log.append(SessionEnded(reason=reason, at=now_iso(), output=node.output))
             except Exception as e:  # a closed or broken log must not hide the outcome
                 log.error("could not record SessionEnded", error=str(e))
         # after the record: a reader in another thread that sees the agent no longer
@@ -144,7 +146,10 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
     spend = env.spend
     if node.resumed:
         node.resumed = False
-        answer = finished_turn(node)
+        await resume_approvals(env, node)  # calls its log shows asked about, answered first
+        if node.output_type is not None and (end := settle_resumed(env, node)) is not None:
+            return end  # a typed agent's last answer already judged (typed.turn)
+        answer = finished_turn(node) if node.output_type is None else None
         if answer is not None:
             node.answer = answer or node.answer
             return "done"
@@ -188,6 +193,12 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
                       input_tokens=response.usage.total_input,
                       output_tokens=response.usage.output_tokens,
                       history_bytes=ctx.history_bytes())
+        if node.output_type is not None:  # a typed agent: is this its answer? (typed.turn)
+            end, calls = settle(env, node, response, calls)
+            if end is not None:
+                return end
+            if not calls:
+                continue  # the answer did not fit: the model is told why and tries again
         if not calls:
             if await policy.on_idle(env, node):
                 continue  # more work for the same agent (the next recorded prompt, in replay)
@@ -252,8 +263,10 @@ def build_request(env: "AgentEnv", node: "AgentNode",
     parent = node.parent
     return Request(system=s.system, messages=render(node.ctx),
                    tools=tool_defs(env, node, tools), max_tokens=s.max_tokens, model=s.model,
+                   output=node.output_type,
                    meta={"agent": node.id, "kind": node.kind, "depth": node.depth,
-                         "parent": parent.id if parent is not None else None})
+                         "parent": parent.id if parent is not None else None,
+                         "lineage": node.lineage()})
 
 
 async def _complete(env: "AgentEnv", node: "AgentNode", request: Request,
@@ -337,7 +350,7 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
     builtin = env.settings_for(node).builtin_tools
 
     async def run_one(i: int, call: ToolUse) -> None:
-        results[i] = await call_tool(env, node, call, tools, builtin=builtin)
+        results[i] = await gated_call(env, node, call, tools, builtin=builtin)
 
     if len(calls) == 1:  # nothing to run beside it: no nursery to open and close
         call = calls[0]

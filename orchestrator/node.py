@@ -59,6 +59,7 @@ class AgentNode:
         self.edited = False  # an edit since the last request (for the growth meter)
         self.tokens_per_byte: float | None = None
         self.evictions = 0
+        self.short_at: int | None = None  # the request of the last cut that fell short (weighing)
         self.sweeps = 0
         self.started = False  # its loop has begun (a resumed child waits for its parent's)
         self.resumed = False  # reopened from its log: a turn that ended the agent ends it again
@@ -75,6 +76,11 @@ class AgentNode:
         self.birth: Callable[[], AgentLog] | None = None
 
     settings: Settings | None = None  # this agent's own settings, where they differ from the run's
+    # a typed agent (docs/orchestrator.md, "Typed answers"): its output type
+    # (``providers.typed.OutputType``), the answer accepted, and the tries that did not fit
+    output_type: Any = None
+    output: Any = None
+    output_tries: int = 0
 
     def on_edit(self, kind: str, history_before: int) -> None:
         self.edit_hook(self, kind, history_before)
@@ -93,6 +99,15 @@ class AgentNode:
             out.update(c.descendants())
         return out
 
+    def lineage(self) -> str:
+        """The id of the agent this one's context descends from: up through mnemon forks to
+        the nearest root or fresh child. Forks and synod members share it (and so their
+        provider's cache key); a fresh child starts its own."""
+        node = self
+        while node.kind == "mnemon" and node.parent is not None:
+            node = node.parent
+        return node.id
+
     def tree_root(self) -> "AgentNode":
         node = self
         while node.parent is not None:
@@ -101,5 +116,8 @@ class AgentNode:
 
     def outcome(self) -> dict[str, Any]:
         kind = self.kind if self.kind != "root" else "root"
-        return {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
-                "cost_usd": round(self.cost_usd, 6)}
+        out = {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
+               "cost_usd": round(self.cost_usd, 6)}
+        if self.output_type is not None:
+            out["output"] = self.output
+        return out

@@ -1,6 +1,6 @@
 """Options shared by the commands that run agents: provider selection and run settings.
 
-Provider selection is the same everywhere: ``--provider scripted|anthropic|openai``,
+Provider selection is the same everywhere: ``--provider scripted|anthropic|openai|openai-responses``,
 ``--model``, ``--base-url``, keys from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``, and
 ``--context-window`` where the model's window is not known; ``--run-root DIR`` names where logs go.
 """
@@ -15,6 +15,7 @@ from ..lineage.runroot import RunRootError, create_run_root
 from ..session.constants import KEEP_FLOOR_TOKENS
 
 from .cli import UserError
+from .policy import PolicyError, load_policy
 from .settings import Settings
 
 KNOWN_WINDOWS = {"claude": 200_000, "gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gpt-5": 400_000,
@@ -24,7 +25,8 @@ KNOWN_WINDOWS = {"claude": 200_000, "gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gp
 def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     g = p.add_argument_group("provider")
     g.add_argument("--provider", default=default_provider,
-                   choices=["scripted", "anthropic", "openai"], help="which provider to call")
+                   choices=["scripted", "anthropic", "openai", "openai-responses"],
+                   help="which provider to call")
     g.add_argument("--model", default=None, help="the model name")
     g.add_argument("--base-url", default=None, help="any compatible server")
     g.add_argument("--context-window", type=int, default=None,
@@ -32,6 +34,9 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     g.add_argument("--max-tokens", type=int, default=8192, help="output tokens per response")
     g.add_argument("--script", default=None, help="scripted provider: a JSONL script")
     g.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"], help="prompt-cache TTL")
+    g.add_argument("--store", action="store_true",
+                   help="openai-responses: store responses server-side and chain an agent's "
+                        "turns with previous_response_id (default: stateless, store false)")
     r = p.add_argument_group("run")
     r.add_argument("--run-root", default=None, help="where logs go (a new or empty directory)")
     r.add_argument("--keep", default="auto",
@@ -50,6 +55,9 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     r.add_argument("--mcp", metavar="CONFIG", default=None,
                    help="MCP servers whose tools the agents get: a JSON or TOML file in the "
                         "mcpServers shape of Claude Code and Codex (docs/mcp.md)")
+    r.add_argument("--policy", metavar="FILE", default=None,
+                   help="which tool calls are allowed, denied or asked about: a TOML file of "
+                        "rules (docs/policy.md)")
 
 
 def keep_arg(text: str | float) -> float | str:
@@ -95,8 +103,19 @@ def settings_from(args, **over) -> Settings:
             base["mcp_servers"] = load_config(args.mcp)
         except McpConfigError as e:
             raise UserError(str(e)) from None
+    if getattr(args, "policy", None):
+        base["tool_policy"] = policy_from(args.policy)
     base.update(over)
     return Settings(**base)
+
+
+def policy_from(path: str):
+    """``--policy FILE``: the policy, judged whole before anything runs (exit 2 naming the
+    file and the rule otherwise)."""
+    try:
+        return load_policy(path)
+    except PolicyError as e:
+        raise UserError(str(e)) from None
 
 
 def provider_from(args, **kw):
@@ -106,7 +125,8 @@ def provider_from(args, **kw):
     try:
         return make_provider(args.provider, model=args.model, base_url=args.base_url,
                              script=getattr(args, "script", None), max_tokens=args.max_tokens,
-                             cache_ttl=args.cache_ttl, **kw)
+                             cache_ttl=args.cache_ttl, store=getattr(args, "store", False),
+                             **kw)
     except ProviderConfigError as e:
         raise UserError(str(e)) from None
     except (OSError, ValueError) as e:

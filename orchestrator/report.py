@@ -12,11 +12,27 @@ def cost_rows(sup: "Supervisor") -> list[dict]:
     rows = []
     for aid, node in sorted(sup.agents.items(), key=lambda kv: _order(kv[0])):
         u = node.usage
-        rows.append({"agent": aid, "input_tokens": u.input_tokens,
-                     "cache_read_tokens": u.cache_read_tokens,
-                     "cache_write_tokens": u.cache_write_tokens,
-                     "output_tokens": u.output_tokens, "cost_usd": round(node.cost_usd, 6)})
+        row = {"agent": aid, "input_tokens": u.input_tokens,
+               "cache_read_tokens": u.cache_read_tokens,
+               "cache_write_tokens": u.cache_write_tokens,
+               "output_tokens": u.output_tokens, "cost_usd": round(node.cost_usd, 6)}
+        if u.reasoning:  # of output, what a provider reported apart (the Responses API)
+            row["reasoning_tokens"] = u.reasoning
+        rows.append(row)
+    if any("reasoning_tokens" in r for r in rows):
+        for r in rows:
+            r.setdefault("reasoning_tokens", 0)
     return rows
+
+
+def cost_columns(rows: list[dict]) -> list[tuple[str, str]]:
+    """``(key, heading)`` of a cost table: reasoning tokens apart only where some were reported
+    (they are part of, and priced in, the output)."""
+    cols = [("agent", "agent"), ("input_tokens", "input"), ("cache_read_tokens", "cache read"),
+            ("cache_write_tokens", "cache write"), ("output_tokens", "output")]
+    if rows and "reasoning_tokens" in rows[0]:
+        cols.append(("reasoning_tokens", "(reasoning)"))
+    return cols + [("cost_usd", "cost")]
 
 
 def _order(aid: str) -> tuple:
@@ -39,15 +55,14 @@ def table(rows: list[dict], cols: list[str], headers: list[str]) -> str:
 def cost_table(sup: "Supervisor") -> str:
     rows = cost_rows(sup)
     total = {"agent": "total"}
-    for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"):
+    cols = cost_columns(rows)
+    for k, _ in cols[1:-1]:
         total[k] = sum(r[k] for r in rows)
     total["cost_usd"] = round(sum(r["cost_usd"] for r in rows), 6)
     rows.append(total)
     for r in rows:
         r["cost_usd"] = f"${r['cost_usd']:.4f}"
-    return table(rows, ["agent", "input_tokens", "cache_read_tokens", "cache_write_tokens",
-                        "output_tokens", "cost_usd"],
-                 ["agent", "input", "cache read", "cache write", "output", "cost"])
+    return table(rows, [k for k, _ in cols], [h for _, h in cols])
 
 
 def evictions(sup: "Supervisor") -> str:

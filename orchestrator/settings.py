@@ -9,6 +9,7 @@ from msgspec import Struct
 from ..session.constants import GREP_TIMEOUT_S, KEEP_FLOOR_TOKENS, MAX_TURNS
 
 from .mcp.config import McpServerSpec
+from .policy import ToolPolicy
 
 
 class Settings(Struct, kw_only=True, frozen=True):
@@ -39,6 +40,9 @@ class Settings(Struct, kw_only=True, frozen=True):
     # MCP servers each root agent started with these settings starts for itself, in its own
     # nursery: they stop when that agent ends (a job's ``[agent] mcp``; decision 0244)
     agent_mcp_servers: tuple[McpServerSpec, ...] = ()
+    # which tool calls are allowed, denied or asked about (``--policy``, a job's ``[policy]``;
+    # docs/policy.md): an agent's effective policy is its own narrowed by its ancestors'
+    tool_policy: ToolPolicy | None = None
 
     def __post_init__(self) -> None:
         """A keep the plan cannot use is refused here, not at the first eviction."""

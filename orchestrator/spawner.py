@@ -12,7 +12,7 @@ cancel scope (``agents_wait``, ``agents_cancel``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import trio
@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
 class Spawner(Protocol):
     def new_child(self, parent: "AgentNode", task: str, kind: str,
-                  agent_id: str | None = None) -> "AgentNode":
+                  agent_id: str | None = None, *, output: Any = None) -> "AgentNode":
         """Fork a child of ``parent`` on ``task`` (``mnemon``: it inherits the parent's table;
-        ``fresh``: an empty context), within the run's limits, or refuse (``Refusal``)."""
+        ``fresh``: an empty context), within the run's limits, or refuse (``Refusal``);
+        ``output``: the child's output type (``providers.typed.OutputType``), if typed."""
         ...
 
     def start(self, node: "AgentNode", nursery: "trio.Nursery | None" = None) -> None:

@@ -24,6 +24,7 @@ import trio
 from ..lineage.runroot import (Sources, agent_source, create_run_root, list_agents,
                                make_loader, now_iso)
 from ..providers.base import Provider
+from ..providers.typed import OutputType
 from ..session.agentlog import AgentLog
 from ..session.errors import Refusal
 from ..session.records import SessionStarted, Usage
@@ -37,6 +38,7 @@ from .settings import Settings
 from .spend import Spend
 from .synod import SynodResult, run_synod
 from .tooldefs import tool_defs
+from .typed.load import as_output_type
 from .usertools import UserTool
 
 __all__ = ["AgentNode", "Supervisor", "open_servers", "open_supervisor", "set_aside_unopened"]
@@ -87,6 +89,7 @@ class Supervisor:
             sources=Sources(self.root),  # the transcript tools' opener: each log confined once
             spawner=self, on_edit=on_edit)
         self.agents: dict[str, AgentNode] = {}
+        self.env.approvals.agents = self.agents  # a decision's 404 / 409 looks them up
         # the opening record's form of the last tool list offered (``_started``): made once
         # per set of tools, not per agent
         self._started_tools: tuple[list, list[dict]] | None = None
@@ -111,6 +114,8 @@ class Supervisor:
                                 "streams in: a live preview, never recorded.")
     limiter = _env_field("limiter", "Provider calls in flight across the run.")
     sources = _env_field("sources", "The door's opener, each log confined once.")
+    approvals = _env_field("approvals", "The tool calls waiting for a decision: ``pending()``, "
+                           "``decide(agent, call_id, decision, …)``, ``decider``.")
     usage = _spend_field("usage", "The run's usage so far.")
     cost_usd = _spend_field("cost_usd", "The run's cost so far, in USD.")
     provider_calls = _spend_field("provider_calls", "Provider call attempts so far.")
@@ -165,9 +170,13 @@ class Supervisor:
     def new_root(self, task: str, agent_id: str | None = None, *,
                  settings: Settings | None = None,
                  mcp_servers: "tuple[McpServerSpec, ...] | None" = None,
-                 unborn: int | None = None) -> AgentNode:
+                 unborn: int | None = None, output: Any = None) -> AgentNode:
         """Create a root agent with its task as the first prompt; ``settings``, when given, are
         this agent's own (and its descendants').
+
+        ``output``: its output type — a JSON Schema dict, a msgspec Struct, dataclass or
+        TypedDict, or a ``providers.typed.OutputType`` — recorded in ``SessionStarted``; its
+        final answer must fit it (docs/orchestrator.md, "Typed answers").
 
         ``unborn``: its log's file, made ahead off the loop (``session.log.unborn``), owned from
         here on: named at the birth, or closed when the birth waits for MCP servers.
@@ -189,6 +198,8 @@ class Supervisor:
         node = AgentNode(aid, None, kind=None, depth=0, parent=None)
         node.settings = settings
         node.mcp_servers = servers
+        node.output_type = typed = as_output_type(output)
+        typed_extra = {"output_type": typed.as_record()} if typed is not None else {}
         if unborn is not None and servers:  # born later, if ever: not worth holding it open
             os.close(unborn)
             unborn = None
@@ -196,7 +207,7 @@ class Supervisor:
         def birth() -> AgentLog:
             src = agent_source(aid)
             alog = AgentLog.create(self.root / src, src,
-                                   self._started(aid, settings, node, depth=0),
+                                   self._started(aid, settings, node, depth=0, **typed_extra),
                                    loader=self.loader,
                                    fsync=self.settings.fsync,  # type: ignore[arg-type]
                                    unborn=unborn)
@@ -211,13 +222,15 @@ class Supervisor:
 
     def new_child(self, parent: AgentNode, task: str, kind: str,
                   agent_id: str | None = None, *,
-                  mcp_servers: "tuple[McpServerSpec, ...]" = ()) -> AgentNode:
+                  mcp_servers: "tuple[McpServerSpec, ...]" = (),
+                  output: Any = None) -> AgentNode:
         """Fork a child of ``parent`` (``mnemon``: it inherits the parent's table; ``fresh``:
         an empty context). Either kind is offered every tool its parent is, the parent's own
         MCP servers' included (they outlive it). A fresh child may be given ``mcp_servers``
         of its own, started in its nursery (born as ``new_root`` says); a mnemon child may not:
         it keeps its parent's tools, byte for byte, so that its prefix is the parent's
-        (decision 0244).
+        (decision 0244). ``output``: the child's own output type, as ``new_root`` takes it (a
+        child does not inherit its parent's).
         """
         from ..lineage.fork import fork
 
@@ -232,12 +245,15 @@ class Supervisor:
         node = AgentNode(aid, None, kind=kind, depth=parent.depth + 1, parent=parent)
         node.settings = parent.settings
         node.mcp_servers = tuple(mcp_servers)
+        node.output_type = typed = as_output_type(output)
         tpb = parent.tokens_per_byte
 
         def birth() -> AgentLog:
             extra: dict[str, Any] = {}
             if node.mcp_servers:  # fresh: the parent's tools, then its own servers'
                 extra["tools"] = self._started(aid, node.settings, node).tools
+            if typed is not None:
+                extra["output_type"] = typed.as_record()
             return fork(self.root, parent.log, aid, kind=kind, task=task,  # type: ignore[arg-type]
                         depth=parent.depth + 1, tokens_per_byte=tpb, fsync=self.settings.fsync,
                         **extra)
@@ -278,6 +294,8 @@ class Supervisor:
         node.edit_hook = self.env.on_edit
         node.tokens_per_byte = st.tokens_per_byte if st else None
         node.resumed = True
+        if st is not None and st.output_type is not None:  # a typed agent stays typed
+            node.output_type = OutputType.from_record(st.output_type)
         node.mcp_servers = tuple(
             mcp_servers if mcp_servers is not None else
             (self.settings.agent_mcp_servers if parent is None else ()))
@@ -351,7 +369,8 @@ class Supervisor:
     async def spawn(self, node: AgentNode, nursery: trio.Nursery | None = None) -> None:
         """Start an agent like ``start``, and return once its log is open — after its own MCP
         servers have started (at most their ``startup_timeout_sec``) — so ``node.ctx`` can be
-        read. An error before then (a fork refused) is raised here."""
+        read. An error before then (a fork refused) is raised here. A typed agent is typed when
+        it is made (``new_root``/``new_child(…, output=…)``: its opening record holds the type)."""
         target = nursery or self.nursery
         if target is None:
             raise RuntimeError("the supervisor is not open")
@@ -360,19 +379,25 @@ class Supervisor:
             raise Refusal(f"agent {node.id} ended before its log opened ({node.reason})")
 
     async def ask(self, task: str, agent_id: str | None = None, *,
-                  mcp_servers: "tuple[McpServerSpec, ...] | None" = None) -> AgentNode:
-        """Run a root agent on ``task`` to its end; ``mcp_servers`` are its own (``new_root``)."""
-        return await self.run(self.new_root(task, agent_id, mcp_servers=mcp_servers))
+                  mcp_servers: "tuple[McpServerSpec, ...] | None" = None,
+                  output: Any = None) -> AgentNode:
+        """Run a root agent on ``task`` to its end; ``mcp_servers`` are its own (``new_root``).
+        With ``output`` (an output type, as ``new_root`` takes it) its answer is typed: read
+        ``node.output`` (the parsed JSON; None unless it ended ``done``)."""
+        return await self.run(self.new_root(task, agent_id, mcp_servers=mcp_servers,
+                                            output=output))
 
     async def synod(self, parent: AgentNode, question: str, *, n: int, reduce: str = "vote",
-                    stances: list[str] | None = None) -> SynodResult:
+                    stances: list[str] | None = None, output: Any = None) -> SynodResult:
         """Fork ``n`` mnemon children of ``parent`` at one turn boundary, each given
         ``question`` (and its stance, if any), run them and wait for all; returns a
-        ``synod.SynodResult`` (the vote, or every answer for a merge).
+        ``synod.SynodResult`` (the vote, or every answer for a merge). With ``output`` (an
+        output type) every child answers in it and a vote is taken field by field.
 
         Cancellation: cancelling the caller cancels the children.
         """
-        return await run_synod(self.env, parent, question, n=n, reduce=reduce, stances=stances)
+        return await run_synod(self.env, parent, question, n=n, reduce=reduce, stances=stances,
+                               output=as_output_type(output))
 
     # ------------------------------------------------------------------ live operations
 

@@ -15,6 +15,10 @@ Reductions:
   or as the job's merge prompt); the parent's next turn reads them, and any child's transcript
   through the transcript tools and the child's id.
 
+A typed synod (``output``: every child answers in one output type) votes field by field
+(``typed.vote``: the majority per top-level field, ties listed), and a merge hands the parent
+every child's typed output.
+
 The arithmetic of a vote is pure (``vote``); ``run_synod`` forks, runs and waits. It makes and
 starts its children through ``env.spawner`` alone (``spawner.Spawner``), never the supervisor.
 """
@@ -33,6 +37,7 @@ from msgspec import Struct
 from ..session.errors import Refusal
 
 from .servers import serving
+from .typed.vote import FieldVote, vote_fields
 
 if TYPE_CHECKING:
     from .env import AgentEnv
@@ -93,16 +98,25 @@ class SynodResult(Struct, kw_only=True):
     children: list[dict[str, Any]]
     """Each child's ``AgentNode.outcome()``: agent, kind, state, answer, cost_usd."""
     vote: Vote | None = None
+    fields: FieldVote | None = None
+    """A typed synod's vote, field by field (``typed.vote``)."""
 
     @property
     def answer(self) -> str | None:
         """The vote's winner (None on a tie, or for a merge: the parent's next turn decides)."""
         return self.vote.winner if self.vote is not None else None
 
+    @property
+    def output(self) -> dict[str, Any] | None:
+        """A typed synod's voted object (see ``fields`` for its ties), else None."""
+        return self.fields.output if self.fields is not None else None
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"reduce": self.reduce, "children": self.children}
         if self.vote is not None:
             out["vote"] = self.vote.as_dict()
+        if self.fields is not None:
+            out["vote"] = self.fields.as_dict()
         return out
 
 
@@ -124,14 +138,16 @@ def check(question: str, n: int, reduce: str, stances: list[str] | None) -> None
 
 def fork_synod(env: "AgentEnv", parent: "AgentNode", question: str, *, n: int,
                stances: list[str] | None = None,
-               ids: list[str] | None = None) -> list["AgentNode"]:
+               ids: list[str] | None = None, output: Any = None) -> list["AgentNode"]:
     """Fork the ``n`` children at once (synchronous: nothing appends to the parent between the
     forks, so every link is the same table). Stances are dealt in order; children past the
-    last stance get the bare question. ``ids`` names them (default: minted)."""
+    last stance get the bare question. ``ids`` names them (default: minted). ``output``: the
+    children's output type (``providers.typed.OutputType``), if typed."""
     stances = stances or []
     new_child = env.spawner.new_child
+    kw = {"output": output} if output is not None else {}
     return [new_child(parent, child_task(question, stances[i] if i < len(stances) else None),
-                          "mnemon", agent_id=ids[i] if ids else None) for i in range(n)]
+                          "mnemon", agent_id=ids[i] if ids else None, **kw) for i in range(n)]
 
 
 async def wait_synod(env: "AgentEnv", parent: "AgentNode", children: list["AgentNode"],
@@ -156,17 +172,21 @@ async def wait_synod(env: "AgentEnv", parent: "AgentNode", children: list["Agent
             await c.done.wait()
     outcomes = [c.outcome() for c in children]
     result = SynodResult(reduce=reduce, children=outcomes)
-    if reduce == "vote":
+    if reduce == "vote" and any(c.output_type is not None for c in children):
+        result.fields = vote_fields([o.get("output") for o in outcomes], normalise)
+    elif reduce == "vote":
         result.vote = vote([o["answer"] if o["state"] == "ended" else None for o in outcomes])
     return result
 
 
 async def run_synod(env: "AgentEnv", parent: "AgentNode", question: str, *, n: int,
-                    reduce: str = "vote", stances: list[str] | None = None) -> SynodResult:
-    """Fork, run, wait, reduce (``Supervisor.synod`` and the ``agents_synod`` tool).
+                    reduce: str = "vote", stances: list[str] | None = None,
+                    output: Any = None) -> SynodResult:
+    """Fork, run, wait, reduce (``Supervisor.synod`` and the ``agents_synod`` tool); with
+    ``output`` (an ``OutputType``) the children answer typed and a vote is field by field.
 
     Cancellation: cancelling the caller cancels the children it started.
     """
     check(question, n, reduce, stances)
-    children = fork_synod(env, parent, question, n=n, stances=stances)
+    children = fork_synod(env, parent, question, n=n, stances=stances, output=output)
     return await wait_synod(env, parent, children, reduce)

@@ -18,7 +18,8 @@ import structlog
 
 from ..providers.prices import price_for
 from ..session.constants import EVICT_THRESHOLD_BYTES
-from ..session.eviction import AUTO, due_line, eviction_due, plan_eviction, pressure_reminder
+from ..session.eviction import (AUTO, due_line, eviction_due, falls_short, held_off,
+                                 overflow_near, plan_eviction, pressure_reminder, short_of_target)
 from ..session.keep import Economy
 from ..session.records import Evicted, Residue, Steering, Swept
 from ..session.sweep import READ_MULT, WRITE_MULT, Gate, candidates, effective_horizon, gate
@@ -59,7 +60,7 @@ def cache_mults(env: "AgentEnv", node: "AgentNode | None") -> tuple[float, float
     """The cache write and read multipliers (÷ the input price) an agent's requests pay: its
     own cache TTL's write price; no write surcharge on OpenAI."""
     name = (env.provider_name or "").lower()
-    w = 1.0 if name == "openai" else WRITE_MULT.get(env.settings_for(node).cache_ttl, 1.25)
+    w = 1.0 if name in ("openai", "openai-responses") else WRITE_MULT.get(env.settings_for(node).cache_ttl, 1.25)
     return w, READ_MULT
 
 
@@ -140,8 +141,14 @@ def weigh(env: "AgentEnv", node: "AgentNode") -> None:
     ctx = node.ctx
     s = env.settings_for(node)
     used = used_tokens(node)
-    if eviction_due(used, s.context_window, ctx.history_bytes()):
+    since = None if node.short_at is None else node.turns_taken - node.short_at
+    if eviction_due(used, s.context_window, ctx.history_bytes()) and \
+            not held_off(used, s.context_window, node.growth.per_request, since):
         plan = plan_eviction(ctx, s.keep, economy(env, node, used))
+        if plan is not None and falls_short(plan, used, ctx.history_bytes(), tokens_per_byte(node),
+                                            s.context_window) and \
+                not overflow_near(used, s.context_window, node.growth.per_request):
+            plan = None  # it could not make room yet: the next turn can (decision 0268)
         if plan is not None:
             sweep_pending(node)
             before = ctx.history_bytes()
@@ -150,8 +157,13 @@ def weigh(env: "AgentEnv", node: "AgentNode") -> None:
             node.evictions += 1
             node.edited = True
             env.on_edit(node, "evict", before)
+            # a cut that left the context above the line holds the next one off (decision 0268)
+            short = short_of_target(used_tokens(node), s.context_window, ctx.history_bytes())
+            node.short_at = node.turns_taken if short else None
             log.info("harness eviction", span=list(plan.span), bytes_out=plan.bytes_out,
-                     used_tokens=used, keep=plan.figures.keep if plan.figures else s.keep)
+                     used_tokens=used, keep=plan.figures.keep if plan.figures else s.keep,
+                     short=short, since_short=since, growth=node.growth.per_request,
+                     turn=node.turns_taken)
             return
     if ctx.marks:
         sweep_if_pays(env, node)
@@ -162,7 +174,7 @@ def pressure(env: "AgentEnv", node: "AgentNode") -> None:
     s = env.settings_for(node)
     used = used_tokens(node)
     ctx = node.ctx
-    if node.latch.update(used, s.context_window, ctx.history_bytes()):
+    if node.latch.update(used, s.context_window, ctx.history_bytes(), node.growth.per_request):
         text = pressure_reminder(ctx, used, s.context_window, s.keep, economy(env, node, used))
         extra = candidates_line(node)
         node.log.append(Steering(text=text + (" " + extra if extra else ""), by="harness"))

@@ -16,6 +16,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "make_provider": ".select",
     "AnthropicProvider": ".anthropic",
     "OpenAIProvider": ".openai",
+    "ResponsesProvider": ".openai_responses",
     "ScriptedProvider": ".scripted",
     "RetryPolicy": ".retry",
     "call_with_retry": ".retry",
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
         StreamInterrupted,
     )
     from .openai import OpenAIProvider
+    from .openai_responses import ResponsesProvider
     from .prices import (
         PRICES,
         PRICES_DATE,

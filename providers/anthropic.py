@@ -17,8 +17,9 @@ import re
 from typing import Any
 
 import httpx
+import msgspec
 
-from .base import Request, Response
+from .base import Request, Response, ToolDef
 from .cache import flatten, place_breakpoints, previous_request_len, MAX_BREAKPOINTS
 from .errors import (
     STATUS_FOR_ERROR_TYPE,
@@ -29,6 +30,7 @@ from .errors import (
 from .http import HTTPProvider
 from .sse import SSEDecoder
 from .retry import RetryPolicy
+from .typed import OUTPUT_TOOL, OUTPUT_TOOL_DESCRIPTION, tool_schema
 from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage
 
 __all__ = [
@@ -98,7 +100,12 @@ def encode_request(request: Request, *, model: str | None = None, stream: bool =
     else ``place_breakpoints``; each gets ``cache_control: {"type": "ephemeral"}`` (plus
     ``"ttl": "1h"`` when ``cache_ttl == "1h"``). A breakpoint on a block that is dropped or
     cannot carry one (thinking) moves to the nearest earlier block that can.
+
+    A typed request (``request.output``) offers one more tool, last: the final-answer tool,
+    whose input schema is the output type (decision 0281).
     """
+    if request.output is not None:
+        request = _with_output_tool(request)
     flat = flatten(request, model=model)
     points = request.breakpoints
     if points is None:
@@ -149,9 +156,31 @@ def encode_request(request: Request, *, model: str | None = None, stream: bool =
         body["system"] = system
     if tools:
         body["tools"] = tools
+        if request.tool_choice is not None:
+            body["tool_choice"] = _tool_choice(request.tool_choice)
     if stream:
         body["stream"] = True
     return body
+
+
+def _with_output_tool(request: Request) -> Request:
+    """The request with the final-answer tool after its own tools (explicit breakpoints past
+    the tools move along by one)."""
+    n = len(request.tools)
+    final = ToolDef(OUTPUT_TOOL, OUTPUT_TOOL_DESCRIPTION, tool_schema(request.output))
+    points = request.breakpoints
+    return msgspec.structs.replace(
+        request, tools=[*request.tools, final],
+        breakpoints=None if points is None else [p + 1 if p >= n else p for p in points])
+
+
+def _tool_choice(choice: str) -> dict[str, Any]:
+    """The neutral ``tool_choice`` in the Messages API's words (``required`` is ``any``)."""
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
 
 
 # --------------------------------------------------------------------------- decode
@@ -329,6 +358,7 @@ class AnthropicProvider(HTTPProvider):
     """
 
     name = "anthropic"
+    output_mode = "tool"  # how a typed answer comes back (decision 0281)
 
     def __init__(self, client: httpx.AsyncClient | None, api_key: str, model: str, *,
                  base_url: str = DEFAULT_BASE_URL, stream: bool = True,

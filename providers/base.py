@@ -51,8 +51,14 @@ class Request(Struct, kw_only=True):
     # (providers.cache.place_breakpoints: end of tools+system, end of the previous request's
     # messages = all but the last two messages, the last block).
     breakpoints: list[int] | None = None
-    # Who is asking (agent id, kind, depth, parent); never sent over the wire.
+    # Who is asking (agent id, kind, depth, parent, lineage); never sent over the wire.
     meta: dict[str, Any] = field(default_factory=dict)
+    # The agent's output type (``providers.typed.OutputType``) or None: each adapter asks for
+    # it its own way (OpenAI: ``response_format``; Anthropic: the final-answer tool).
+    output: Any = None
+    # Whether and which tool the model must call: None (the API's default, "auto"), "auto",
+    # "none", "required" (some tool), or a tool's name (that tool).
+    tool_choice: str | None = None
 
 
 class Response(Struct, kw_only=True):
@@ -62,6 +68,9 @@ class Response(Struct, kw_only=True):
     model: str | None = None
     # what a recording said this turn cost (replay); kept beside ``usage``, never priced
     recorded_usage: Usage | None = None
+    # the provider's id for this response (the Responses API's ``resp_…``), which a stored
+    # conversation continues from; never recorded
+    id: str | None = None
 
 
 @runtime_checkable

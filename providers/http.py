@@ -31,6 +31,14 @@ def json_or_text(resp: httpx.Response) -> Any:
         return resp.text
 
 
+def bearer_json_headers(api_key: str | None) -> dict[str, str]:
+    """JSON in and out, and the key as a bearer token when there is one (OpenAI's APIs)."""
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
 class HTTPProvider(ABC):
     """
     Resource handling:
@@ -96,6 +104,12 @@ class HTTPProvider(ABC):
         """
         content = json.dumps(self.encode(request), ensure_ascii=False,
                              separators=(",", ":")).encode()
+        return await self._send(content, on_attempt=on_attempt, on_text=on_text)
+
+    async def _send(self, content: bytes, *, on_attempt: OnAttempt | None = None,
+                    on_text: Callable[[str], None] | None = None) -> Response:
+        """POST an encoded body, retried per ``RetryPolicy`` (an adapter that shapes its body
+        per conversation — the Responses API's stored chains — encodes it itself)."""
         return await call_with_retry(lambda: self._attempt(content, on_text), policy=self.retry,
                                      on_attempt=on_attempt, rng=self._rng)
 

@@ -20,7 +20,7 @@ import httpx
 
 from .base import Request, Response
 from .errors import ProviderHTTPError, StreamInterrupted, http_error
-from .http import HTTPProvider
+from .http import HTTPProvider, bearer_json_headers
 from .sse import SSEDecoder
 from .retry import RetryPolicy
 from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage, compact
@@ -135,6 +135,13 @@ def encode_request(request: Request, *, model: str | None = None, stream: bool =
                                               "parameters": t.input_schema}}
             for t in request.tools
         ]
+        if request.tool_choice is not None:
+            body["tool_choice"] = (
+                request.tool_choice if request.tool_choice in ("auto", "none", "required")
+                else {"type": "function", "function": {"name": request.tool_choice}})
+    if request.output is not None:  # a typed answer: strict structured output (decision 0281)
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": request.output.name, "schema": request.output.strict(), "strict": True}}
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -328,6 +335,7 @@ class OpenAIProvider(HTTPProvider):
     """
 
     name = "openai"
+    output_mode = "native"  # how a typed answer comes back (decision 0281)
 
     def __init__(self, client: httpx.AsyncClient | None, api_key: str, model: str, *,
                  base_url: str = DEFAULT_BASE_URL, stream: bool = True,
@@ -344,10 +352,7 @@ class OpenAIProvider(HTTPProvider):
         return f"{self.base_url}/chat/completions"
 
     def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "application/json"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return headers
+        return bearer_json_headers(self._api_key)
 
     def encode(self, request: Request) -> dict[str, Any]:
         max_tokens = request.max_tokens if request.max_tokens != DEFAULT_MAX_TOKENS else self.max_tokens

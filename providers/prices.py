@@ -105,6 +105,16 @@ PRICES: dict[str, Price] = {
     "o3-mini": openai(1.1, 0.55, 4.4),
     "o4-mini": openai(1.1, 0.275, 4.4),
     "o1": openai(15.0, 7.5, 60.0),
+    # OpenAI — models served only by the Responses API (--provider openai-responses). The
+    # Codex models are priced as their base; the -pro models have no cached-input discount.
+    "gpt-5.1-codex-max": openai(1.25, 0.125, 10.0),
+    "gpt-5.1-codex-mini": openai(0.25, 0.025, 2.0),
+    "gpt-5.1-codex": openai(1.25, 0.125, 10.0),
+    "gpt-5-codex": openai(1.25, 0.125, 10.0),
+    "codex-mini-latest": openai(1.5, 0.375, 6.0),
+    "gpt-5-pro": openai(15.0, 15.0, 120.0),
+    "o3-pro": openai(20.0, 20.0, 80.0),
+    "o1-pro": openai(150.0, 150.0, 600.0),
 }
 
 DEFAULT_PRICE = anthropic(3.0, 15.0)

@@ -31,6 +31,7 @@ from . import latency
 from .base import Request, Response
 from .cache import CacheModel
 from .retry import OnAttempt
+from .typed import NoInstance, build_instance
 from ..session.records import Block, Text, ToolUse, compact, decode_block
 
 __all__ = ["ScriptedProvider", "Policy", "EXHAUSTED", "load_script"]
@@ -65,7 +66,15 @@ def _to_block(block: Any) -> Block:
 
 
 def _default_policy(request: Request, state: dict[str, Any]) -> tuple[list[Block], str]:
-    """With neither script nor policy: answer the last user text, briefly."""
+    """With neither script nor policy: answer the last user text, briefly — or, asked for a
+    typed answer (``request.output``), with a value of the output type, built from its
+    schema (``typed.build_instance``), as one line of JSON."""
+    if request.output is not None:
+        try:
+            value = build_instance(request.output.schema)
+        except NoInstance as e:
+            return [Text(f"[scripted provider] {e}")], "end_turn"
+        return [Text(compact(value).decode())], "end_turn"
     last = ""
     for msg in reversed(request.messages):
         if msg.get("role") == "user":

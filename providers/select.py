@@ -22,9 +22,11 @@ if TYPE_CHECKING:
 
 __all__ = ["PROVIDERS", "DEFAULT_MODELS", "KEY_VARIABLES", "make_provider"]
 
-PROVIDERS = ("scripted", "anthropic", "openai")
-DEFAULT_MODELS = {"scripted": "scripted", "anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}
-KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses")
+DEFAULT_MODELS = {"scripted": "scripted", "anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1",
+                  "openai-responses": "gpt-5.1"}
+KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
+                 "openai-responses": "OPENAI_API_KEY"}
 
 
 def make_provider(
@@ -42,9 +44,12 @@ def make_provider(
     stream: bool = True,
     cache_ttl: str | None = "5m",
     retry: RetryPolicy | None = None,
+    store: bool = False,
 ) -> Provider:
     """
-    Build the named provider.
+    Build the named provider. ``store`` is the Responses API's opt-in to server-side storage
+    (``openai-responses`` only: responses are stored and an agent's turns chained with
+    ``previous_response_id``); the other providers ignore it.
 
     Raises:
         ProviderConfigError: unknown ``name``, or no key for a hosted provider (an OpenAI
@@ -74,6 +79,11 @@ def make_provider(
 
     url = base_url or OPENAI_URL
     if not key and "api.openai.com" in url:
-        raise ProviderConfigError(f"{variable} is not set (needed by --provider openai)")
+        raise ProviderConfigError(f"{variable} is not set (needed by --provider {name})")
+    if name == "openai-responses":
+        from .openai_responses import ResponsesProvider
+
+        return ResponsesProvider(http_client, key or "", model, base_url=url, stream=stream,
+                                 max_tokens=max_tokens, store=store, retry=retry)
     return OpenAIProvider(http_client, key or "", model, base_url=url, stream=stream,
                           max_tokens=max_tokens, retry=retry)

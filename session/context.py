@@ -29,6 +29,8 @@ from .inherited import Linking
 from .judge import Judgement, check_note
 from .records import (
     FORENSIC,
+    ApprovalDecided,
+    ApprovalRequested,
     AssistantMessage,
     Cleared,
     Evicted,
@@ -88,6 +90,8 @@ class Context(Judgement, Linking):
         self.residues: list[ResidueEntry] = []
         self.marks: dict[tuple[int, int], str] = {}
         self.pending: dict[str, int] = {}  # tool_use id -> turn, for the turn in hand
+        # the turn in hand's approvals: call id -> [ApprovalRequested, ApprovalDecided | None]
+        self.approvals: dict[str, list] = {}
         self.reach = 0
         self.id_floor = 1
         self.in_hand: int | None = None
@@ -105,8 +109,8 @@ class Context(Judgement, Linking):
     # ------------------------------------------------------------------ equality (the fold law)
 
     def _state(self) -> tuple:
-        return (self.turns, self.residues, self.marks, self.pending, self.reach, self.id_floor,
-                self.in_hand, self.ended, self.last_input_tokens, self.history_at_response,
+        return (self.turns, self.residues, self.marks, self.pending, self.approvals, self.reach,
+                self.id_floor, self.in_hand, self.ended, self.last_input_tokens, self.history_at_response,
                 self._hist)
 
     def __eq__(self, other: object) -> bool:
@@ -245,6 +249,8 @@ class Context(Judgement, Linking):
         self.reach = self.in_hand = tid
         self._hist += n
         self.pending = {}
+        if self.approvals:
+            self.approvals = {}
 
     def _step_assistant(self, rec: AssistantMessage, locus: Locus) -> None:
         if self.started is None:
@@ -275,6 +281,8 @@ class Context(Judgement, Linking):
         self.reach = self.in_hand = tid
         self._hist += n
         self.pending = pending
+        if self.approvals:
+            self.approvals = {}
         usage = rec.usage
         if usage is not None:
             self.last_input_tokens = (usage.input_tokens + usage.cache_read_tokens
@@ -300,6 +308,8 @@ class Context(Judgement, Linking):
                     raise Refusal(f"a tool result with no pending call ({r.tool_use_id}) in "
                                   f"turn {self.in_hand}")
                 seen.add(r.tool_use_id)
+        if self.approvals:
+            self._check_answered(rec)
         self._extend_turn(rec, locus)
         for r in results:
             del pending[r.tool_use_id]
@@ -358,6 +368,12 @@ class Context(Judgement, Linking):
                                           + usage.cache_write_tokens)
                 self.history_at_response = self._hist - locus[1]
             return
+        if kind is ApprovalRequested:
+            self.approvals[record.call_id] = [record, None]  # type: ignore[union-attr]
+            return
+        if kind is ApprovalDecided:
+            self.approvals[record.call_id][1] = record  # type: ignore[union-attr]
+            return
         if kind in _FORENSIC:
             if kind is SessionStarted:
                 self.started = record  # type: ignore[assignment]
@@ -383,6 +399,8 @@ class Context(Judgement, Linking):
             self._extend(record)
 
     def _open(self, tid: int, role: str, label: str, record: Record, locus: Locus) -> None:
+        if self.approvals:
+            self.approvals = {}
         turn = Turn(tid, role, label, locus[1], "resident", self.source, [locus], "own",
                     None if self.lazy else [record])
         self._by_id[tid] = len(self.turns)

@@ -230,17 +230,71 @@ def residue_bytes(ctx: Context, span: tuple[int, int], items: list, by: str,
     return len(residue_message(ctx, entry).encode("utf-8"))
 
 
+HOLD_REQUESTS = 3
+"""After an eviction that left the context above the eviction line (a cut that could not reach
+its target), the next waits this many requests, unless the window would overflow first
+(decision 0268): evicting again at once frees little and rewrites the cache again."""
+
+REMIND_REQUESTS = 8
+"""The pressure reminder comes when the eviction is this many requests away at the measured
+growth (decision 0268), not at a fixed share of the window: a reminder sent where nothing will
+be evicted is paid on every later request."""
+
+REMINDER_TOKENS = 150
+"""What the reminder itself adds to every later request (its text, about 600 bytes): counted
+when weighing whether the eviction is near."""
+
+
+def held_off(used_tokens: int, window: int | None, growth_tokens: float | None,
+             since_short: int | None) -> bool:
+    """Whether a due eviction waits: a cut that could not reach its target came fewer than
+    ``HOLD_REQUESTS`` requests ago (``since_short``), and the next request still fits."""
+    if since_short is None or since_short >= HOLD_REQUESTS:
+        return False
+    return not overflow_near(used_tokens, window, growth_tokens)
+
+
+def short_of_target(used_tokens: int, window: int | None, history_bytes: int) -> bool:
+    """Whether the context an eviction left still stands at or above the eviction line."""
+    return eviction_due(used_tokens, window, history_bytes)
+
+
+def falls_short(plan: Plan, used_tokens: int, history_bytes: int, tokens_per_byte: float,
+                window: int | None) -> bool:
+    """Whether ``plan`` would leave the context at or above the eviction line (what it keeps,
+    and what every request carries besides the history): usually the turn in hand is too large
+    to leave yet, and the turn after it can take it."""
+    fixed = max(0.0, used_tokens - history_bytes * tokens_per_byte)
+    return short_of_target(int(fixed + plan.bytes_kept * tokens_per_byte), window,
+                           plan.bytes_kept)
+
+
+def overflow_near(used_tokens: int, window: int | None, growth_tokens: float | None) -> bool:
+    """Whether the next request would not fit the window (used + one request's growth)."""
+    return window is not None and used_tokens + max(0.0, growth_tokens or 0.0) >= window
+
+
+def remind_line(window: int, growth_tokens: float | None) -> float:
+    """Used tokens from which the reminder is due: ``REMIND_REQUESTS`` requests of growth (and
+    the reminder's own tokens) before the eviction line, never before ``pressure_line``."""
+    line = pressure_line(window)
+    if growth_tokens and growth_tokens > 0:
+        line = max(line, due_line(window) - REMIND_REQUESTS * growth_tokens - REMINDER_TOKENS)
+    return line
+
+
 class PressureLatch:
-    """Edge-triggered: fires once per excursion above the pressure line, re-armed below it."""
+    """Edge-triggered: fires once per excursion above the reminder line, re-armed below it."""
 
     def __init__(self) -> None:
         self.armed = True
 
-    def update(self, used_tokens: int, window: int | None, history_bytes: int = 0) -> bool:
+    def update(self, used_tokens: int, window: int | None, history_bytes: int = 0,
+               growth_tokens: float | None = None) -> bool:
         if window is None:
             above = history_bytes >= EVICT_THRESHOLD_BYTES / 2
         else:
-            above = used_tokens >= pressure_line(window)
+            above = used_tokens >= remind_line(window, growth_tokens)
         if above and self.armed:
             self.armed = False
             return True

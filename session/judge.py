@@ -18,6 +18,8 @@ from .constants import NOTE_MAX_BYTES
 from .errors import Refusal
 from .records import (
     FORENSIC,
+    ApprovalDecided,
+    ApprovalRequested,
     AssistantMessage,
     Cleared,
     Evicted,
@@ -73,6 +75,9 @@ class Judgement:
             if len(ids) > 1 and len(set(ids)) != len(ids):
                 raise Refusal("duplicate tool_use ids in one message")
             return
+        if kind is ApprovalRequested or kind is ApprovalDecided:
+            self._check_approval(record)
+            return
         if kind in _FORENSIC:
             return
         if kind is Inherited:
@@ -89,8 +94,39 @@ class Judgement:
                     raise Refusal(f"a tool result with no pending call ({r.tool_use_id}) in "
                                   f"turn {self.in_hand}")
                 seen.add(r.tool_use_id)
+            if self.approvals:
+                self._check_answered(record)
             return
         self._check_extension(record)
+
+    def _check_approval(self, record: Record) -> None:
+        """An ``ApprovalRequested`` names an unanswered call of the turn in hand, asked about
+        once; an ``ApprovalDecided`` a request still waiting, with a known decision."""
+        cid = record.call_id  # type: ignore[union-attr]
+        if type(record) is ApprovalRequested:
+            if cid not in self.pending:
+                raise Refusal(f"an approval request for {cid}, which is not an unanswered call "
+                              f"of the turn in hand ({self.in_hand})")
+            if cid in self.approvals:
+                raise Refusal(f"a second approval request for the call {cid}")
+            return
+        entry = self.approvals.get(cid)
+        if entry is None:
+            raise Refusal(f"a decision on the call {cid}, for which no approval is pending")
+        if entry[1] is not None:
+            raise Refusal(f"a second decision on the call {cid} (already "
+                          f"{entry[1].decision})")
+        if record.decision not in ("approve", "reject"):  # type: ignore[union-attr]
+            raise Refusal(f"a decision is approve or reject, not "
+                          f"{record.decision!r}")  # type: ignore[union-attr]
+
+    def _check_answered(self, record: ToolResults) -> None:
+        """A call whose approval is still pending has no result yet: it has not run."""
+        for r in record.results:
+            entry = self.approvals.get(r.tool_use_id)
+            if entry is not None and entry[1] is None:
+                raise Refusal(f"a tool result for the call {r.tool_use_id}, which still awaits "
+                              "its approval")
 
     def _check_new_id(self, tid: int) -> None:
         floor = self.next_id()

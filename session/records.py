@@ -30,17 +30,31 @@ class Usage(Struct, gc=False, kw_only=True, omit_defaults=False):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int | msgspec.UnsetType = msgspec.UNSET
+    """Of ``output_tokens``, those the model spent reasoning (OpenAI's Responses API reports
+    them apart): already counted and priced in ``output_tokens``, shown apart by ``mnemon
+    cost``. Written only where a provider reported them (unset is never encoded), so every
+    other usage keeps its four documented fields byte for byte."""
 
     @property
     def total_input(self) -> int:
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
+    @property
+    def reasoning(self) -> int:
+        """``reasoning_tokens``, 0 where none were reported."""
+        r = self.reasoning_tokens
+        return 0 if r is msgspec.UNSET else r  # type: ignore[return-value]
+
     def __add__(self, other: "Usage") -> "Usage":
+        a, b = self.reasoning_tokens, other.reasoning_tokens
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=(a if b is msgspec.UNSET else b if a is msgspec.UNSET
+                              else a + b),  # type: ignore[operator]
         )
 
 
@@ -200,6 +214,8 @@ class SessionStarted(_R):
     context_window: int | None = None
     tokens_per_byte: float | None = None
     depth: int | None = None
+    # a typed agent's output type, ``{"name", "schema", "retries"}`` (docs/format.md)
+    output_type: dict[str, Any] | None = None
 
 
 class SessionResumed(_R):
@@ -211,6 +227,7 @@ class SessionResumed(_R):
 class SessionEnded(_R):
     reason: str
     at: str | None = None
+    output: Any = None  # a typed agent's accepted answer, the parsed JSON (docs/format.md)
 
 
 class TurnStarted(_R):
@@ -226,6 +243,37 @@ class ProviderCall(_R):
     model: str | None = None
     at: str | None = None
     purpose: str | None = None  # set when the call opens no turn (a summarisation request)
+
+
+# --------------------------------------------------------------------------- approval records
+
+
+class ApprovalRequested(_R):
+    """A tool call the agent's policy asks a person about (docs/policy.md): the call waits,
+    and runs only once an ``ApprovalDecided`` approves it. Belongs to no turn and changes
+    nothing sent; the fold judges it (the call must be unanswered in the turn in hand, asked
+    once)."""
+
+    call_id: str
+    tool: str
+    input: Any
+    rule: str | None = None
+    reason: str | None = None
+    at: str | None = None
+
+
+class ApprovalDecided(_R):
+    """The decision on a pending ``ApprovalRequested``: ``approve`` (with ``input`` when the
+    person edited it: what the tool receives) or ``reject`` (``reason`` goes to the model as
+    the call's error result). ``by`` says who decided: ``api``, ``callback``, ``chat``,
+    ``timeout``, ``on_ask``."""
+
+    call_id: str
+    decision: Literal["approve", "reject"]
+    reason: str | None = None
+    input: dict[str, Any] | None = None
+    by: str | None = None
+    at: str | None = None
 
 
 Record = Union[
@@ -244,11 +292,17 @@ Record = Union[
     SessionEnded,
     TurnStarted,
     ProviderCall,
+    ApprovalRequested,
+    ApprovalDecided,
 ]
 
 PROTOCOL = (UserPrompt, AssistantMessage, ToolResults, Steering, Inherited, Evicted, Marked, Swept,
             Cleared, Rewound)
-FORENSIC = (SessionStarted, SessionResumed, SessionEnded, TurnStarted, ProviderCall)
+FORENSIC = (SessionStarted, SessionResumed, SessionEnded, TurnStarted, ProviderCall,
+            ApprovalRequested, ApprovalDecided)
+APPROVAL = (ApprovalRequested, ApprovalDecided)
+"""Records of the approval of a call: they belong to no turn (like the forensic records, among
+which they are counted), but the fold judges them and keeps the turn in hand's approvals."""
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)

@@ -15,8 +15,9 @@ SURFACES = {
         "read_at", "read_span", "render", "residue_message", "scan", "turn_blocks"},
     "lineage": {"ForkError", "child_started", "fork", "link_bytes", "link_for", "opening_loader",
                 "resume_child", "build_tree", "tree_json", "tree_text"},
-    "orchestrator": {"AgentDone", "AgentNode", "HarnessPolicy", "Settings", "Supervisor",
-                     "UserTool", "open_supervisor", "tool"},
+    "orchestrator": {"AgentDone", "AgentNode", "Decision", "HarnessPolicy", "Settings",
+                     "Supervisor", "ToolPolicy", "UserTool", "load_policy", "open_supervisor",
+                     "parse_policy", "tool"},
 }
 
 

@@ -19,7 +19,9 @@ import trio
 from ...lineage.runroot import now_iso
 from ...session.door import Door
 from ...session.records import SessionResumed
+from ..gate import resume_approvals
 from ..node import AgentNode
+from ..report import cost_rows
 from ..supervisor import Supervisor
 
 
@@ -44,6 +46,8 @@ class ChatSession:
             self.node = self.sup.new_root(text)
         else:
             self._reopen()
+            if self.node.resumed and self.node.ctx.approvals:  # asked before the stop: the
+                await resume_approvals(self.sup.env, self.node)  # answer comes before the prompt
             self.node.log.prompt(text)
         node = self.node
         self.in_flight = True
@@ -109,8 +113,6 @@ class ChatSession:
                                         timeout_s=self.sup.settings.grep_timeout_s)
 
     def cost(self) -> list[dict]:
-        from ..report import cost_rows
-
         return cost_rows(self.sup)
 
     # ------------------------------------------------------------------ forks

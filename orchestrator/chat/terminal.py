@@ -25,6 +25,8 @@ from rich.table import Table
 
 from ...session.errors import Refusal, SessionError
 from ..node import AgentNode
+from ..report import cost_columns
+from .approval import ApprovalPrompt
 from .commands import HELP, ChatInputError, SlashCommand, parse_line
 from .session import ChatSession
 
@@ -157,6 +159,12 @@ class Terminal:
         else:
             self.console.print()
 
+    def end_answer(self) -> None:
+        """End the answer being streamed, if any (before an approval question)."""
+        if self.streamed:
+            self._end_stream()
+            self.streamed = False
+
     def said(self, node: AgentNode) -> None:
         if self.streamed:
             self._end_stream()
@@ -286,9 +294,7 @@ class Terminal:
 
     def print_cost(self, rows: list[dict]) -> None:
         t = Table()
-        cols = [("agent", "agent"), ("input_tokens", "input"), ("cache_read_tokens", "cache read"),
-                ("cache_write_tokens", "cache write"), ("output_tokens", "output"),
-                ("cost_usd", "cost")]
+        cols = cost_columns(rows)
         for key, head in cols:
             t.add_column(head, justify="left" if key == "agent" else "right")
         for r in rows:
@@ -332,6 +338,7 @@ async def run_terminal(sup: Any, node: AgentNode | None, *, history: Path | None
         term = Terminal(chat, console, prompt, markdown=markdown)
         sup.text_listeners.append(term.on_text)
         sup.policy = _showing_tools(term.tools_ran)
+        sup.approvals.decider = ApprovalPrompt(console, prompt.read, term.end_answer).decide
         if prompt.session is not None:
             with patch_stdout(raw=True):
                 await term.run()

@@ -6,9 +6,11 @@ import sys
 
 import trio
 
-from ..cli import COMMANDS, Failure
+from ..approvals import reject_every_ask
+from ..cli import COMMANDS, Failure, UserError
 from ..options import add_provider_args, provider_from, run_root_from, settings_from
 from ..tracing.switch import live_tracing
+from ..typed.load import OutputError, check_for, load_output
 
 
 def add_parser(sub) -> None:
@@ -16,6 +18,15 @@ def add_parser(sub) -> None:
     p.add_argument("prompt", help="the task, as the agent's first prompt")
     add_provider_args(p)
     p.add_argument("--json", action="store_true", help="machine output")
+    p.add_argument("--output", default=None, metavar="SCHEMA",
+                   help="a typed answer: a JSON Schema file (or module:Type) the answer must "
+                        "fit; stdout is the output as one line of JSON")
+    p.add_argument("--output-retries", type=int, default=2, metavar="N",
+                   help="turns the model gets to fix an answer that does not fit (default 2)")
+
+
+_nobody_to_ask = reject_every_ask("nobody to ask: mnemon ask is not interactive (mnemon chat "
+                                  "and mnemon serve ask a person)")
 
 
 def run(args) -> int:
@@ -26,6 +37,7 @@ def run(args) -> int:
     from ..supervisor import open_supervisor
 
     settings = settings_from(args)  # bad input is refused before anything is written
+    output = _output(args)
     provider = provider_from(args)
     root = run_root_from(args, "mnemon ask")
     logs.configure(root, verbose=args.verbose)
@@ -36,7 +48,10 @@ def run(args) -> int:
         try:
             async with open_supervisor(root, provider, settings, started_by="mnemon ask",
                                        provider_name=args.provider) as sup:
-                node = sup.new_root(args.prompt)
+                # nobody to ask at a one-shot command: a call the policy asks about is
+                # rejected at once, saying so (docs/policy.md); chat and serve ask a person
+                sup.approvals.decider = _nobody_to_ask
+                node = sup.new_root(args.prompt, output=output)
                 async with trio.open_nursery() as n:
                     n.start_soon(Progress(sup, enabled=sys.stderr.isatty() and
                                           not args.verbose).run)
@@ -50,11 +65,32 @@ def run(args) -> int:
         sup, node = trio.run(main)
     logs.shutdown()
     if args.json:
-        print(json.dumps({"agent": node.id, "reason": node.reason, "answer": node.answer,
-                          "run_root": str(root), "cost": cost_rows(sup)}))
+        line = {"agent": node.id, "reason": node.reason, "answer": node.answer,
+                "run_root": str(root), "cost": cost_rows(sup)}
+        if output is not None:
+            line["output"] = node.output
+        print(json.dumps(line))
     if node.reason.startswith("failed"):
         raise Failure(f"the agent ended with {node.reason} (logs in {root})")
     if not args.json:
-        print(node.answer or "")
+        if output is not None:  # one line of JSON: the output
+            print(json.dumps(node.output, ensure_ascii=False, separators=(",", ":")))
+        else:
+            print(node.answer or "")
         sys.stderr.write(f"mnemon: {node.reason}; logs in {root}\n")
     return 0
+
+
+def _output(args):
+    """The answer's output type (``--output``), checked against the provider: a schema that
+    cannot be used is refused in one line, exit 2, before anything is written."""
+    if args.output is None:
+        return None
+    if args.output_retries < 0:
+        raise UserError(f"--output-retries must be ≥ 0, not {args.output_retries}")
+    try:
+        output = load_output(args.output, retries=args.output_retries)
+        check_for(output, args.provider, where=args.output)
+    except OutputError as e:
+        raise UserError(str(e)) from None
+    return output

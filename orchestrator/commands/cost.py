@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..costs import CostError, as_json, run_cost, total
+    from ..costs import CostError, as_json, reports_reasoning, run_cost, total
     from ..report import table
 
     path = Path(args.path)
@@ -44,10 +44,15 @@ def run(args) -> int:
         return 0
     cols = ["agent", "input_tokens", "cache_read_tokens", "cache_write_tokens",
             "output_tokens", "cost_usd"]
-    lines = [r.as_json() for r in rows] + [{"agent": "total", **total(rows)}]
+    heads = ["agent", "input", "cache read", "cache write", "output", "cost"]
+    reasoning = reports_reasoning(rows)
+    if reasoning:  # shown apart; already counted (and priced) in output
+        cols.insert(5, "reasoning_tokens")
+        heads.insert(5, "(reasoning)")
+    lines = [r.as_json(reasoning) for r in rows] + [{"agent": "total", **total(rows)}]
     for line in lines:
         line["cost_usd"] = f"${line['cost_usd']:.4f}"
-    print(table(lines, cols, ["agent", "input", "cache read", "cache write", "output", "cost"]))
+    print(table(lines, cols, heads))
     priced = (f"priced as {args.price_as}" if args.price_as else
               "priced on each record's model")
     fallback = [r.agent for r in rows if r.counted == "assistant_messages"]

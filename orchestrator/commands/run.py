@@ -6,6 +6,7 @@ import sys
 
 from ..cli import COMMANDS, Failure, UserError
 from ..extras import require
+from ..options import policy_from
 from ..tracing.switch import carried, live_tracing
 
 
@@ -18,6 +19,9 @@ def add_parser(sub) -> None:
     p.add_argument("--output", default=None,
                    help="results.jsonl path (default: the job's output, else in the run root)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("--policy", metavar="FILE", default=None,
+                   help="a tool policy every task's agents run under, narrowed by the job's own "
+                        "[policy] (docs/policy.md)")
     p.add_argument("--engine", choices=["local", "dask"], default="local",
                    help="local: one process (default); dask: root tasks spread over Dask worker "
                         "processes (needs mnemon[dask]; docs/scale.md)")
@@ -31,6 +35,9 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     if args.engine == "dask":
+        if args.policy:  # the chunks build their settings from the job file alone
+            raise UserError("--policy is for --engine local; with dask, give the job a "
+                            "[policy] (docs/policy.md)")
         return _run_dask(args)
     import json
     import msgspec
@@ -42,7 +49,8 @@ def run(args) -> int:
     from ..jobs.spec import JobError
 
     try:  # every check before anything is written or any agent starts
-        runner, provider = prepare(args.job, run_root=args.run_root, output=args.output)
+        runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
+                                   policy=policy_from(args.policy) if args.policy else None)
     except JobError as e:
         raise UserError(str(e)) from None
     root, output = runner.root, runner.output

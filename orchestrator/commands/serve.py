@@ -25,6 +25,9 @@ def add_parser(sub) -> None:
     p.add_argument("--token", default=None,
                    help="the bearer token (default: $MNEMON_TOKEN, else one is generated and "
                         "printed once)")
+    p.add_argument("--no-resume", action="store_true",
+                   help="over an existing run root, do not resume the agents a crash left "
+                        "running (POST /v1/agents/{id}/resume resumes one)")
     add_provider_args(p)
 
 
@@ -72,7 +75,8 @@ def run(args) -> int:
         with live_tracing(args.trace_content):
             trio.run(lambda: serve(run_, token=token, host=args.host, port=args.port,
                                    provider=provider, provider_name=provider_name,
-                                   version=__version__, on_ready=ready))
+                                   version=__version__, on_ready=ready,
+                                   resume=not args.no_resume))
     except OSError as e:
         raise UserError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
     sys.stderr.write("mnemon: stopped\n")

@@ -9,14 +9,19 @@ and ``mnemon ask`` with the same values build the same provider and settings. Im
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from ..policy import PolicyError, ToolPolicy, combine, load_policy, parse_policy
 from ..settings import Settings
 from ..usertools import UserTool
+from .outputs import outputs_for
 from .spec import Job, JobError, _line
 
 
@@ -25,7 +30,7 @@ def _namespace(job: Job) -> argparse.Namespace:
     return argparse.Namespace(
         provider=p.name, model=p.model, base_url=p.base_url, context_window=a.context_window,
         max_tokens=p.max_tokens, script=str(job.resolve(p.script)) if p.script else None,
-        cache_ttl=p.cache_ttl, keep=a.keep, keep_floor=a.keep_floor_tokens,
+        cache_ttl=p.cache_ttl, store=p.store, keep=a.keep, keep_floor=a.keep_floor_tokens,
         max_turns=a.max_turns, system=job.system(),
         mcp=str(job.resolve(job.spec.mcp)) if job.spec.mcp else None,
         budget_usd=b.usd, budget_tokens=b.tokens)
@@ -46,6 +51,9 @@ def settings_for(job: Job) -> Settings:
         except McpConfigError as e:
             raise JobError(f"{job.path}:{_line(job.text, ('agent', 'mcp')) or '?'}: "
                            f"[agent] mcp: {e}") from None
+    policy = policy_for(job)
+    if policy is not None:
+        own["tool_policy"] = policy
     try:
         return settings_from(
             _namespace(job), **own, task_budget_tokens=spec.budget.task_tokens,
@@ -54,6 +62,30 @@ def settings_for(job: Job) -> Settings:
             max_agents=spec.concurrency * width + 64)  # finished tasks leave the table
     except UserError as e:  # what the CLI would refuse (a bad --mcp config, say), as a job error
         raise JobError(f"{job.path}: {e}") from None
+
+
+def policy_for(job: Job) -> ToolPolicy | None:
+    """The job's ``[policy]``: its file, or its inline rules; refused naming the rule."""
+    pol = job.spec.policy
+    if pol is None or (pol.file is None and pol.default is None and not pol.rule):
+        return None
+    try:
+        if pol.file is not None:
+            loaded = load_policy(job.resolve(pol.file))
+            if pol.ask_timeout is not None:
+                loaded = dataclasses.replace(loaded, ask_timeout_s=pol.ask_timeout)
+            return loaded
+        data: dict[str, Any] = {"default": pol.default or "allow",
+                                "rule": [{k: v for k, v in (("tool", r.tool),
+                                                            ("action", r.action),
+                                                            ("when", r.when),
+                                                            ("reason", r.reason))
+                                          if v is not None} for r in pol.rule]}
+        if pol.ask_timeout is not None:
+            data["ask_timeout"] = pol.ask_timeout
+        return parse_policy(data, f"{job.path} [policy]")
+    except PolicyError as e:
+        raise JobError(f"{job.path}:{_line(job.text, ('policy',)) or '?'}: {e}") from None
 
 
 def provider_for(job: Job):
@@ -123,7 +155,8 @@ def load(path: str | Path) -> "tuple[Job, list]":
 def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
             watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None,
-            loaded: "tuple[Job, list] | None" = None, manifest: bool = True):
+            loaded: "tuple[Job, list] | None" = None, manifest: bool = True,
+            policy: ToolPolicy | None = None):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
     ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).
@@ -141,7 +174,11 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     from .state import check_manifest, hold
 
     job, tasks = loaded if loaded is not None else load(path)
+    outputs_for(job)  # an output type that cannot be used is refused before anything is written
     settings = settings_for(job)
+    if policy is not None:
+        settings = msgspec.structs.replace(
+            settings, tool_policy=combine(policy, settings.tool_policy))
     tools = user_tools_for(job)
     provider = provider_for(job)
     root = Path(run_root) if run_root else job.run_root

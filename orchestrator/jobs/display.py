@@ -82,6 +82,9 @@ def final_table(summary: "JobSummary") -> str:
                   ["input", "cache read", "cache write", "output", "cost"],
                   ["input", "cache read", "cache write", "output", "cost"])
     head = table(rows, ["status", "tasks"], ["status", "tasks"])
+    if summary.denied or summary.asked:
+        head += (f"\n\ntool calls: {summary.denied} denied by the policy, {summary.asked} asked "
+                 f"about ({summary.approved} approved, {summary.rejected} rejected)")
     tail = (f"results: {summary.output}\nlogs: {summary.run_root}"
             + ("\ninterrupted: re-run the same command to resume" if summary.interrupted
                or summary.pending else ""))

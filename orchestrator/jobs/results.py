@@ -35,6 +35,10 @@ class Result(Struct, kw_only=True):
     input: dict[str, Any] | None = None
     attempts: int = 1
     synod: dict[str, Any] | None = None
+    output: Any = None
+    """The typed answer (the parsed JSON), for a job with an output type."""
+    typed: bool = False
+    """The job has an output type: the row carries ``output`` (null when there is none)."""
 
     def as_dict(self) -> dict[str, Any]:
         out = {"task": self.task, "status": self.status, "answer": self.answer,
@@ -43,6 +47,8 @@ class Result(Struct, kw_only=True):
                "attempts": self.attempts}
         if self.synod is not None:
             out["synod"] = self.synod
+        if self.typed:
+            out["output"] = self.output
         return out
 
 

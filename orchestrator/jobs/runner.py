@@ -29,10 +29,13 @@ import trio
 from msgspec import Struct
 
 from ...lineage.runroot import agent_source, list_agents
-from ...session.records import Usage
+from ...session.records import Usage, compact
+from ..approvals import reject_every_ask
 from ..node import AgentNode
 from ..supervisor import _open_mcp, Supervisor
 from ..synod import fork_synod, vote as tally, wait_synod
+from ...providers.typed import problems
+from .outputs import outputs_for
 from .results import FINAL, Result, ResultsFile, read_results, rewrite
 from .spec import Job
 from .state import children_of, complete, prepare, session_state, tidy
@@ -78,6 +81,13 @@ class JobSummary(Struct, kw_only=True):
     """The whole job, every run of it so far."""
     elapsed_s: float
     interrupted: bool
+    denied: int = 0
+    """Tool calls the job's policy denied, this run."""
+    asked: int = 0
+    """Tool calls the policy asked about (``on_ask``), this run: approved + rejected (+ any
+    still waiting when the run stopped)."""
+    approved: int = 0
+    rejected: int = 0
 
 
 def status_of(reason: str | None) -> str:
@@ -103,6 +113,10 @@ class JobRunner:
         existing = list_agents(root)  # one listing, not a stat per task, shared
         self.sup = supervisor(root, provider, settings, user_tools=user_tools,
                               provider_name=provider_name, existing=existing)
+        pol = job.spec.policy
+        if pol is None or pol.on_ask == "deny":  # a batch job has nobody to ask
+            self.sup.approvals.decider = reject_every_ask(
+                'nobody to ask in a batch job (its [policy] on_ask is "deny")')
         self.lines: dict[str, dict[str, Any]] = {}
         self.counts = Counts(total=len(tasks))
         self.on_change = on_change or (lambda runner: None)
@@ -118,6 +132,9 @@ class JobRunner:
         self._created: set[Path] = set()  # logs this run created
         self._kids: dict[str, list[str]] | None = None  # read on the first reopen
         self.held: int | None = None  # the run root's lock for this run (``state.hold``)
+        # the output types of the task's agent and of its synod's children (None: untyped)
+        self.output_type, self.synod_output = outputs_for(job)
+        self.typed = self.output_type is not None or self.synod_output is not None
 
     # ------------------------------------------------------------------ the run
 
@@ -218,7 +235,8 @@ class JobRunner:
             if (why := self.sup.over_budget()) is not None and t.agent not in self._existing:
                 self._finish(t, Result(task=t.id, status="budget", answer=None, agent=None,
                                        reason=f"not started: {why}", usage=_usage(Usage()),
-                                       cost_usd=0.0, input=t.row, attempts=0))
+                                       cost_usd=0.0, input=t.row, attempts=0,
+                                       typed=self.typed))
                 continue
             await self._task(t)
 
@@ -272,7 +290,8 @@ class JobRunner:
             self._resume_descendants(node)
             return node
         self._created.add(path)
-        return self.sup.new_root(prompt, agent_id=agent, unborn=self._unborn.pop(path, None))
+        return self.sup.new_root(prompt, agent_id=agent, unborn=self._unborn.pop(path, None),
+                                 output=self.output_type)
 
     async def _run_task(self, t: Task, nodes: list[AgentNode]) -> Result:
         path = self.root / agent_source(t.agent)
@@ -307,7 +326,7 @@ class JobRunner:
                                                  "cache_write_tokens", "output_tokens")}
         return Result(task=t.id, status="failed", answer=None, agent=t.agent, reason=reason,
                       usage=usage, cost_usd=spent.cost_usd, input=t.row,
-                      attempts=min(failures, self.spec.retries + 1))
+                      attempts=min(failures, self.spec.retries + 1), typed=self.typed)
 
     def _resume_descendants(self, node: AgentNode) -> None:
         """Reopen the open children an agent started itself (``agents_start``, ``agents_synod``)
@@ -353,12 +372,15 @@ class JobRunner:
                 missing.append((aid, stance))
         if missing:  # all from the same table: every link is the same
             kids += fork_synod(self.sup.env, top, question, n=len(missing),
-                               stances=[m[1] for m in missing], ids=[m[0] for m in missing])
+                               stances=[m[1] for m in missing], ids=[m[0] for m in missing],
+                               output=self.synod_output)
         kids.sort(key=lambda c: int(c.id.rsplit(".s", 1)[1]))
         nodes += kids
         outcome = await wait_synod(self.sup.env, top, kids, syn.reduce)
         info: dict[str, Any] = {"n": syn.n, "reduce": syn.reduce,
                                 "children": [c["agent"] for c in outcome.children]}
+        if syn.reduce == "vote" and outcome.fields is not None:  # typed: field by field
+            return self._typed_vote(t, top, nodes, outcome.fields, info, attempts)
         if syn.reduce == "vote":
             v = outcome.vote or tally([])
             info["vote"] = v.as_dict()
@@ -382,15 +404,34 @@ class JobRunner:
         return self._result(t, top, nodes, status_of(top.reason), top.reason,
                             attempts=attempts, synod=info)
 
+    def _typed_vote(self, t: Task, top: AgentNode, nodes: list[AgentNode], fields: Any,
+                    info: dict[str, Any], attempts: int) -> Result:
+        """A typed synod's row: the field-wise vote's object as ``output`` (and, as JSON, as
+        ``answer``), its ties named in ``reason`` and listed under ``synod.vote.ties``."""
+        info["vote"] = fields.as_dict()
+        output = fields.output
+        if not fields.voters:
+            return self._result(t, top, nodes, "failed", "no child answered",
+                                attempts=attempts, answer=None, synod=info, output=None)
+        reason = "done" if not fields.ties else "tie: " + ", ".join(fields.ties)
+        status = "done"
+        kind = self.synod_output
+        found = problems(output, kind.schema) if kind is not None else []
+        if found:  # the fields' winners together miss the type (a field no child gave)
+            status, reason = "failed", "failed: output: " + "; ".join(map(str, found))
+        return self._result(t, top, nodes, status, reason, attempts=attempts,
+                            answer=_compact(output), synod=info, output=output)
+
     def _result(self, t: Task, top: AgentNode, nodes: list[AgentNode], status: str,
                 reason: str | None, *, attempts: int, answer: Any = ...,
-                synod: dict | None = None) -> Result:
+                synod: dict | None = None, output: Any = ...) -> Result:
         every = _with_descendants(nodes)
         usage = sum((n.usage for n in every), Usage())
         return Result(task=t.id, status=status, answer=top.answer if answer is ... else answer,
                       agent=top.id, reason=reason, usage=_usage(usage),
                       cost_usd=sum(n.cost_usd for n in every), input=t.row, attempts=attempts,
-                      synod=synod)
+                      synod=synod, output=top.output if output is ... else output,
+                      typed=self.typed)
 
     # ------------------------------------------------------------------ summary
 
@@ -404,7 +445,9 @@ class JobRunner:
             pending=len(self.tasks) - len(statuses), skipped=self.counts.skipped,
             usage=_usage(u), cost_usd=round(self.sup.cost_usd, 6),
             elapsed_s=round(time.monotonic() - self.counts.started_at, 3),
-            interrupted=self.interrupted)
+            interrupted=self.interrupted, denied=self.sup.approvals.denied,
+            asked=self.sup.approvals.asked, approved=self.sup.approvals.approved,
+            rejected=self.sup.approvals.rejected)
 
 
 def _with_descendants(nodes: list[AgentNode]) -> list[AgentNode]:
@@ -421,6 +464,10 @@ def _label(text: str) -> str:
     from ...session.context import clip_label
 
     return clip_label(text)
+
+
+def _compact(value: Any) -> str | None:
+    return None if value is None else compact(value).decode()
 
 
 def _usage(u: Usage) -> dict[str, int]:

@@ -28,7 +28,7 @@ class _S(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
 class ProviderSpec(_S):
     """As the CLI's ``--provider/--model/--base-url/--max-tokens/--cache-ttl``."""
 
-    name: Literal["scripted", "anthropic", "openai"] = "scripted"
+    name: Literal["scripted", "anthropic", "openai", "openai-responses"] = "scripted"
     model: str | None = None
     base_url: str | None = None
     max_tokens: Annotated[int, Meta(ge=1)] = 8192
@@ -41,6 +41,8 @@ class ProviderSpec(_S):
     """Scripted provider: ``module:callable`` playing the model."""
     latency_s: Annotated[float, Meta(ge=0)] = 0.0
     """Scripted provider: simulated latency per request."""
+    store: bool = False
+    """openai-responses: store responses server-side and chain turns (``--store``)."""
 
 
 class AgentSpec(_S):
@@ -54,6 +56,11 @@ class AgentSpec(_S):
     keep_floor_tokens: Annotated[int, Meta(ge=0)] | None = None
     """Under ``auto``: tokens of recorded turns a cut keeps (the run's default when unset)."""
     max_turns: Annotated[int, Meta(ge=1)] = 250
+    output: str | None = None
+    """The answer's output type: a JSON Schema file (relative to the job file) or
+    ``module:Type`` (a msgspec Struct, dataclass or TypedDict); results rows gain ``output``."""
+    output_retries: Annotated[int, Meta(ge=0)] = 2
+    """Turns a model gets to fix an answer that does not fit its output type."""
     mcp: str | None = None
     """MCP servers each task's agent starts for itself (a config file in the ``mcpServers``
     shape, relative to the job file): they start before its log opens and stop when it ends,
@@ -90,6 +97,31 @@ class SynodSpec(_S):
     stances: list[str] = []
     merge_prompt: str = ("Your synod's children answered as follows. Give your final answer.")
     """``merge``: the parent's next prompt, followed by every child's answer."""
+    output: str | None = None
+    """The children's output type (as ``[agent] output``; default: the agent's): a typed
+    vote is taken field by field."""
+
+
+class RuleSpec(_S):
+    """One ``[[policy.rule]]``, as a ``[[rule]]`` of a policy file (docs/policy.md)."""
+
+    tool: str
+    action: Literal["allow", "deny", "ask"]
+    when: dict[str, str] = {}
+    reason: str | None = None
+
+
+class PolicySpec(_S):
+    """``[policy]``: a policy ``file`` (relative to the job file) or inline ``default`` and
+    ``[[policy.rule]]``; ``on_ask``: what a call the policy asks about meets in a batch job —
+    ``deny`` (the default: nobody is there to ask) or ``wait`` (for a decision from Python, or
+    until ``ask_timeout``)."""
+
+    file: str | None = None
+    default: Literal["allow", "deny", "ask"] | None = None
+    ask_timeout: Annotated[float, Meta(gt=0)] | None = None
+    rule: list[RuleSpec] = []
+    on_ask: Literal["deny", "wait"] = "deny"
 
 
 class JobSpec(_S):
@@ -110,6 +142,8 @@ class JobSpec(_S):
     mcp: str | None = None
     """MCP servers every task's agents are offered: a config file in the ``mcpServers`` shape
     (JSON or TOML, as ``--mcp``; docs/mcp.md), relative to the job file."""
+    policy: PolicySpec | None = None
+    """Which tool calls the job's agents may make (docs/policy.md)."""
 
 
 class Job(Struct, kw_only=True, frozen=True):
@@ -184,6 +218,10 @@ def load_job(path: str | Path) -> Job:
     if spec.synod is not None and len(spec.synod.stances) > spec.synod.n:
         raise JobError(f"{path}:{_line(text, ('synod', 'stances'))}: {len(spec.synod.stances)} "
                        f"stances for n = {spec.synod.n} children")
+    pol = spec.policy
+    if pol is not None and pol.file is not None and (pol.rule or pol.default is not None):
+        raise JobError(f"{path}:{_line(text, ('policy', 'file')) or 1}: [policy] takes a file "
+                       "or inline default and [[policy.rule]], not both")
     return Job(spec=spec, path=path, text=text)
 
 

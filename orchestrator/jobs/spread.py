@@ -294,6 +294,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
     watch = Watch(root, run, tasks, prior, base_usd)
     base = {"usage": msgspec.to_builtins(base_usage), "cost_usd": base_usd}
     interrupted = False
+    calls = dict.fromkeys(("denied", "asked", "approved", "rejected"), 0)  # the tool policy's
     parts: list[list[str]] = []
     nworkers = workers
     left: set = set()
@@ -334,6 +335,8 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                     left.discard(fut)
                     summary = fut.result()  # a chunk that failed every retry: raised here
                     watch.ended.add(futures[fut])
+                    for k in calls:
+                        calls[k] += summary.get(k, 0)
                     log.info("chunk ended", chunk=summary["chunk"], pid=summary["pid"],
                              **{k: summary[k] for k in ("done", "failed", "budget", "cancelled",
                                                         "elapsed_s")})
@@ -387,7 +390,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
         cancelled=statuses.count("cancelled"), pending=len(tasks) - len(statuses),
         skipped=len(tasks) - len(pending), usage=_usage(usage), cost_usd=round(usd, 6),
         elapsed_s=round(time.monotonic() - watch.counts.started_at, 3),
-        interrupted=interrupted)
+        interrupted=interrupted, **calls)
     log.info("job ended", engine="dask", done=summary.done, failed=summary.failed,
              budget=summary.budget, cancelled=summary.cancelled, pending=summary.pending,
              skipped=summary.skipped, cost_usd=summary.cost_usd, elapsed_s=summary.elapsed_s)

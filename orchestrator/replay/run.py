@@ -11,12 +11,13 @@ actually built. A strategy is the loop's ``policy``: ours is the live weighing i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
 
 from ...lineage.runroot import agent_source, create_run_root
-from ...providers.base import Request
+from ...providers.base import Provider, Request
 from ...providers.cache import CacheModel
 from ...providers.prices import cost_usd
 from ...providers.scripted import ScriptedProvider
@@ -32,6 +33,7 @@ from . import strategies as S
 from .cursor import Cursor
 from .handle import Handle
 from .result import Result, TurnRow
+from .wire import WireReplay
 
 
 class ReplayPolicy:
@@ -62,7 +64,8 @@ class Replay:
     def __init__(self, traj: Trajectory, root: Path, strategy: S.Strategy, *,
                  window: int | None, model: str, ttl: str, seconds_per_request: float,
                  keep: float | str, sweep_horizon: float, price_model: str | None = None,
-                 keep_floor_tokens: int | None = None):
+                 keep_floor_tokens: int | None = None, wire: Provider | None = None,
+                 max_tokens: int | None = None):
         self.traj = traj
         self.root = root
         self.strategy = strategy
@@ -76,15 +79,20 @@ class Replay:
         self.cursors: dict[str, Cursor] = {}
         self._handles: dict[str, Handle] = {}
         steps = _count_assistant(traj)
-        self.provider = ScriptedProvider(policy=self._play, cache_model=self.cache,
-                                         clock=lambda: self.calls * self.dt)
+        self.provider: Provider = ScriptedProvider(policy=self._play, cache_model=self.cache,
+                                                   clock=lambda: self.calls * self.dt)
+        if wire is not None:  # every request also goes to a real provider (replay/wire.py)
+            self.provider = WireReplay(self.provider, wire)
         floor = {} if keep_floor_tokens is None else {"keep_floor_tokens": keep_floor_tokens}
+        if max_tokens is not None:
+            floor["max_tokens"] = max_tokens
         settings = Settings(system=traj.system, model=model, context_window=window, keep=keep,
                             **floor,
                             max_turns=steps + 10, builtin_tools=False, cache_ttl=ttl,
                             price_model=self.price_model, sweep_horizon=sweep_horizon,
                             concurrency=1, max_depth=64, max_agents=10_000)
-        self.sup = Supervisor(root, self.provider, settings, provider_name="replay",
+        self.sup = Supervisor(root, self.provider, settings,
+                              provider_name="replay" if wire is None else wire.name,
                               policy=ReplayPolicy(self), tool_fallback=self._answer,
                               on_edit=self._on_edit)
 
@@ -140,6 +148,8 @@ class Replay:
                 queue.extend((child, node) for child in traj.children)
         finally:
             self.sup.close()
+            if isinstance(self.provider, WireReplay):
+                await self.provider.aclose()
         for h in self._handles.values():
             self.result.left_bytes += h.left_bytes
             self.result.recoverable_bytes += h.recoverable_bytes
@@ -199,17 +209,25 @@ def replay(traj: Trajectory, out: Path, strategy: str, *, window: int | None = 2
            model: str = "claude-sonnet-4-5", ttl: str = "5m", keep: float | str = "auto",
            seconds_per_request: float = 15.0, opts: S.Options | None = None,
            price_model: str | None = None, on_root=None,
-           keep_floor_tokens: int | None = None) -> Result:
+           keep_floor_tokens: int | None = None,
+           wire: Callable[[], Provider] | None = None, max_tokens: int | None = None) -> Result:
     """Replay one trajectory (and its sidechains, as fresh children) under one strategy into
     the run root ``out``, through the real agent loop. ``on_root(root)`` is called once the run
-    root exists (the CLI points its logs there)."""
+    root exists (the CLI points its logs there). ``wire()`` makes a provider every request is
+    also sent to, whose reported usage is recorded (``replay/wire.py``); one per replay, made
+    inside its Trio run, which closes it."""
     opts = opts or S.Options(keep=keep)
     opts.keep = keep
     root = create_run_root(Path(out), f"mnemon replay --strategy {strategy}")
     if on_root is not None:
         on_root(root)
-    run = Replay(traj, root, S.make(strategy, opts), window=window, model=model, ttl=ttl,
-                 seconds_per_request=seconds_per_request, keep=keep,
-                 sweep_horizon=opts.sweep_horizon, price_model=price_model,
-                 keep_floor_tokens=keep_floor_tokens)
-    return trio.run(run.run)
+
+    async def main() -> Result:
+        run = Replay(traj, root, S.make(strategy, opts), window=window, model=model, ttl=ttl,
+                     seconds_per_request=seconds_per_request, keep=keep,
+                     sweep_horizon=opts.sweep_horizon, price_model=price_model,
+                     keep_floor_tokens=keep_floor_tokens,
+                     wire=wire() if wire is not None else None, max_tokens=max_tokens)
+        return await run.run()
+
+    return trio.run(main)

@@ -12,7 +12,9 @@ Parameters and their sources (see docs/replay.md for the citations):
   the recent user messages (at most 20 000 tokens) plus the summary.
 - ``clear-tool-uses`` (Anthropic context editing, ``clear_tool_uses_20250919`` defaults): triggers
   at 100 000 input tokens (or window − 13 000 when that is lower); keeps the last 3 tool uses;
-  older tool results are replaced by a placeholder.
+  older tool results are replaced by a placeholder. ``clear_at_least`` (``--clear-at-least``,
+  the API's parameter of that name; none by default): a clear is made only when it takes at least
+  that many tokens at once.
 - ``none``: unbounded, for reference.
 """
 
@@ -48,6 +50,7 @@ class Options:
     reinject_files: int = REINJECT_FILES
     reinject_file_tokens: int = REINJECT_FILE_TOKENS
     sweep_horizon: float = 10.0
+    clear_at_least: int = 0
 
 
 class Strategy:
@@ -217,7 +220,7 @@ class ClearToolUses(Strategy):
                 if b.kind == "tool_result":
                     uses.append((t.id, b.index))
         old = uses[:-CLEAR_KEEP_TOOL_USES] if len(uses) > CLEAR_KEEP_TOOL_USES else []
-        marked = 0
+        todo: list[tuple[int, int]] = []
         cleared_bytes = 0
         for tid, idx in old:
             t = ctx.turn(tid)
@@ -226,10 +229,13 @@ class ClearToolUses(Strategy):
             size = ctx.blocks(tid)[idx].length
             if size <= len(CLEAR_PLACEHOLDER):
                 continue
-            d.append(Marked(block=(tid, idx), replacement=CLEAR_PLACEHOLDER))
-            marked += 1
+            todo.append((tid, idx))
             cleared_bytes += size
-        if marked:
+        if cleared_bytes * d.tokens_per_byte() < self.opts.clear_at_least:
+            return  # the API does not apply a clear that takes less than clear_at_least
+        for block in todo:
+            d.append(Marked(block=block, replacement=CLEAR_PLACEHOLDER))
+        if todo:
             before = ctx.history_bytes()
             d.append(Swept(blocks=sorted(ctx.marks)))
             d.left_bytes += cleared_bytes  # gone for good: no door in this system

@@ -23,9 +23,11 @@ from starlette.routing import Route
 from ...lineage.runroot import RunRootError, agent_dir, agent_source
 from ...session.constants import GREP_TIMEOUT_S
 from ...session.errors import LogRefused, Refusal, SessionError
+from . import control as C
 from . import schema as S
 from .auth import authorized, is_open
 from .events import BadEventId, parse_positions, stream
+from ..typed.load import OutputError
 from .runs import Conflict, NotFound, Run
 
 MAX_BODY = 1 << 20  # bytes of JSON a request may carry
@@ -255,6 +257,22 @@ class Handlers:
         return StreamingResponse(gen(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    async def list_approvals(self, request: Request) -> Any:
+        return C.list_approvals(self.run)
+
+    async def decide(self, request: Request) -> Any:
+        aid = self._aid(request)
+        body = await _body(request, C.DecisionIn)
+        return C.decide(self.run, aid, request.path_params["call_id"], body)
+
+    async def decide_in_job(self, request: Request) -> Any:
+        body = await _body(request, C.DecisionIn)
+        p = request.path_params
+        return C.decide_in_job(self.run, p["id"], p["agent"], p["call_id"], body)
+
+    async def resume(self, request: Request) -> Any:
+        return C.resume(self.run, self._aid(request))
+
     async def page(self, request: Request) -> Any:
         return Response(_static("index.html"), media_type="text/html; charset=utf-8")
 
@@ -369,6 +387,15 @@ ROUTES: tuple[Spec, ...] = (
          "cost, ETA", out=S.JobOut),
     Spec("POST", "/v1/jobs/{id}/cancel", "cancel_job", "Cancel a running job (it resumes when "
          "run again)", out=S.JobOut),
+    Spec("GET", "/v1/approvals", "list_approvals", "The tool calls waiting for a decision "
+         "(docs/policy.md)", out=C.ApprovalList),
+    Spec("POST", "/v1/agents/{id}/approvals/{call_id}", "decide", "Approve (optionally with "
+         "an edited input) or reject a waiting tool call", body=C.DecisionIn, out=C.DecisionOut),
+    Spec("POST", "/v1/jobs/{id}/approvals/{agent}/{call_id}", "decide_in_job", "Decide a "
+         "waiting tool call of a job's agent (a job whose on_ask is wait)", body=C.DecisionIn,
+         out=C.DecisionOut),
+    Spec("POST", "/v1/agents/{id}/resume", "resume", "Resume an agent a crash or a stop left "
+         "unfinished, from its log", out=S.AgentOut, status=202),
     Spec("GET", "/v1/tree", "tree", "The lineage tree (as `mnemon tree --json`)", out=S.TreeOut),
     Spec("GET", "/v1/cost", "cost", "Tokens, cache and price (as `mnemon cost --json`)",
          out=S.CostOut),
@@ -385,8 +412,12 @@ def _wrap(fn: Callable[[Request], Awaitable[Any]], spec: Spec):
             out = await fn(request)
         except HTTPError as e:
             return _json(S.ErrorOut(error=e.message), e.status)
+        except C.BadRequest as e:
+            return _json(S.ErrorOut(error=str(e)), 400)
         except NotFound as e:
             return _json(S.ErrorOut(error=str(e)), 404)
+        except OutputError as e:  # an output type that cannot be used
+            return _json(S.ErrorOut(error=" ".join(str(e).split())), 422)
         except Conflict as e:
             return _json(S.ErrorOut(error=str(e)), 409)
         except LogRefused as e:
@@ -465,6 +496,12 @@ def openapi(version: str) -> dict:
             params.append({"name": "id", "in": "path", "required": True,
                            "schema": {"type": "string"},
                            "description": "a job id" if "/jobs/" in s.path else "an agent id"})
+        if "{agent}" in s.path:
+            params.append({"name": "agent", "in": "path", "required": True,
+                           "schema": {"type": "string"}, "description": "an agent id of the job"})
+        if "{call_id}" in s.path:
+            params.append({"name": "call_id", "in": "path", "required": True,
+                           "schema": {"type": "string"}, "description": "a tool call's id"})
         for name, desc, required in s.query:
             params.append({"name": name, "in": "query", "required": required,
                            "description": desc, "schema": {"type": "string"}})

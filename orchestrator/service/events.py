@@ -23,7 +23,7 @@ import trio
 from ...lineage.runroot import AGENT_ID, agent_source, list_agents
 from ...providers.prices import cost_usd
 from ...session.log import iter_lines
-from ...session.records import (AssistantMessage, Cleared, Evicted, Inherited, Marked,
+from ...session.records import (ApprovalDecided, ApprovalRequested, AssistantMessage, Cleared, Evicted, Inherited, Marked,
                                 ProviderCall, Rewound, SessionEnded, SessionResumed,
                                 SessionStarted, Steering, Swept, Text, ToolResults, ToolUse,
                                 TurnStarted, UserPrompt, compact, decode)
@@ -80,6 +80,13 @@ def describe(rec: Any, *, ttl: str = "5m", model: str | None = None) -> dict[str
         return {"type": "resumed", "at": rec.at}
     if isinstance(rec, SessionEnded):
         return {"type": "ended", "reason": rec.reason, "at": rec.at}
+    if isinstance(rec, ApprovalRequested):  # what a person needs to decide: the input too
+        return {"type": "approval_requested", "call_id": rec.call_id, "tool": rec.tool,
+                "input": rec.input, "rule": rec.rule, "reason": rec.reason, "at": rec.at}
+    if isinstance(rec, ApprovalDecided):
+        return {"type": "approval_decided", "call_id": rec.call_id, "decision": rec.decision,
+                "reason": rec.reason, "edited": rec.input is not None, "by": rec.by,
+                "at": rec.at}
     if isinstance(rec, ProviderCall):
         cost = (round(cost_usd(rec.usage, rec.model or model, ttl), 6)
                 if rec.usage is not None else 0.0)

@@ -17,6 +17,7 @@ from ...session.log import iter_lines
 from ...session.records import Cleared, Rewound, SessionResumed, Usage
 from ..loop import state_of
 from ..settings import Settings
+from ..typed.load import check_for, from_python
 from .schema import AgentCreate, AgentOut, UsageOut
 
 
@@ -37,6 +38,7 @@ class _Probe(msgspec.Struct):
     parent: str | None = None
     kind: str | None = None
     depth: int | None = None
+    output: Any = None
 
 
 _probe = msgspec.json.Decoder(_Probe)
@@ -47,7 +49,7 @@ class _Scan:
     """One agent's log read so far: the view's figures, advanced by the new complete lines."""
 
     __slots__ = ("offset", "parent", "kind", "depth", "model", "ended", "reason", "usage",
-                 "cost", "calls", "last_assistant")
+                 "cost", "calls", "last_assistant", "output")
 
     def __init__(self) -> None:
         self.offset = 0
@@ -58,6 +60,7 @@ class _Scan:
         self.cost = 0.0
         self.calls = 0
         self.last_assistant: int | None = None
+        self.output: Any = None  # a typed agent's accepted answer (``SessionEnded.output``)
 
     def advance(self, path: Path, ttl: str) -> None:
         for off, line in iter_lines(path, start=self.offset):
@@ -77,9 +80,9 @@ class _Scan:
             elif t == "AssistantMessage":
                 self.last_assistant = off
             elif t == "SessionEnded":
-                self.ended, self.reason = True, rec.reason
+                self.ended, self.reason, self.output = True, rec.reason, rec.output
             elif t == "SessionResumed":
-                self.ended, self.reason = False, None
+                self.ended, self.reason, self.output = False, None, None
 
 
 def _answer(path: Path, offset: int | None) -> str | None:
@@ -182,7 +185,7 @@ class Run:
                                        output_tokens=u.output_tokens),
                         cost_usd=round(scan.cost, 6),
                         answer=_answer(self.root / agent_source(aid), scan.last_assistant),
-                        live=node is not None)
+                        output=scan.output if not running else None, live=node is not None)
 
     def views(self) -> list[AgentOut]:
         ids = self.agent_ids()
@@ -246,7 +249,12 @@ class Run:
         over = {k: getattr(body, k) for k in ("system", "model", "context_window", "keep",
                                               "max_turns") if getattr(body, k) is not None}
         settings = msgspec.structs.replace(sup.settings, **over) if over else None
-        node = sup.new_root(body.prompt, settings=settings)
+        output = None
+        if body.output is not None:  # checked before the agent is created (422 otherwise)
+            output = from_python(body.output, where="output",
+                                 retries=2 if body.output_retries is None else body.output_retries)
+            check_for(output, self.provider_name, where="output")
+        node = sup.new_root(body.prompt, settings=settings, output=output)
         sup.start(node)
         self._poke()
         return self.view(node.id, [])
@@ -266,6 +274,7 @@ class Run:
             node.log.append(SessionResumed(at=now_iso()))
         node.log.prompt(text)
         node.state, node.reason, node.answer = "running", None, None
+        node.output, node.output_tries = None, 0  # a typed agent answers in its type again
         node.done = trio.Event()
         node.scope = trio.CancelScope()
         node.turns_taken = 0

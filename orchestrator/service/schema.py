@@ -22,6 +22,12 @@ class AgentCreate(_In):
     context_window: Annotated[int, Meta(gt=0)] | None = None
     keep: Annotated[float, Meta(gt=0, lt=1)] | Literal["auto"] | None = None  # decision 0220
     max_turns: Annotated[int, Meta(gt=0)] | None = None
+    output: Annotated[dict[str, Any], Meta(description=(
+        "A typed answer: the JSON Schema (an object at the root; the subset of "
+        "docs/orchestrator.md, 'Typed answers') the final answer must fit. A schema that "
+        "cannot be used is refused with 422."))] | None = None
+    output_retries: Annotated[int, Meta(ge=0, description=(
+        "Turns the model gets to fix an answer that does not fit (default 2)."))] | None = None
 
 
 class PromptIn(_In):
@@ -64,6 +70,8 @@ class AgentOut(Struct, kw_only=True):
     usage: UsageOut = UsageOut()
     cost_usd: float = 0.0
     answer: str | None = None
+    output: Annotated[Any, Meta(description=(
+        "A typed agent's accepted answer, the parsed JSON (null until it ends done)."))] = None
     live: bool = False
 
 

@@ -17,6 +17,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from ..supervisor import open_supervisor
 from .app import create_app
+from .control import resume_crashed
 from .runs import Run
 
 
@@ -46,9 +47,11 @@ async def shutdown_agents(run: Run) -> None:
 
 async def serve(run: Run, *, token: str, host: str = "127.0.0.1", port: int = 8765,
                 provider: Any = None, provider_name: str | None = None, version: str = "0",
-                stop: trio.Event | None = None, on_ready=None,
+                stop: trio.Event | None = None, on_ready=None, resume: bool = True,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve ``run`` until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None)."""
+    """Serve ``run`` until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None).
+    ``resume``: first resume the agents a crash left running in the run root (``--no-resume``
+    not to; ``control.resume_crashed``)."""
     stop = trio.Event() if stop is None else stop
     app = create_app(run, token=token, version=version, provider=provider_name,
                      model=run.settings.model)
@@ -88,6 +91,8 @@ async def serve(run: Run, *, token: str, host: str = "127.0.0.1", port: int = 87
                                        provider_name=provider_name) as sup:
                 run.sup = sup
                 sup.text_listeners.append(run.on_text)
+                if resume:
+                    resume_crashed(run)
                 try:
                     await http()
                 finally:

@@ -11,7 +11,9 @@ it.
 
 One job per module, lowest first (each imports only those above it in this list):
 
-* ``layout`` — the file: where it lies, its key, header, block digests, ``Stale``;
+* ``header`` — the file's frame read without a decoder: where it lies, the magic line, the
+  header's bytes and digest, the key's check against the log, ``Stale``;
+* ``layout`` — the typed key and header, the block size;
 * ``table`` — reading: ``load`` (verified against the log) and the mapped ``Table`` the door
   reads from outside a run;
 * ``printed`` — the printed index rows stored in the file;

@@ -7,8 +7,9 @@ scalars; the header's length (u64) and the first 8 bytes of its blake3. The file
 contract (existing checkpoints are read or rebuilt as they always were), so every name here is
 fixed. ``Stale`` is how every reader says "this checkpoint does not describe the log".
 
-The lowest module of ``session.checkpoint``: it imports nothing of the session, so the fold
-(``session.resume``, which keys what it folded by a ``Key``) can import it.
+Above only ``header`` (the file's frame, read without a decoder) in ``session.checkpoint``: it
+imports nothing of the session, so the fold (``session.resume``, which keys what it folded by a
+``Key``) can import it.
 
 The block size and the size under which a log gets no checkpoint are read as
 ``layout.CHECK_BLOCK`` and ``layout.MIN_BYTES`` by every reader and writer, so that one setting
@@ -17,14 +18,11 @@ holds for all of them.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
-MAGIC = b"mnemon fold checkpoint 3\n"
-SUFFIX = ".fold"
-VERSION = 3
+from .header import MAGIC, SUFFIX, VERSION, Stale, path_for
 
 CHECK_BLOCK = 1 << 20
 """Each column is digest-checked by blocks of this many bytes, each block when first used: a
@@ -33,11 +31,6 @@ CHECK_BLOCK = 1 << 20
 MIN_BYTES = 1 << 20
 """Logs shorter than this get no checkpoint: their fold takes a few milliseconds, less than
 writing and verifying one (and small fixtures stay as they are)."""
-
-
-def path_for(log: Path) -> Path:
-    """``agents/<id>/record.jsonl`` → ``agents/<id>/record.jsonl.fold``."""
-    return log.with_name(log.name + SUFFIX)
 
 
 class Key(msgspec.Struct, array_like=True):
@@ -56,10 +49,6 @@ class Header(msgspec.Struct):
     key: Key
     arrays: dict[str, tuple[int, int, list[str]]]  # name -> (offset, bytes, blake3 per block)
     state: dict[str, Any]
-
-
-class Stale(Exception):
-    """The checkpoint does not describe this log (or is damaged): refold."""
 
 
 __all__ = ["MAGIC", "SUFFIX", "VERSION", "CHECK_BLOCK", "MIN_BYTES", "path_for", "Key",

@@ -88,6 +88,10 @@ def _restore(table: Table, loader) -> "Context":
         assert t.loci is cols.made[k].loci
     ctx.marks = {(k[0], k[1]): k[2] for k in st["marks"]}
     ctx.pending = dict(st["pending"])
+    ctx.approvals = {}
+    for entry in st.get("approvals", ()):  # absent in a checkpoint of an older writer
+        recs = [decode(x.encode("utf-8")) for x in entry]
+        ctx.approvals[recs[0].call_id] = [recs[0], recs[1] if len(recs) > 1 else None]
     ctx.reach = st["reach"]
     ctx.id_floor = st["id_floor"]
     ctx.in_hand = in_hand

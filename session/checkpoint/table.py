@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import mmap
 import operator
-import os
 import struct
 from array import array
 from collections.abc import Sequence
@@ -29,9 +28,9 @@ from typing import Any
 import blake3
 import msgspec
 
-from ..log import digest
 from ..vocab import ORIGINS, ROLES, STATES, loci_equal
 from . import layout
+from .header import check_key, header_bytes
 from .layout import MAGIC, VERSION, Header, Key, Stale, path_for
 
 class _Digests:
@@ -517,17 +516,9 @@ def load(log: Path, source: str) -> Table:
         except (OSError, ValueError):
             raise Stale("an empty or unreadable checkpoint") from None
     try:
-        if mm[:len(MAGIC)] != MAGIC or len(mm) < len(MAGIC) + 16:
-            raise Stale("not a checkpoint")
-        (hlen,) = struct.unpack_from("<Q", mm, len(mm) - 16)
-        want = mm[len(mm) - 8:]
-        h0 = len(mm) - 16 - hlen
-        if h0 < len(MAGIC):
-            raise Stale("a damaged header")
-        if blake3.blake3(mm[h0:h0 + hlen]).digest(length=8) != want:
-            raise Stale("a damaged header")  # each column has its own digest, checked on use
+        h0, raw = header_bytes(mm)
         try:
-            head = msgspec.json.decode(mm[h0:h0 + hlen], type=Header)
+            head = msgspec.json.decode(raw, type=Header)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise Stale("a damaged header") from None
         if head.version != VERSION or head.source != source:
@@ -535,7 +526,7 @@ def load(log: Path, source: str) -> Table:
         for name, (off, n, _) in head.arrays.items():
             if off < len(MAGIC) or n < 0 or off + n > h0:
                 raise Stale("a column outside the file")
-        _check_key(log, head.key)
+        check_key(log, head.key.first, head.key.last, head.key.end)
         try:
             return Table(path, source, head.key, mm, 0, head.arrays, head.state)
         except (KeyError, ValueError, TypeError, IndexError, AttributeError,
@@ -550,25 +541,6 @@ def load(log: Path, source: str) -> Table:
         if isinstance(e, (KeyError, ValueError, TypeError, IndexError, struct.error)):
             raise Stale("a damaged checkpoint") from None
         raise
-
-
-def _check_key(log: Path, key: Key) -> None:
-    """The first and the last covered records read back from the log and digest-checked."""
-    try:
-        with open(log, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < key.end:
-                raise Stale("the log is shorter than the checkpoint")
-            for off, length, dig in (key.first, key.last):
-                f.seek(off)
-                raw = f.read(length + 1)
-                if len(raw) != length + 1 or raw[-1:] != b"\n" or digest(raw[:-1]) != dig:
-                    raise Stale("the log does not hold the records the checkpoint covers")
-            if key.last[0] + key.last[1] + 1 != key.end:
-                raise Stale("a damaged key")
-    except OSError:
-        raise Stale("the log is unreadable") from None
-
 
 
 __all__ = ["Table", "Row", "Loci", "Wants", "load"]

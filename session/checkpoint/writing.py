@@ -135,6 +135,8 @@ def _state(ctx: "Context", cols) -> dict[str, Any]:
         "swept": [[i, sorted(v.items())] for i, v in sorted(cols.swept.items()) if v],
         "marks": [[k[0], k[1], v] for k, v in ctx.marks.items()],
         "pending": list(ctx.pending.items()),
+        "approvals": [[encode(a).decode("utf-8") for a in entry if a is not None]
+                      for entry in ctx.approvals.values()],
         "reach": ctx.reach, "id_floor": ctx.id_floor, "in_hand": ctx.in_hand,
         "started": encode(ctx.started).decode("utf-8") if ctx.started is not None else None,
         "ended": ctx.ended, "protocol_seen": ctx.protocol_seen,

@@ -34,7 +34,7 @@ _WHERE = {
     "read": ".api",
     "grep": ".api",
     "parse_turns": ".turns",
-    "required_literal": ".pattern",
+    "required_literal": ".literal",
     "grep_wants": ".grep",
     "read_wants": ".read",
     "GREP_HITS": "..constants",
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from ..constants import GREP_HITS, GREP_LINE_BYTES, GREP_TIMEOUT_S
     from .api import Door, grep, index, read
     from .grep import grep_wants
-    from .pattern import _Matcher, _texts, required_literal
+    from .literal import required_literal
+    from .pattern import _Matcher, _texts
     from .read import read_wants
     from .turns import Want, parse_turns

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..constants import GREP_LINE_BYTES
 from ..errors import Refusal
+from .literal import MAX_FORMS, _BYTE_RANK, RARE_BYTE_RANK, forms, raw_safe, required_literal
 from ..records import (
     AssistantMessage,
     Evicted,
@@ -28,73 +29,6 @@ from ..records import (
 
 _META = set(".^$*+?{}[]\\|()")
 _BOUNDARY_ESCAPES = set("AZzGK")
-
-
-def required_literal(pattern: str) -> tuple[str, bool]:
-    """A literal every match of ``pattern`` contains, and whether the pattern is just it.
-
-    Conservative by construction: any alternation or inline group ``(?…`` gives no literal; the
-    scan stops at the first group, class or letter escape; a quantified character leaves the run.
-    An empty string means "no literal".
-    """
-    if "|" in pattern or "(?" in pattern:
-        return "", False
-    runs: list[str] = []
-    cur: list[str] = []
-    pure = True
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if i + 1 >= n:
-                return "", False
-            d = pattern[i + 1]
-            if d.isalnum() or d in "_\n" or not d.isascii():
-                pure = False
-                break  # \d, \b, \N{…}, \p{…}, \g<…>, \L<…>, backreferences: stop here
-            cur.append(d)
-            i += 2
-            continue
-        if c in "*?{":
-            pure = False
-            if cur:
-                cur.pop()  # the quantified character is optional
-            runs.append("".join(cur))
-            cur = []
-            if c == "{":
-                j = pattern.find("}", i)
-                if j < 0:
-                    break
-                i = j + 1
-            else:
-                i += 1
-            continue
-        if c == "+":
-            pure = False
-            runs.append("".join(cur))  # the character is required once; the run ends with it
-            cur = []
-            i += 1
-            continue
-        if c in "([":
-            pure = False
-            break
-        if c == "\n":  # no line holds a newline: treat it as an opaque element
-            pure = False
-            runs.append("".join(cur))
-            cur = []
-            i += 1
-            continue
-        if c in ".^$)]}":
-            pure = False
-            runs.append("".join(cur))
-            cur = []
-            i += 1
-            continue
-        cur.append(c)
-        i += 1
-    runs.append("".join(cur))
-    best = max(runs, key=len)
-    return best, pure and bool(best)
 
 
 def _boundary_blind(pattern: str) -> bool:
@@ -141,15 +75,6 @@ def _boundary_blind(pattern: str) -> bool:
     return True
 
 
-# Printable ASCII from the most to the least frequent in agent transcripts (measured on the dev
-# trajectories): the raw scan looks for the needle's rarest byte with memchr, as ripgrep does.
-_BYTE_RANK = {b: i for i, b in enumerate(
-    b' entsoair\\ld_cp".umfhy`=:,g()b/10x2-*\'3w4k5v+T>EIN<6j78{}S9[]ODFUqRA#GBCMPHLzW%?&QYV|!@^KJZX;~$')}
-
-
-RARE_BYTE_RANK = 40  # from here on (capitals, rarer punctuation) a byte is worth a memchr
-
-
 def _finder(lit: bytes):
     """``find(buf, start, limit)`` → the next occurrence of ``lit`` or -1, anchored on its rarest
     byte (a one-byte ``find`` is a memchr, many times faster than a substring search). A finder
@@ -158,11 +83,11 @@ def _finder(lit: bytes):
     A literal holding a character some writers escape (``/`` as ``\\/``; ``<>&='`` as
     ``\\u00xx``) is also looked for in its escaped forms, so such a record is decoded too.
     """
-    forms = _forms(lit)
-    if len(forms) == 1:
+    found = forms(lit)
+    if len(found) == 1:
         return _one_finder(lit)
-    finders = [_one_finder(f) for f in forms]
-    nxt = [-2] * len(forms)  # each form's next position: valid for one window (one finder each)
+    finders = [_one_finder(f) for f in found]
+    nxt = [-2] * len(found)  # each form's next position: valid for one window (one finder each)
 
     def find(buf, p: int, limit: int) -> int:
         best = -1
@@ -175,29 +100,6 @@ def _finder(lit: bytes):
         return best
 
     return find
-
-
-ESCAPED_BY_SOME = {"/": (b"\\/",), **{c: (b"\\u%04x" % ord(c), b"\\u%04X" % ord(c))
-                                       for c in "<>&='"}}
-"""Printable characters some JSON writers escape (``/`` in PHP; ``<>&='`` in HTML-safe Go and
-Gson output). msgspec escapes none of them; a writer escapes such a character everywhere or
-nowhere (decision 0206)."""
-
-
-MAX_FORMS = 27
-"""Beyond this many encoded forms (three escape-prone characters) the raw shortcut is dropped."""
-
-
-def _forms(lit: bytes) -> list[bytes]:
-    """The literal as writers may have encoded it: each escape-prone character raw or escaped
-    in each way writers do, independently (a writer escapes one character everywhere or
-    nowhere, but writers differ in which characters they escape)."""
-    forms = [lit]
-    for c in dict.fromkeys(lit.decode("ascii")):
-        if c in ESCAPED_BY_SOME:
-            raw = c.encode()
-            forms = [f.replace(raw, alt) for f in forms for alt in (raw, *ESCAPED_BY_SOME[c])]
-    return sorted(set(forms))
 
 
 def _one_finder(lit: bytes):
@@ -218,11 +120,6 @@ def _one_finder(lit: bytes):
         return -1
 
     return find
-
-
-def _raw_safe(lit: str) -> bool:
-    """The literal's JSON encoding is its raw bytes (writers escape only ``"``, ``\\``, controls)."""
-    return bool(lit) and all(0x20 <= ord(c) < 0x7F and c not in '"\\' for c in lit)
 
 
 def _clip(line: str) -> str:
@@ -272,8 +169,8 @@ class _Matcher:
         self.lit = lit or None
         self.pure = pure
         self.blind = shortcut and _boundary_blind(pattern)
-        self.raw = lit.encode("ascii") if shortcut and _raw_safe(lit) else None
-        if self.raw is not None and len(_forms(self.raw)) > MAX_FORMS:
+        self.raw = lit.encode("ascii") if shortcut and raw_safe(lit) else None
+        if self.raw is not None and len(forms(self.raw)) > MAX_FORMS:
             self.raw = None  # too many ways to write it: decode every record instead
 
     def _compile(self):

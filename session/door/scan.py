@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from .. import native
 from .hits import _grep_record, _Hits
-from .pattern import _BYTE_RANK, _finder, _forms, _Matcher
+from .literal import anchor as _anchor, forms as _forms
+from .pattern import _finder, _Matcher
 from .read import check as _check
 from .turns import Want, _no_gc
 
@@ -170,11 +171,6 @@ def _settle(w: "_Counting | _Finding", dense: bool, lit: bytes, L: int, starts, 
     if flat is not None and hits.worst is not None:
         dense = found * DENSE >= flat.records(w.i, w.k)
     return seq, dense
-
-
-def _anchor(lit: bytes) -> int:
-    """The index of the literal's rarest byte (by its rank in JSON-encoded English and code)."""
-    return max(range(len(lit)), key=lambda i: _BYTE_RANK.get(lit[i], 0))
 
 
 class _Finding:

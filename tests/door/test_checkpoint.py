@@ -87,6 +87,36 @@ def answers(door: Door) -> tuple:
     return rows, read, greps
 
 
+def apply_damage(root, log, agent: str, damage: str, at: int, forked: bool, more,
+                 appended: str = "appended needle"):
+    """Do ``damage`` to the checkpoint of ``agent``'s log (or to the log behind its back);
+    returns the agent's log, reopened where the damage rewrote it. ``b1`` is the other log."""
+    path = root / "agents" / agent / "record.jsonl"
+    fold = checkpoint.path_for(path)
+    if damage == "missing":
+        fold.unlink()
+    elif damage == "corrupt":
+        data = bytearray(fold.read_bytes())
+        data[at % len(data)] ^= 1 + at % 255
+        fold.write_bytes(bytes(data))
+    elif damage == "foreign":
+        shutil.copyfile(checkpoint.path_for(root / "agents" / "b1" / "record.jsonl"), fold)
+    elif damage == "appended":
+        play(log, more)
+        answer(log, appended)
+    elif damage in ("rewritten", "truncated"):
+        log.close()
+        data = path.read_bytes()
+        path.unlink()
+        if damage == "rewritten" or not forked:
+            log = new_agent(root, agent)
+            play(log, more)
+        else:  # keep the opening (the link), drop the rest
+            lines = data.splitlines(keepends=True)
+            path.write_bytes(b"".join(lines[:3]))
+    return log
+
+
 def full(root, agent: str) -> tuple:
     src = f"agents/{agent}/record.jsonl"
     ctx, _ = fold_file(root / src, src, loader=make_loader(root))
@@ -115,27 +145,7 @@ def test_the_door_from_outside_answers_as_a_full_fold(tmp_path_factory, ops, mor
     door_open(root / "agents" / agent)  # writes the checkpoint
     door_open(root / "agents" / "b1")
     assert fold.is_file()
-    if damage == "missing":
-        fold.unlink()
-    elif damage == "corrupt":
-        data = bytearray(fold.read_bytes())
-        data[at % len(data)] ^= 1 + at % 255
-        fold.write_bytes(bytes(data))
-    elif damage == "foreign":
-        shutil.copyfile(checkpoint.path_for(root / "agents" / "b1" / "record.jsonl"), fold)
-    elif damage == "appended":
-        play(log, more)
-        answer(log, "appended needle")
-    elif damage in ("rewritten", "truncated"):
-        log.close()
-        data = path.read_bytes()
-        path.unlink()
-        if damage == "rewritten" or not forked:
-            log = new_agent(root, agent)
-            play(log, more)
-        else:  # keep the opening (the link), drop the rest
-            lines = data.splitlines(keepends=True)
-            path.write_bytes(b"".join(lines[:3]))
+    log = apply_damage(root, log, agent, damage, at, forked, more)
     want = full(root, agent)
     door, torn = door_open(root / "agents" / agent)
     assert torn is None

@@ -1,11 +1,14 @@
 """An MCP server of our own for the tests: ``add``, ``shout``, ``fail`` (an error result),
 ``crash`` (the process dies mid-call) and ``hang`` (never answers).
 
-``python toolserver.py`` serves stdio; the tests serve ``SERVER`` over HTTP in-process.
+``python toolserver.py`` serves stdio; the tests serve ``SERVER`` over HTTP in-process. With
+``TOOLSERVER_CALLS`` set to a file, every call appends one line to it (``name`` and arguments as
+JSON): what a test counts to know a tool ran, and how many times.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -39,6 +42,10 @@ async def list_tools(ctx, params) -> types.ListToolsResult:
 async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
     args = params.arguments or {}
     name = params.name
+    calls = os.environ.get("TOOLSERVER_CALLS")
+    if calls:
+        with open(calls, "a") as f:
+            f.write(json.dumps({"name": name, "arguments": args}) + "\n")
     if name == "add":
         text = str(int(args["a"]) + int(args["b"]))
     elif name == "shout":

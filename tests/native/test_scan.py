@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from mnemon.session.door import _Matcher, _texts
 from mnemon.session.records import (
+    ApprovalDecided,
+    ApprovalRequested,
     AssistantMessage,
     Cleared,
     Evicted,
@@ -130,6 +132,12 @@ records = st.one_of(
     st.builds(SessionEnded, reason=texts),
     st.builds(TurnStarted, turn=ints, at=opt),
     st.builds(ProviderCall, attempt=ints, latency_s=floats, error=opt, purpose=opt),
+    # the approval records hold no searchable text (their input is the call's, already counted
+    # in its AssistantMessage): the scanner counts them as 0, certain, not "decode this"
+    st.builds(ApprovalRequested, call_id=words, tool=words, input=tool_inputs, rule=opt,
+              reason=opt),
+    st.builds(ApprovalDecided, call_id=words, decision=st.sampled_from(["approve", "reject"]),
+              reason=opt, input=st.none() | st.dictionaries(words, texts, max_size=2), by=opt),
 )
 
 

@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from tests.helpers import door_open
 from mnemon.lineage.view import open_agent
@@ -15,6 +18,7 @@ from mnemon.orchestrator.importers import AssistantStep, ToolStep, Trajectory, U
 from mnemon.orchestrator.replay import replay
 from mnemon.providers.prices import price_for
 from mnemon.session.door import Door
+from mnemon.session.eviction import HOLD_REQUESTS
 from mnemon.session.records import Text, ToolResult, ToolUse
 
 from ..conftest import TRAJECTORIES
@@ -66,8 +70,13 @@ def test_replay_keeps_every_message(tmp_path, strategy):
 
 def _reading_traj(n: int, size: int) -> Trajectory:
     """A task, then n turns each reading a different file of ``size`` bytes, then an answer."""
+    return _sized_traj([size] * n)
+
+
+def _sized_traj(sizes: list[int]) -> Trajectory:
+    """A task, then a turn reading a different file of each size in ``sizes``, then an answer."""
     steps = [UserStep(text="read the files")]
-    for i in range(n):
+    for i, size in enumerate(sizes):
         steps.append(AssistantStep(blocks=[ToolUse(f"c{i}", "bash", {"command": f"cat f{i}.py"})],
                                    stop_reason="tool_use"))
         steps.append(ToolStep(results=[ToolResult(tool_use_id=f"c{i}",
@@ -320,3 +329,58 @@ def test_a_damaged_recording_replays_and_the_report_names_what_it_lost(tmp_path,
     assert main(["replay", str(clean), "--out", str(tmp_path / "c"), "--strategy", "none",
                  "--no-plot", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["skipped_lines"] == []
+
+
+def test_clear_at_least_clears_in_bulk_or_not_at_all(tmp_path):
+    """Without ``clear_at_least`` every request past the trigger clears the one result that just
+    left the last three (a cache rewrite each time, as the API documents a clear); with it, a clear
+    is made only when it takes at least that many tokens at once, so fewer, larger clears."""
+    traj = _reading_traj(16, 4_000)  # ~1 000 tokens a result
+    every = replay(traj, tmp_path / "every", "clear-tool-uses", window=20_000).summary()
+    opts = S.Options(clear_at_least=5_000)
+    bulk = replay(traj, tmp_path / "bulk", "clear-tool-uses", window=20_000, opts=opts)
+    _root, _a, ctx, _ = open_agent(tmp_path / "bulk" / "agents" / "a1")
+    door, _ = door_open(tmp_path / "bulk" / "agents" / "a1")
+    sweeps = [r for t in door.read([t.id for t in ctx.turns]) for r in t["records"]
+              if r["t"] == "Swept"]
+    assert sweeps, "some clear was big enough"
+    assert all(len(s["blocks"]) >= 5 for s in sweeps), sweeps  # ≥ 5 000 tokens: ≥ 5 results
+    assert 0 < bulk.summary()["edits"] < every["edits"]
+    assert bulk.cost_usd < replay(traj, tmp_path / "again", "clear-tool-uses",
+                                  window=20_000).cost_usd
+
+
+def test_cli_clear_at_least_is_a_number_of_tokens(tmp_path, capsys):
+    path = TRAJECTORIES / "gen-native__long-output-late.jsonl"
+    assert main(["replay", str(path), "--out", str(tmp_path / "o"), "--strategy",
+                 "clear-tool-uses", "--clear-at-least", "-1"]) == 2
+    assert "--clear-at-least must be a number of tokens" in capsys.readouterr().err
+
+
+def test_a_cut_that_cannot_make_room_waits_for_the_next_turn(tmp_path):
+    """A 17 500-token result in hand at a 32k window: the plan cannot take it yet, and evicting
+    the rest would leave the context above the line. Before decision 0268 that eviction was made
+    and the next turn evicted again; now one eviction, on the next turn, takes both."""
+    res = replay(_sized_traj([2000] * 20 + [70_000] + [500] * 8), tmp_path / "d", "evict",
+                 window=32_000)
+    assert res.summary()["edits"] == 1
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sizes=st.lists(st.one_of(st.integers(100, 4_000), st.integers(20_000, 120_000)),
+                      min_size=5, max_size=40),
+       window=st.sampled_from([20_000, 32_000, 64_000]))
+def test_no_churn_on_sessions_with_very_large_tool_results(tmp_path_factory, sizes, window):
+    """Decision 0268 over generated sessions: a harness eviction that leaves the context above
+    the eviction line is made only when the next request would not fit the window otherwise, and
+    the one after it waits HOLD_REQUESTS requests unless the window would overflow."""
+    with capture_logs() as events:
+        replay(_sized_traj(sizes), tmp_path_factory.mktemp("churn") / "r", "evict",
+               window=window)
+    cuts = [e for e in events if e["event"] == "harness eviction"]
+    for e in cuts:
+        room = e["used_tokens"] + (e["growth"] or 0)
+        if e["short"]:
+            assert room >= window, e  # forced: the next request would not have fitted
+        if e["since_short"] is not None and e["since_short"] < HOLD_REQUESTS:
+            assert room >= window, e  # held off unless the window would overflow

@@ -8,6 +8,7 @@ nothing to Anthropic)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import msgspec
@@ -16,12 +17,12 @@ import pytest
 from mnemon.lineage.view import open_agent
 from mnemon.orchestrator.importers import load
 from mnemon.orchestrator.replay import replay
-from mnemon.providers import anthropic, openai
+from mnemon.providers import anthropic, openai, openai_responses
 from mnemon.providers.base import Request, ToolDef
 from mnemon.session.records import Opaque, Text, Thinking, ToolUse
 from mnemon.session.render import render
 
-from .wire_shapes import check_anthropic, check_openai
+from .wire_shapes import check_anthropic, check_openai, check_responses
 
 SAMPLES = sorted(p for p in (Path(__file__).resolve().parents[1] / "importers" / "samples").rglob("*")
                  if p.is_file() and "subagents" not in p.parts)
@@ -50,13 +51,21 @@ def _merged(messages: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.parent.name + "/" + p.name[:24])
 @pytest.mark.parametrize("stream", [False, True])
-def test_every_sample_continues_on_both_apis(tmp_path, path, stream):
+def test_every_sample_continues_on_every_api(tmp_path, path, stream):
     request = _continued(path, tmp_path)
     check_anthropic(anthropic.encode_request(request, stream=stream))
     body = openai.encode_request(request, stream=stream)
     check_openai(body)
     for m in body["messages"]:
         assert not {"type", "summary", "encrypted_content"} & set(m), m
+    body = openai_responses.encode_request(request, stream=stream)
+    check_responses(body)
+    if path.parent.name == "codex":  # the rollout's reasoning items go back, each in its place
+        lines = [json.loads(l) for l in path.read_text().splitlines()
+                 if '"type":"reasoning"' in l and '"encrypted_content":"' in l]
+        recorded = [l.get("payload", l) for l in lines]  # the envelope, or a bare item
+        sent = [i for i in body["input"] if i.get("type") == "reasoning"]
+        assert sent == [i for i in recorded if i.get("encrypted_content")]
 
 
 def test_codex_samples_do_carry_reasoning_items(tmp_path):
@@ -103,6 +112,22 @@ def test_an_assistant_turn_of_only_foreign_opaque_blocks_is_dropped_not_sent_emp
     body = anthropic.encode_request(req)
     check_anthropic(body)
     assert {"type": "redacted_thinking", "data": "d"} in body["messages"][1]["content"]
+
+
+def test_the_responses_checker_bites():
+    good = openai_responses.encode_request(_request([
+        Opaque("openai-responses", {"id": "rs_1", "type": "reasoning", "summary": [],
+                                    "encrypted_content": "e"}),
+        Text("a"), ToolUse("c1", "bash", {"command": "ls"})]))
+    check_responses(good)
+    assert [i["type"] for i in good["input"]] == ["message", "reasoning", "message",
+                                                  "function_call", "message"]
+    for bad in ({**good, "messages": []},
+                {**good, "input": [{"type": "reasoning", "summary": []}]},
+                {**good, "input": [{"type": "function_call_output", "call_id": "x",
+                                    "output": "o"}]}):
+        with pytest.raises((msgspec.ValidationError, AssertionError)):
+            check_responses(bad)
 
 
 def test_the_checkers_bite():

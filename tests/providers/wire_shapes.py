@@ -220,3 +220,94 @@ def check_openai(body: dict) -> OpenAIRequest:
         elif isinstance(m, OTool):
             assert m.tool_call_id in called, "a tool message answers an earlier call"
     return req
+
+
+# --------------------------------------------------------------------------- OpenAI Responses
+# ``POST /responses`` (openai/openai-openapi ``CreateResponse``, the ``InputItem`` union): the
+# parts ``providers/openai_responses.py`` sends.
+
+class RInputText(_S, tag="input_text", tag_field="type"):
+    text: str
+
+
+class ROutputText(_S, tag="output_text", tag_field="type"):
+    text: str
+    annotations: list[Any] | None = None
+    logprobs: list[Any] | None = None
+
+
+class RMessage(_S, tag="message", tag_field="type"):
+    role: Literal["user", "assistant", "system", "developer"]
+    content: Union[str, list[Union[RInputText, ROutputText]]]
+    id: str | None = None
+    status: str | None = None
+    phase: str | None = None
+
+
+class RFunctionCall(_S, tag="function_call", tag_field="type"):
+    call_id: str
+    name: str
+    arguments: str
+    id: str | None = None
+    status: str | None = None
+
+
+class RFunctionCallOutput(_S, tag="function_call_output", tag_field="type"):
+    call_id: str
+    output: str
+    id: str | None = None
+    status: str | None = None
+
+
+class RSummaryText(_S, tag="summary_text", tag_field="type"):
+    text: str
+
+
+class RReasoningText(_S, tag="reasoning_text", tag_field="type"):
+    text: str
+
+
+class RReasoning(_S, tag="reasoning", tag_field="type"):
+    summary: list[RSummaryText]
+    # the reference marks ``id`` required on output; Codex sends its items back without one
+    id: str | None = None
+    encrypted_content: str | None = None
+    content: list[RReasoningText] | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+RItem = Union[RMessage, RFunctionCall, RFunctionCallOutput, RReasoning]
+
+
+class RTool(_S, tag="function", tag_field="type"):
+    name: str
+    parameters: dict[str, Any] | None
+    strict: bool | None
+    description: str | None = None
+
+
+class ResponsesRequest(_S):
+    model: str
+    input: list[RItem]
+    store: bool
+    include: list[Literal["reasoning.encrypted_content"]]
+    instructions: str | None = None
+    tools: list[RTool] | None = None
+    tool_choice: Any = None
+    max_output_tokens: int | None = None
+    prompt_cache_key: str | None = None
+    previous_response_id: str | None = None
+    stream: bool | None = None
+
+
+def check_responses(body: dict) -> ResponsesRequest:
+    req = msgspec.convert(body, ResponsesRequest)
+    called: set[str] = set()
+    for item in req.input:
+        if isinstance(item, RFunctionCall):
+            called.add(item.call_id)
+        elif isinstance(item, RFunctionCallOutput):
+            assert item.call_id in called, "an output answers an earlier call"
+        elif isinstance(item, RReasoning):
+            assert item.encrypted_content, "stateless: a reasoning item carries its content"
+    return req

@@ -88,3 +88,28 @@ async def test_the_page_shows_the_tree_and_greps(tmp_path):
     assert any("codeword" in h.lower() for h in hits)
     assert '"turn"' in turn
     assert (ARTIFACTS / "page-demo.png").read_bytes()[:4] == b"\x89PNG"
+
+
+async def test_the_page_shows_a_typed_agents_output(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    schema = tmp_path / "verdict.json"
+    schema.write_text('{"type": "object", "properties": {"ok": {"type": "boolean"}, '
+                      '"score": {"type": "integer", "minimum": 3}}, "required": ["ok", "score"]}')
+    run = tmp_path / "typed"
+    subprocess.run([sys.executable, "-m", "mnemon", "ask", "judge it", "--output", str(schema),
+                    "--run-root", str(run)], check=True, capture_output=True, timeout=120)
+    async with live_service(run, read_only=True) as svc:
+        def drive() -> str:
+            driver = _browser()
+            try:
+                driver.get(f"{svc.base}/#token={TOKEN}")
+                _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#tree .agent")[0].click()
+                      or True)
+                _wait(driver, lambda d: d.find_element(By.ID, "agent-title").text == "Agent a1")
+                return _wait(driver, lambda d: d.find_element(By.ID, "agent-output").text)
+            finally:
+                driver.quit()
+
+        shown = await trio.to_thread.run_sync(drive)
+    assert shown.startswith("output {") and '"score": 3' in shown and '"ok": false' in shown

@@ -34,18 +34,18 @@ class Live:
 
 @asynccontextmanager
 async def live_service(root: Path, *, provider=None, read_only: bool = False,
-                       settings: Settings | None = None):
+                       settings: Settings | None = None, provider_name: str = "scripted"):
     """Serve ``root`` (created when writable) until the block ends, then shut down cleanly."""
     if not read_only:
         create_run_root(root, "tests")
     run = Run(root, read_only=read_only, settings=settings or Settings(model="scripted"),
-              provider_name=None if read_only else "scripted")
+              provider_name=None if read_only else provider_name)
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(lambda task_status: serve(
             run, token=TOKEN, host="127.0.0.1", port=0,
             provider=None if read_only else (provider or ScriptedProvider()),
-            provider_name=None if read_only else "scripted", version="test", stop=stop,
+            provider_name=None if read_only else provider_name, version="test", stop=stop,
             task_status=task_status))
         live = Live(binds[0], run, stop)
         try:

@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 from mnemon.session.constants import EVICT_THRESHOLD_BYTES
 from mnemon.session.context import Context, Turn
 from mnemon.session.eviction import (
+    HOLD_REQUESTS,
+    REMIND_REQUESTS,
+    REMINDER_TOKENS,
     PressureLatch,
     due_line,
     eviction_due,
@@ -16,6 +19,8 @@ from mnemon.session.eviction import (
     plan_eviction,
     pressure_line,
     pressure_reminder,
+    held_off,
+    remind_line,
     reserve,
 )
 from mnemon.session.records import AssistantMessage, Evicted, Residue, SessionStarted, Text, UserPrompt
@@ -144,3 +149,31 @@ def test_pressure_reminder_names_the_cut_the_door_and_the_tool():
     text = pressure_reminder(ctx, 150_000, 200_000)
     assert "turns 1-" in text and "transcript_read" in text and "context_evict" in text
     assert pressure_reminder(_table([10]), 150_000, 200_000).startswith("[Context pressure")
+
+
+def test_the_reminder_comes_when_the_eviction_is_a_few_requests_away():
+    """Decision 0268: at a 32k window (eviction line 16 000) the reminder waits until
+    REMIND_REQUESTS (8) requests of growth (and its own tokens) before the line; unmeasured
+    growth keeps the old pressure line; large growth never moves it before the pressure line."""
+    assert REMIND_REQUESTS == 8
+    assert remind_line(32_000, None) == pressure_line(32_000) == 8_000
+    assert remind_line(32_000, 500.0) == 16_000 - 8 * 500 - REMINDER_TOKENS
+    assert remind_line(32_000, 5_000.0) == pressure_line(32_000)
+    latch = PressureLatch()
+    assert not latch.update(9_000, 32_000, growth_tokens=500.0)  # 14 requests away: not yet
+    assert latch.update(12_000, 32_000, growth_tokens=500.0)
+    assert not latch.update(12_500, 32_000, growth_tokens=500.0)  # once per excursion
+
+
+@given(used=st.integers(0, 200_000), window=st.sampled_from([None, 32_000, 64_000, 128_000]),
+       growth=st.one_of(st.none(), st.floats(0, 50_000)), since=st.one_of(st.none(),
+                                                                          st.integers(0, 10)))
+def test_a_short_cut_holds_the_next_one_off_unless_the_window_would_overflow(used, window,
+                                                                             growth, since):
+    held = held_off(used, window, growth, since)
+    if since is None or since >= HOLD_REQUESTS:
+        assert not held
+    elif window is not None and used + (growth or 0) >= window:
+        assert not held, "the next request would not fit: evict now"
+    else:
+        assert held

@@ -7,7 +7,11 @@ synod child, it answers from the context it inherited, each stance its own way.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Literal
+
+import msgspec
 
 CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Kenya": "Nairobi", "Peru": "Lima",
             "New Zealand": "Wellington"}
@@ -40,3 +44,48 @@ def policy(request, state):
     country = re.search(r"capital of ([A-Z][\w ]+?)\?", said)
     return [{"type": "tool_use", "id": "look_1", "name": "lookup",
              "input": {"country": country.group(1) if country else said}}], "tool_use"
+
+
+# ---------------------------------------------------------------- the typed variant
+# (capitals-typed.toml): the same model, asked for answers of the output type Capital
+
+CONTINENTS = {"France": "Europe", "Japan": "Asia", "Kenya": "Africa", "Peru": "South America",
+              "New Zealand": "Oceania"}
+COASTAL = {"Paris": False, "Tokyo": True, "Nairobi": False, "Lima": True, "Wellington": True}
+
+
+class Capital(msgspec.Struct):
+    """The output type of capital.schema.json, as a msgspec Struct (``output = "atlas:Capital"``
+    names it from a job file)."""
+
+    country: str
+    capital: str
+    continent: Literal["Africa", "Asia", "Europe", "Oceania", "South America"]
+    coastal: bool | None = None
+    sources: list[str] = []
+
+
+def typed_policy(request, state):
+    """As ``policy``, but a typed request (``request.output``) is answered with one JSON
+    object of its type; the first answer of each task forgets a field, as models do, and is
+    sent back once with the problem (a retry, recorded like any turn)."""
+    if request.output is None:
+        return policy(request, state)
+    last = request.messages[-1]
+    said = " ".join(_texts(last))
+    seen = " ".join(" ".join(_texts(m)) for m in request.messages)
+    country = next((c for c in CAPITALS if c in seen), "unknown")
+    if request.meta.get("depth", 0) == 0 and not any(
+            b.get("type") == "tool_result" for m in request.messages
+            for b in m.get("content") or ()):
+        return [{"type": "tool_use", "id": "look_1", "name": "lookup",
+                 "input": {"country": country}}], "tool_use"
+    capital = CAPITALS.get(country, "unknown")
+    if "contrarian" in said:
+        capital = "Not " + capital
+    answer = {"country": country, "capital": capital, "continent": CONTINENTS.get(country),
+              "coastal": COASTAL.get(capital), "sources": ["atlas"]}
+    if request.meta.get("depth", 0) == 0 and not state.get("retried"):
+        state["retried"] = True  # the first answer misses a required field
+        del answer["continent"]
+    return [{"type": "text", "text": json.dumps(answer)}], "end_turn"

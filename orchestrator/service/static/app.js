@@ -1,13 +1,14 @@
 // The page: the lineage tree live, each agent's context as a bar, the transcript door, cost over
 // time. Plain script, no build step. The token comes from the URL fragment (#token=…, never sent
 // to the server) or the form, and goes on every API call as a bearer header; events are read with
-// fetch streaming so they carry it too.
+// fetch streaming so they carry it too. Tool calls waiting for a decision are listed with their
+// input (editable) and approve / reject buttons (docs/policy.md).
 "use strict";
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem("mnemon-token") || "";
 const frag = new URLSearchParams(location.hash.slice(1));
 if (frag.get("token")) { token = frag.get("token"); sessionStorage.setItem("mnemon-token", token); history.replaceState(null, "", location.pathname); }
-let selected = null, agents = [], usage = [], lastId = null, refreshTimer = null;
+let selected = null, agents = [], usage = [], lastId = null, refreshTimer = null, readOnly = true, shownApprovals = "";
 
 async function api(path, opts = {}) {
   const r = await fetch(path, { ...opts, headers: { ...(opts.headers || {}), "Authorization": "Bearer " + token, "Content-Type": "application/json" } });
@@ -28,6 +29,7 @@ async function loadRun() {
   const run = await api("/v1/run");
   $("run").textContent = `${run.run_root} · ${run.read_only ? "read-only" : (run.provider || "") + (run.model ? " / " + run.model : "")} · mnemon ${run.version}`;
   $("start").hidden = run.read_only;
+  readOnly = run.read_only;
 }
 
 async function loadAgents() {
@@ -60,6 +62,9 @@ async function showAgent(id) {
   if (!a) return;
   $("agent-title").textContent = `Agent ${id}`;
   $("agent-meta").textContent = `${a.kind}, ${a.state}${a.reason ? " (" + a.reason + ")" : ""} · parent ${a.parent || "—"} · children ${a.children.join(", ") || "—"} · in ${a.usage.input_tokens} / cache read ${a.usage.cache_read_tokens} / out ${a.usage.output_tokens} tokens · $${a.cost_usd.toFixed(4)}`;
+  const out = $("agent-output");  // a typed agent's accepted answer
+  out.hidden = a.output === null || a.output === undefined;
+  out.textContent = out.hidden ? "" : "output " + JSON.stringify(a.output, null, 2);
   const s = await api(`/v1/agents/${id}/context`);
   const marked = new Set(s.marks.map((m) => m.block.split(".")[0]));
   const total = s.frontier.reduce((t, f) => t + f.bytes, 0) || 1;
@@ -107,7 +112,41 @@ function drawChart() {
   svg.replaceChildren(line(costLine, "#4c78a8"), line(shareLine, "#e45756"), label(`cost $${c1.toFixed(4)}`, "14", "#4c78a8"), label(`cache-read share ${(100 * pts[pts.length - 1].share).toFixed(1)}%`, "26", "#e45756"));
 }
 
+async function loadApprovals() {
+  if (readOnly) return;
+  const out = await api("/v1/approvals");
+  const key = out.approvals.map((a) => (a.job || "") + "/" + a.agent + "/" + a.call_id).join(",");
+  if (key === shownApprovals) return; // the same requests: keep what the person is typing
+  shownApprovals = key;
+  $("approvals").replaceChildren(...(out.approvals.length ? out.approvals.map(approvalItem)
+    : [el("li", { class: "muted" }, "none waiting")]));
+}
+
+function approvalItem(a) {
+  const original = JSON.stringify(a.input);
+  const input = el("textarea", { class: "edit", rows: "2", title: "the input the tool receives (edit to change it)" });
+  input.value = original;
+  const why = el("input", { class: "why", placeholder: "reason, for a rejection (the model reads it)" });
+  return el("li", { "data-agent": a.agent, "data-call": a.call_id },
+    el("div", {}, el("b", {}, a.tool), el("span", { class: "muted" }, ` · ${a.job ? "job " + a.job + " " : ""}${a.agent} · ${a.reason || a.rule || ""}`)),
+    input, why,
+    el("button", { class: "approve", onclick: () => decide(a, { decision: "approve" }, original, input) }, "approve"),
+    el("button", { class: "reject", onclick: () => decide(a, { decision: "reject", reason: why.value || undefined }) }, "reject"));
+}
+
+async function decide(a, body, original, input) {
+  try {
+    if (input && input.value !== original) body.input = JSON.parse(input.value);
+    const path = a.job ? `/v1/jobs/${encodeURIComponent(a.job)}/approvals/${encodeURIComponent(a.agent)}/${encodeURIComponent(a.call_id)}`
+      : `/v1/agents/${encodeURIComponent(a.agent)}/approvals/${encodeURIComponent(a.call_id)}`;
+    await api(path, { method: "POST", body: JSON.stringify(body) });
+  } catch (e) { show(e); }
+  shownApprovals = null;
+  await loadApprovals().catch(show);
+}
+
 function onEvent(ev) {
+  if (ev.type === "approval_requested" || ev.type === "approval_decided") loadApprovals().catch(show);
   if (ev.type === "usage" && ev.usage) {
     const u = ev.usage;
     usage.push({ t: ev.at ? Date.parse(ev.at) : Date.now(), cost: ev.cost_usd || 0, input: u.input_tokens + u.cache_read_tokens + u.cache_write_tokens, read: u.cache_read_tokens });
@@ -162,7 +201,7 @@ $("start").addEventListener("submit", start);
 $("tokenform").addEventListener("submit", (ev) => { ev.preventDefault(); token = $("token").value; sessionStorage.setItem("mnemon-token", token); $("tokenform").hidden = true; boot(); });
 
 async function boot() {
-  try { await loadRun(); await loadAgents(); if (!selected && agents.length) await select(agents[0].id); follow(); }
+  try { await loadRun(); await loadAgents(); await loadApprovals(); if (!selected && agents.length) await select(agents[0].id); follow(); }
   catch (e) { $("run").textContent = e.message; }
 }
 boot();

@@ -1,0 +1,93 @@
+"""The quick no-hit answer: a grep for a literal that no file of an agent's lineage holds,
+answered from outside without folding, decoding or importing a decoder.
+
+The door from outside (``view.open_door``) answers a grep from the fold checkpoint beside the
+log when it describes the whole log (``session.checkpoint.reopening.open_table``), then looks
+for the pattern's required literal in the raw bytes of every file the table's turns lie in,
+decoding only the records where one of the literal's forms occurs (docs/door.md, "The shortcut,
+and why it is exact"). When the pattern is just that literal and no form of it occurs anywhere
+in those files, nothing is decoded and the answer is no hit. This module reaches the same answer
+by the same steps, minus what does not change it: the checkpoint's frame and key are checked as
+``table.load`` checks them (``session.checkpoint.header``), its ``sources`` confined to the run
+root as the door's opener confines them (``session.paths.confine``), and each whole file is
+searched for every form (a superset of the records the door would look at). Only the answer
+"no hit" is given here; anything else — a pattern that is not a plain literal, a literal the raw
+shortcut cannot take, no checkpoint, one that does not describe the whole log (lines appended
+since, a torn tail), a source that cannot be confined, a form found anywhere — returns False and
+the door answers. So the answer never differs from the door's; it only comes without the
+~15–20 ms of importing msgspec and the fold (tests/door/test_nohit.py holds them equal).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..session import native
+from ..session.checkpoint.header import Stale, check_key, path_for, read_header
+from ..session.door.literal import anchor, forms, raw_literal
+from ..session.errors import SessionError
+from ..session.paths import confine
+from .places import agent_of, agent_source
+
+NO_HITS = {"hits": [], "total": 0}
+"""The door's answer to a grep with no hit."""
+
+
+def quick_miss(path: Path, pattern: str) -> bool:
+    """True when a grep of ``pattern`` over the agent directory ``path`` (every turn) is known
+    to find nothing, exactly as the door would answer; False when the door must answer."""
+    lit, pure = raw_literal(pattern)
+    if lit is None or not pure:
+        return False
+    try:
+        root, agent = agent_of(Path(path))
+        src = agent_source(agent)
+        log = root / src
+        head = read_header(path_for(log))
+        first, last, end, _lines = head["key"]
+        if head.get("source") != src or os.stat(log).st_size != end:
+            return False  # another file's, or appended to (or torn) since: the door catches up
+        check_key(log, first, last, end)
+        sources = head["state"]["sources"]
+        if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+            return False
+        real_root = root.resolve()
+        files = [confine(root, s, resolved_root=real_root) for s in dict.fromkeys([src, *sources])]
+    except (Stale, SessionError, OSError, KeyError, TypeError, ValueError):
+        return False
+    found = forms(lit)
+    anchors = [anchor(f) for f in found]
+    return not any(_holds(p, found, anchors) for p in files)
+
+
+CHUNK = 4 << 20
+"""Each file is read through one buffer of this many bytes (and a form's length less one carried
+over, for a form across two reads): read, not mapped — unmapping a 200 MB map costs ~8 ms."""
+
+
+def _holds(path: Path, found: list[bytes], anchors: list[int]) -> bool:
+    """Whether the file at ``path`` holds any of the forms (True when it cannot be read: the
+    door then answers, naming what it cannot read)."""
+    over = max(map(len, found)) - 1
+    buf = bytearray(CHUNK + over)
+    mv = memoryview(buf)
+    keep = 0
+    try:
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(mv[keep:]):
+                end = keep + n
+                if native.find_all is not None:  # memchr on each form's rarest byte
+                    got, resume = native.find_all(mv, 0, end, found, anchors, 1)
+                    if len(got) or resume >= 0:
+                        return True
+                elif any(buf.find(x, 0, end) >= 0 for x in found):
+                    return True
+                keep = min(over, end)
+                buf[:keep] = bytes(mv[end - keep:end])
+    except (OSError, ValueError):
+        return True
+    return False
+
+
+__all__ = ["NO_HITS", "quick_miss"]

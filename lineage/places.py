@@ -1,0 +1,66 @@
+"""Where things are in a run root: ``run.json`` at its top, each agent's log at
+``agents/<agent-id>/record.jsonl``; finding the run root and the agent of a directory.
+
+Apart from ``runroot`` (which reads and writes records) so that a caller that only needs the
+places — the quick no-hit answer from outside (``nohit``) — loads no decoder: this module
+imports nothing of the session beyond its errors.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..session.errors import SessionError
+
+FORMAT = 1
+AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class RunRootError(SessionError):
+    pass
+
+
+def find_run_root(path: Path) -> Path:
+    """The nearest ancestor (or the path itself) holding ``run.json``."""
+    p = Path(path).resolve()
+    for cand in (p, *p.parents):
+        if (cand / "run.json").is_file():
+            return cand
+    raise RunRootError(f"{path} is not inside a run root (no run.json in it or above it)")
+
+
+def agent_dir(root: Path, agent: str) -> Path:
+    if not AGENT_ID.match(agent):
+        raise RunRootError(f"{agent!r} is not a path-safe agent id")
+    return root / "agents" / agent
+
+
+def agent_source(agent: str) -> str:
+    """The log's path relative to the run root, as pointers name it."""
+    return f"agents/{agent}/record.jsonl"
+
+
+def list_agents(root: Path) -> list[str]:
+    d = root / "agents"
+    if not d.is_dir():
+        return []
+    return sorted(p.name for p in d.iterdir() if (p / "record.jsonl").is_file())
+
+
+def agent_of(path: Path) -> tuple[Path, str]:
+    """(run root, agent id) for an agent directory or its record.jsonl."""
+    p = Path(path).resolve()
+    if p.is_file():
+        p = p.parent
+    if not (p / "record.jsonl").is_file():
+        raise RunRootError(f"{path} is not an agent directory (no record.jsonl in it)")
+    root = find_run_root(p)
+    rel = p.relative_to(root)
+    if len(rel.parts) != 2 or rel.parts[0] != "agents":
+        raise RunRootError(f"{path} is not at agents/<agent-id> under its run root {root}")
+    return root, rel.parts[1]
+
+
+__all__ = ["FORMAT", "AGENT_ID", "RunRootError", "find_run_root", "agent_dir", "agent_source",
+           "list_agents", "agent_of"]

@@ -1,0 +1,93 @@
+"""``mnemon results RUN_ROOT [--format jsonl|csv]`` — the run's results as a table: one row per
+task, the typed output's top-level fields as columns (``jobs/table.py``).
+
+Read-only. The rows are the run root's ``results.jsonl`` (or the results file named with
+``--results``); a run root with no results file — ``mnemon ask`` runs, a service's agents —
+gets one row per root agent from the logs themselves: its end (``SessionEnded.reason``) and
+its typed output (``SessionEnded.output``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import msgspec
+
+from ...lineage.runroot import RunRootError, agent_source, find_run_root, list_agents
+from ...session.log import iter_lines
+from ..cli import COMMANDS, UserError
+from ..jobs.results import read_results
+from ..jobs.table import to_csv, to_jsonl
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("results", help=COMMANDS["results"])
+    p.add_argument("path", help="a run root (or its results.jsonl)")
+    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
+                   help="JSON lines (default) or CSV with a header row")
+    p.add_argument("--results", default=None, metavar="FILE",
+                   help="the results file, where the job wrote it elsewhere")
+
+
+class _End(msgspec.Struct):
+    """What a row needs of a record: the opening's parent, the end and its output."""
+    t: str
+    parent: str | None = None
+    reason: str | None = None
+    output: object = None
+
+
+_probe = msgspec.json.Decoder(_End)
+_STATUS = {"done": "done", "budget": "budget", "cancelled": "cancelled"}
+
+
+def rows_from_logs(root: Path) -> list[dict]:
+    """One row per root agent of the run, from its log: ``task`` and ``agent`` its id,
+    ``status`` from its last ``SessionEnded`` (``running`` when none), its output."""
+    rows = []
+    for aid in list_agents(root):
+        parent, reason, output, ended = None, None, None, False
+        for _off, line in iter_lines(root / agent_source(aid)):
+            head = bytes(line[:32])
+            if b"Session" not in head:
+                continue
+            try:
+                rec = _probe.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                continue
+            if rec.t == "SessionStarted":
+                parent = rec.parent
+            elif rec.t == "SessionEnded":
+                reason, output, ended = rec.reason, rec.output, True
+            elif rec.t == "SessionResumed":
+                reason, output, ended = None, None, False
+        if parent is not None:
+            continue
+        status = _STATUS.get(reason or "", "failed") if ended else "running"
+        rows.append({"task": aid, "status": status, "agent": aid, "reason": reason,
+                     "output": output})
+    return rows
+
+
+def run(args) -> int:
+    path = Path(args.path)
+    if not path.exists():
+        raise UserError(f"{path} does not exist")
+    if args.results is not None or path.is_file():
+        file = Path(args.results) if args.results is not None else path
+        if not file.is_file():
+            raise UserError(f"{file}: no such results file")
+        rows = list(read_results(file).values())
+    else:
+        try:
+            root = find_run_root(path)
+        except RunRootError as e:
+            raise UserError(str(e)) from None
+        file = root / "results.jsonl"
+        rows = list(read_results(file).values()) if file.is_file() else rows_from_logs(root)
+    sys.stdout.write(to_csv(rows) if args.format == "csv" else to_jsonl(rows))
+    return 0
+
+
+__all__ = ["rows_from_logs"]
