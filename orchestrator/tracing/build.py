@@ -22,7 +22,7 @@ Per agent:
 - events on the agent's span: ``mnemon.eviction`` (span, bytes, by, and the note — the
   model's words, so its length unless ``content``), ``mnemon.mark``,
   ``mnemon.sweep``, ``mnemon.fork`` (a child started), ``mnemon.synod``, ``mnemon.clear``,
-  ``mnemon.rewind``.
+  ``mnemon.rewind``, ``mnemon.approval.requested`` and ``mnemon.approval.decided``.
 
 Message content — prompts, answers, tool arguments and results, the system prompt, eviction
 notes — is left out
@@ -35,7 +35,8 @@ import json
 from typing import Any
 
 from ...providers.prices import cost_usd
-from ...session.records import (AssistantMessage, Cleared, Evicted, Inherited, Marked,
+from ...session.records import (ApprovalDecided, ApprovalRequested, AssistantMessage, Cleared,
+                                Evicted, Inherited, Marked,
                                 ProviderCall, Rewound, SessionEnded, SessionResumed,
                                 SessionStarted, Steering, Swept, Text, ToolResults, ToolUse,
                                 TurnStarted, Usage, UserPrompt, compact)
@@ -200,6 +201,22 @@ class TraceBuilder:
                     "mnemon.blocks": [f"{t}.{b}" for t, b in record.blocks]})
             case Steering():
                 self._grow(a, length)
+            case ApprovalRequested():
+                attrs = {"mnemon.call.id": record.call_id, sc.TOOL_NAME: record.tool}
+                if record.rule is not None:
+                    attrs["mnemon.approval.rule"] = record.rule
+                if record.reason is not None:  # the policy's words, not the model's
+                    attrs["mnemon.approval.reason"] = record.reason
+                self._event(a, "mnemon.approval.requested", attrs)
+            case ApprovalDecided():
+                attrs = {"mnemon.call.id": record.call_id,
+                         "mnemon.approval.decision": record.decision,
+                         "mnemon.approval.edited": record.input is not None}
+                if record.by is not None:
+                    attrs["mnemon.approval.by"] = record.by
+                if record.reason is not None and self.content:  # a person's words: content
+                    attrs["mnemon.approval.reason"] = record.reason
+                self._event(a, "mnemon.approval.decided", attrs)
             case Cleared():
                 a.withdrawn.update(a.bytes)
                 self._event(a, "mnemon.clear", {})

@@ -16,7 +16,8 @@ from mnemon.orchestrator.tracing.build import TraceBuilder, error_type
 from mnemon.orchestrator.tracing.otlp import request
 from mnemon.orchestrator.tracing.runlogs import read_run
 from mnemon.orchestrator.tracing.spans import time_ns
-from mnemon.session.records import (AssistantMessage, Evicted, ProviderCall, Residue,
+from mnemon.session.records import (ApprovalDecided, ApprovalRequested, AssistantMessage,
+                                    Evicted, ProviderCall, Residue,
                                     SessionEnded, SessionResumed, SessionStarted, Text,
                                     ToolResult, ToolResults, ToolUse, TurnStarted, Usage,
                                     UserPrompt)
@@ -348,6 +349,33 @@ class TestTheBuilder:
                                  "mnemon.residue.bytes": 550, "mnemon.residue.by": "model",
                                  "mnemon.residue.note_bytes": 4,
                                  **({"mnemon.residue.note": "read"} if content else {})}
+
+    @pytest.mark.parametrize("content", [False, True])
+    def test_approvals_are_events_on_the_agents_span(self, content):
+        b = TraceBuilder(self.RUN, content=content)
+        self.feed(b, "a1", [
+            SessionStarted(agent="a1", at="2026-12-02T00:00:01Z"),
+            UserPrompt(turn=1, text="clean up"),
+            TurnStarted(turn=2, at="2026-12-02T00:00:02Z"),
+            ProviderCall(attempt=1, latency_s=0.1, usage=Usage(), at="2026-12-02T00:00:03Z"),
+            AssistantMessage(turn=2, blocks=[ToolUse("c1", "bash", {"command": "rm -r x"})],
+                             stop_reason="tool_use", model=None, usage=Usage()),
+            ApprovalRequested(call_id="c1", tool="bash", input={"command": "rm -r x"},
+                              rule="bash rm", reason="deletes files",
+                              at="2026-12-02T00:00:04Z"),
+            ApprovalDecided(call_id="c1", decision="reject", reason="not that one", by="api",
+                            at="2026-12-02T00:00:09Z")])
+        asked, decided = b.agents["a1"].open.events
+        assert asked.name == "mnemon.approval.requested"
+        assert asked.time_ns == time_ns("2026-12-02T00:00:04Z")
+        assert asked.attributes == {"mnemon.call.id": "c1", "gen_ai.tool.name": "bash",
+                                    "mnemon.approval.rule": "bash rm",
+                                    "mnemon.approval.reason": "deletes files"}
+        assert decided.attributes == {
+            "mnemon.call.id": "c1", "mnemon.approval.decision": "reject",
+            "mnemon.approval.edited": False, "mnemon.approval.by": "api",
+            **({"mnemon.approval.reason": "not that one"} if content else {})}
+        assert "rm -r x" not in repr([e.attributes for e in (asked, decided)])
 
     def test_error_types_stay_low_cardinality(self):
         assert error_type("RateLimited: 429") == "RateLimited"
