@@ -10,7 +10,7 @@ from unittest import mock
 
 import pytest
 
-from mnemon.orchestrator import cli
+from mnemon.orchestrator import cli, logs
 
 
 def untraced_env() -> dict[str, str]:
@@ -21,6 +21,7 @@ def make_demo(root: Path) -> Path:
     with mock.patch.dict(os.environ, untraced_env(), clear=True), \
             contextlib.redirect_stdout(io.StringIO()):
         assert cli.main(["demo", "--run-root", str(root)]) == 0
+    logs.quiet()  # the demo's log file is closed: nothing after it writes there
     return root
 
 
@@ -33,3 +34,5 @@ def demo_root(tmp_path_factory) -> Path:
 def _untraced(monkeypatch):
     for k in [k for k in os.environ if k.startswith("OTEL_")]:
         monkeypatch.delenv(k)
+    yield
+    logs.quiet()  # a command run in-process configured logging to its run root's file
