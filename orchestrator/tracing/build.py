@@ -351,6 +351,9 @@ class TraceBuilder:
             attrs[sc.OUTPUT_TOKENS] = usage.output_tokens
             attrs[sc.CACHE_READ] = usage.cache_read_tokens
             attrs[sc.CACHE_WRITE] = usage.cache_write_tokens
+            reasoning = usage.reasoning_tokens
+            if isinstance(reasoning, int):  # unset unless the provider reported it apart
+                attrs[sc.REASONING] = reasoning
             attrs["mnemon.cost_usd"] = round(cost_usd(usage, model or a.model, "5m"), 9)
         span = Span(a.trace, span_id, seg.span_id if seg is not None else None,
                     f"chat {request_model}" if request_model else "chat", sc.CLIENT, start,

@@ -32,6 +32,7 @@ INPUT_TOKENS = "gen_ai.usage.input_tokens"  # all input: uncached + cache read +
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
 CACHE_WRITE = "gen_ai.usage.cache_creation.input_tokens"
+REASONING = "gen_ai.usage.reasoning.output_tokens"  # of the output, where a provider says
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_TYPE = "gen_ai.tool.type"

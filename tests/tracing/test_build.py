@@ -265,6 +265,7 @@ class TestTheBuilder:
             "claude-sonnet-4-5-20250929"
         assert ok.attributes["gen_ai.provider.name"] == "anthropic"
         assert ok.attributes["gen_ai.usage.input_tokens"] == 111
+        assert "gen_ai.usage.reasoning.output_tokens" not in ok.attributes
         assert ok.attributes["mnemon.cost_usd"] > 0
         assert failed.span_id != ok.span_id and failed.parent_id == ok.parent_id == agent.span_id
         assert agent.start_ns == time_ns("2026-12-02T00:00:01Z")
@@ -397,3 +398,18 @@ class TestTheBuilder:
 def cost_json(capsys, root: Path) -> str:
     assert cli.main(["cost", str(root), "--json"]) == 0
     return capsys.readouterr().out
+
+
+def test_reasoning_tokens_where_the_provider_reports_them():
+    b = TraceBuilder("run")
+    u = Usage(output_tokens=50, reasoning_tokens=30)
+    out = []
+    for r in [SessionStarted(agent="a1", at="2026-12-02T00:00:01Z", provider="openai-responses"),
+              TurnStarted(turn=2, at="2026-12-02T00:00:02Z"),
+              ProviderCall(attempt=1, latency_s=0.1, usage=u, at="2026-12-02T00:00:03Z"),
+              AssistantMessage(turn=2, blocks=[Text("x")], stop_reason="end_turn", model=None,
+                               usage=u)]:
+        out += b.feed("a1", r, 10)
+    (chat,) = out
+    assert chat.attributes["gen_ai.usage.reasoning.output_tokens"] == 30
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
