@@ -2,7 +2,7 @@
 
     python bench/agents.py [--roots 250] [--children 3] [--child-turns 8] [--latency 0.1]
                            [--context-tokens 150000] [--overhead-turns 40]
-                           [--only overhead|swarm|memory] [--goal 1.2] [--idle-rss]
+                           [--only overhead|swarm|memory|tracing] [--goal 1.2] [--idle-rss]
                            [--profile] [--json] [--dir DIR]
 
 Three figures (docs/performance.md, "Orchestrator"):
@@ -34,6 +34,15 @@ Three figures (docs/performance.md, "Orchestrator"):
 (c) **Memory per idle agent**: the same swarm shape with every child parked inside its first
     provider call (the roots parked in ``agents_wait``): ``tracemalloc`` current minus the
     baseline before the supervisor opened, and the RSS delta, divided by the number of agents.
+
+(d) **Tracing off and on** (``--only tracing [--reps 3]``, issue #33): the swarm of (b), its
+    harness CPU per turn measured side by side, in one process, alternating: ``before`` (the
+    log's append as it was before the records' tap existed), ``off`` (the tap unset: tracing
+    off) and ``on`` (live tracing as ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns it on: every record
+    through the span builder, the batching thread and the OTLP/HTTP protobuf body
+    (``tracing.ship``), sent to a receiver in another process on loopback — the sending thread
+    and the tracer's close counted in the process's CPU). Goals: off within noise of before; on at most
+    1.25× off. ``--dir /dev/shm`` puts the run roots on tmpfs.
 
 The swarm is followed by the **floor** (``--only floor`` in its own process, skipped with
 ``--no-floor``): issue 17's bare Trio program with as many tasks and turns, so the harness's
@@ -610,6 +619,95 @@ async def memory_phase(base: Path, trajs, *, roots: int, children: int) -> dict:
 # --------------------------------------------------------------------------- main
 
 
+# --------------------------------------------------------------------------- (d) tracing
+
+_SINK = """
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+"""
+
+
+def _untapped_append(self, record):
+    """``AgentLog.append`` as it was before the records' tap (the ``before`` figure)."""
+    self.ctx.check(record)
+    locus = self.log.append(record)
+    self.ctx.apply(record, locus)
+    if self._first is None:
+        self._first = locus
+    self._last = locus
+    self._lines += 1
+    return locus
+
+
+def tracing_phase(base: Path, trajs, *, roots: int, children: int, child_turns: int,
+                  latency: float, reps: int) -> dict:
+    """(d): harness CPU per turn of the swarm, before / off / on, ``reps`` rounds."""
+    import subprocess
+
+    from mnemon.orchestrator.tracing.ship import Shipper
+    from mnemon.orchestrator.tracing.switch import traced_by
+    from mnemon.orchestrator.tracing.tap import LiveTracer
+
+    sink = subprocess.Popen([sys.executable, "-c", _SINK], stdout=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{sink.stdout.readline().strip()}"
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = url
+        per: dict[str, list[float]] = {"before": [], "off": [], "on": []}
+        spans = dropped = 0
+        real_append = AgentLog.append
+        for rep in range(reps + 1):  # the first round warms up (imports, caches): not counted
+            for mode in ("before", "off", "on"):
+                root = _mkroot(base / f"tracing-{mode}-{rep}")
+                logs.configure(root)
+                tracer = LiveTracer(Shipper.from_env()) if mode == "on" else None
+                if mode == "before":
+                    AgentLog.append = _untapped_append  # type: ignore[method-assign]
+                try:
+                    if tracer is not None:
+                        with traced_by(tracer):
+                            r = trio.run(lambda: swarm(root, trajs, roots=roots,
+                                                       children=children,
+                                                       child_turns=child_turns,
+                                                       latency=latency))
+                        c0 = time.process_time()
+                        tracer.close()  # the last batches: the tracer's cost too
+                        closing = time.process_time() - c0
+                    else:
+                        r = trio.run(lambda: swarm(root, trajs, roots=roots, children=children,
+                                                   child_turns=child_turns, latency=latency))
+                        closing = 0.0
+                finally:
+                    AgentLog.append = real_append  # type: ignore[method-assign]
+                    logs.shutdown()
+                if rep:
+                    per[mode].append(r["harness_cpu_ms_per_turn"]
+                                     + closing / max(1, r["turns"]) * 1e3)
+                    if tracer is not None:
+                        spans += tracer.sink.exported
+                        dropped += tracer.sink.dropped
+    finally:
+        os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        sink.terminate()
+        sink.wait()
+    med = {k: round(statistics.median(v), 4) for k, v in per.items()}
+    return {"agents": roots * (1 + children), "turns_per_run": r["turns"], "reps": reps,
+            "harness_cpu_ms_per_turn": per, "median_ms_per_turn": med,
+            "off_over_before": round(med["off"] / med["before"], 3),
+            "on_over_off": round(med["on"] / med["off"], 3),
+            "spans_exported": spans, "spans_dropped": dropped,
+            "goal_on_over_off": 1.25, "met": med["on"] <= 1.25 * med["off"]}
+
+
 def machine() -> dict:
     cpu = platform.processor() or ""
     try:
@@ -633,7 +731,8 @@ def main() -> int:
     ap.add_argument("--context-tokens", type=int, default=150_000)
     ap.add_argument("--window", type=int, default=200_000)
     ap.add_argument("--overhead-turns", type=int, default=40)
-    ap.add_argument("--only", choices=["overhead", "swarm", "memory", "floor"])
+    ap.add_argument("--only", choices=["overhead", "swarm", "memory", "floor", "tracing"])
+    ap.add_argument("--reps", type=int, default=3, help="--only tracing: measured rounds")
     ap.add_argument("--no-floor", action="store_true",
                     help="skip the bare Trio program measured after the swarm (the floor)")
     ap.add_argument("--goal", type=float, default=1.2,
@@ -714,6 +813,10 @@ def main() -> int:
             res["swarm"]["harness_per_turn_in_floors"] = round(
                 res["swarm"]["harness_cpu_ms_per_turn"]
                 / max(1e-9, res["swarm"]["floor"]["cpu_ms_per_turn"]), 2)
+    if args.only == "tracing":
+        res["tracing"] = tracing_phase(base, trajs, roots=args.roots, children=args.children,
+                                       child_turns=args.child_turns, latency=args.latency,
+                                       reps=args.reps)
     if args.only == "memory":
         res["memory"] = trio.run(lambda: memory_phase(base, trajs, roots=args.roots,
                                                       children=args.children))

@@ -1,7 +1,7 @@
 """The optional surfaces and the extra that installs each.
 
 The core install is the engine (trio, httpx, blake3, msgspec, regex, structlog): running agents,
-jobs, replays and reading transcripts. The service, MCP, chat, Dask and plots are extras, so a
+jobs, replays and reading transcripts. The service, MCP, chat, Dask, plots and the OpenTelemetry SDK bridge are extras, so a
 library user does not get a web server, a terminal UI and a JWT stack for the engine alone. A
 surface whose extra is missing is refused *before* anything is written, with one line naming the
 install command — found with ``find_spec``, never by importing (an import is what costs).
@@ -18,6 +18,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "chat": ("prompt_toolkit", "rich"),
     "dask": ("distributed",),
     "plot": ("matplotlib",),
+    # a dotted name where the distribution is a part of a namespace package (the name with
+    # dots for dashes is the distribution's)
+    "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
 }
 
 
@@ -32,7 +35,14 @@ class MissingExtra(ImportError):
 
 def missing(extra: str) -> list[str]:
     """The modules of ``extra`` that are not installed."""
-    return [m for m in EXTRAS[extra] if find_spec(m) is None]
+    return [m for m in EXTRAS[extra] if _absent(m)]
+
+
+def _absent(module: str) -> bool:
+    try:
+        return find_spec(module) is None
+    except (ModuleNotFoundError, ValueError):  # a dotted name whose parent is not installed
+        return True
 
 
 def require(extra: str, what: str) -> None:

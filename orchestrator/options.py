@@ -49,6 +49,9 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     r.add_argument("--system", default=None, help="the system prompt")
     r.add_argument("--budget-usd", type=float, default=None)
     r.add_argument("--budget-tokens", type=int, default=None)
+    r.add_argument("--trace-content", action="store_true",
+                   help="traces (OTEL_EXPORTER_OTLP_ENDPOINT set): record message content, "
+                        "which spans leave out by default (docs/tracing.md)")
     r.add_argument("--mcp", metavar="CONFIG", default=None,
                    help="MCP servers whose tools the agents get: a JSON or TOML file in the "
                         "mcpServers shape of Claude Code and Codex (docs/mcp.md)")

@@ -28,6 +28,11 @@ def _now() -> str:
 
 
 class AgentLog:
+    #: told of every record once it is written and applied: ``tap(agent_log, record, locus)``.
+    #: None — the default, and always so unless a run is traced — costs one test per record;
+    #: set only by ``orchestrator.tracing.switch.live_tracing`` (decision 0292).
+    tap = None
+
     def __init__(self, path: Path, source: str, ctx: Context, log: RecordLog, key=None):
         self.path = path
         self.source = source
@@ -77,6 +82,9 @@ class AgentLog:
             self._first = locus
         self._last = locus
         self._lines += 1
+        tap = self.tap
+        if tap is not None:
+            tap(self, record, locus)
         return locus
 
     def checkpoint(self) -> Path | None:

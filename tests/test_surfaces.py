@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE = {"trio", "httpx", "blake3", "msgspec", "regex", "structlog"}
 #: the distribution each surface module comes from (they are the same names here)
 SURFACES = {m for mods in extras.EXTRAS.values() for m in mods}
+#: the top-level packages of the surfaces (``opentelemetry`` for ``opentelemetry.sdk``)
+TOPS = {m.split(".")[0] for m in SURFACES}
 
 
 def _name(requirement: str) -> str:
@@ -44,7 +46,7 @@ def test_the_core_dependencies_are_the_engines():
 def test_each_surface_is_an_extra_and_all_is_their_union():
     opt = {k: {_name(r) for r in v} for k, v in _project()["optional-dependencies"].items()}
     for extra, modules in extras.EXTRAS.items():
-        assert {m.replace("_", "-") for m in modules} <= opt[extra], extra
+        assert {m.replace("_", "-").replace(".", "-") for m in modules} <= opt[extra], extra
     union = set().union(*(opt[e] for e in extras.EXTRAS))
     assert opt["all"] == union
     assert union <= opt["test"], "the README's install runs every test"
@@ -113,7 +115,7 @@ codes = [main(["demo", "--run-root", "demo"]),
          main(["serve", "demo"])]
 print(codes)
 assert codes == [0, 0, 0, 0, 0, 2], codes
-leaked = sorted(m for m in sys.modules if m.split(".")[0] in {sorted(SURFACES)!r}
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in {sorted(TOPS)!r}
                 and sys.modules[m] is not None)
 assert not leaked, leaked
 """, tmp_path)
@@ -128,7 +130,8 @@ _HEAVY = ("hypercorn", "starlette", "mcp", "prompt_toolkit", "rich", "distribute
           "matplotlib", "httpx", "anyio", "trio", "structlog", "importlib.metadata",
           "mnemon.providers.", "mnemon.orchestrator.service", "mnemon.orchestrator.mcp",
           "mnemon.orchestrator.chat", "mnemon.orchestrator.jobs", "mnemon.orchestrator.supervisor",
-          "mnemon.orchestrator.loop", "mnemon.orchestrator.logs")
+          "mnemon.orchestrator.loop", "mnemon.orchestrator.logs", "opentelemetry",
+          "google.protobuf", "mnemon.orchestrator.tracing")
 
 
 @pytest.mark.parametrize("argv", [
@@ -165,7 +168,9 @@ def test_a_scripted_run_imports_no_http_client_and_no_adapter(tmp_path):
     """``mnemon ask`` and ``demo`` on the scripted provider: the provider not selected is not
     imported, and neither is httpx (the adapters import it; the loop needs only the errors)."""
     done = _run(f"""
-import io, json, sys, contextlib
+import io, json, os, sys, contextlib
+for k in [k for k in os.environ if k.startswith("OTEL_")]:  # tracing off
+    del os.environ[k]
 from mnemon.orchestrator.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     codes = [main(["ask", "--run-root", "a", "hello"]), main(["demo", "--run-root", "d"])]
@@ -179,3 +184,7 @@ print(json.dumps([codes, sorted(sys.modules)]))
              or m in ("mnemon.providers.anthropic", "mnemon.providers.openai",
                       "mnemon.providers.http")]
     assert not heavy, heavy
+    traced = [m for m in modules if m.split(".")[0] in ("opentelemetry", "google")
+              or m.startswith("mnemon.orchestrator.tracing.") and m.rsplit(".", 1)[1] in (
+                  "live", "build", "send", "ship", "tap", "protobuf")]
+    assert not traced, f"tracing off, yet the run imported {traced}"

@@ -9,6 +9,7 @@ import trio
 from ..approvals import reject_every_ask
 from ..cli import COMMANDS, Failure, UserError
 from ..options import add_provider_args, provider_from, run_root_from, settings_from
+from ..tracing.switch import live_tracing
 from ..typed.load import OutputError, check_for, load_output
 
 
@@ -60,7 +61,8 @@ def run(args) -> int:
         finally:
             await provider.aclose()
 
-    sup, node = trio.run(main)
+    with live_tracing(args.trace_content):
+        sup, node = trio.run(main)
     logs.shutdown()
     if args.json:
         line = {"agent": node.id, "reason": node.reason, "answer": node.answer,

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..cli import COMMANDS, UserError
 from ..extras import require
 from ..options import add_provider_args, provider_from, run_root_from, settings_from
+from ..tracing.switch import live_tracing
 
 
 def add_parser(sub) -> None:
@@ -61,7 +62,8 @@ def run(args) -> int:
         finally:
             await provider.aclose()
 
-    trio.run(main)
+    with live_tracing(args.trace_content):
+        trio.run(main)
     logs.shutdown()
     sys.stderr.write(f"mnemon: logs in {root}\n")
     return 0

@@ -10,6 +10,7 @@ import trio
 
 from ..cli import COMMANDS, UserError
 from ..options import run_root_from
+from ..tracing.switch import live_tracing
 
 
 def add_parser(sub) -> None:
@@ -18,6 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("--context-window", type=int, default=6000,
                    help="a small window, so that evictions happen (tokens)")
     p.add_argument("--latency", type=float, default=0.0, help="simulated provider latency (s)")
+    p.add_argument("--trace-content", action="store_true",
+                   help="traces (OTEL_EXPORTER_OTLP_ENDPOINT set): record message content")
 
 
 def run(args) -> int:
@@ -57,7 +60,8 @@ def run(args) -> int:
                 n.cancel_scope.cancel()
             return sup, node
 
-    sup, node = trio.run(main)
+    with live_tracing(args.trace_content):
+        sup, node = trio.run(main)
     took = time.perf_counter() - t0
     print(f"answer ({node.id}, {node.reason}): {node.answer}\n")
     print("lineage:")

@@ -7,6 +7,7 @@ import sys
 from ..cli import COMMANDS, Failure, UserError
 from ..extras import require
 from ..options import policy_from
+from ..tracing.switch import carried, live_tracing
 
 
 def add_parser(sub) -> None:
@@ -31,6 +32,8 @@ def add_parser(sub) -> None:
                    help="--engine dask: a running scheduler (default: start a LocalCluster)")
     p.add_argument("--workers", type=int, default=2,
                    help="--engine dask without --scheduler: worker processes to start")
+    p.add_argument("--trace-content", action="store_true",
+                   help="traces (OTEL_EXPORTER_OTLP_ENDPOINT set): record message content")
 
 
 def run(args) -> int:
@@ -75,7 +78,8 @@ def run(args) -> int:
                 await provider.aclose()
 
     try:
-        summary = trio.run(main)
+        with live_tracing(args.trace_content):
+            summary = trio.run(main)
     except BaseException as e:  # the batch engine's end: a server without batch routes
         missing = engine.route_missing(e) if batch else None
         if missing is None:
@@ -138,7 +142,8 @@ def _run_dask(args) -> int:
                           interval_s=0.25 if display.enabled else 1.0,
                           # the driver's lines to mnemon.log, each chunk's to mnemon.log.d
                           on_root=lambda root: logs.configure(root, verbose=args.verbose),
-                          log_level=logs.level_from_env())
+                          log_level=logs.level_from_env(),
+                          trace=carried(args.trace_content))
     except JobError as e:
         raise UserError(str(e)) from None
     except OSError as e:

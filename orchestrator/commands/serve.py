@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..cli import COMMANDS, UserError
 from ..extras import require
+from ..tracing.switch import live_tracing
 from ..options import (add_provider_args, listen_from, provider_from, run_root_from,
                        settings_from)
 
@@ -71,10 +72,11 @@ def run(args) -> int:
         sys.stderr.flush()
 
     try:
-        trio.run(lambda: serve(run_, token=token, host=args.host, port=args.port,
-                               provider=provider, provider_name=provider_name,
-                               version=__version__, on_ready=ready,
-                               resume=not args.no_resume))
+        with live_tracing(args.trace_content):
+            trio.run(lambda: serve(run_, token=token, host=args.host, port=args.port,
+                                   provider=provider, provider_name=provider_name,
+                                   version=__version__, on_ready=ready,
+                                   resume=not args.no_resume))
     except OSError as e:
         raise UserError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
     sys.stderr.write("mnemon: stopped\n")

@@ -37,7 +37,8 @@ _NONE = object()
 
 
 def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
-              base: dict[str, Any], log_level: int = logging.INFO) -> dict[str, Any]:
+              base: dict[str, Any], log_level: int = logging.INFO,
+              trace: dict[str, Any] | None = None) -> dict[str, Any]:
     """On a worker: run these tasks of the job to their ends (resuming what a lost worker
     left), in one ``trio.run``; the chunk's results go to ``results.d/<chunk>.jsonl``, its spend
     and tasks running to its own ledger file, its log lines (at the driver's ``log_level``) to
@@ -45,7 +46,8 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
 
     ``job`` and ``tasks`` are the driver's, as it checked them against the run root's manifest:
     a chunk does not read the job file again (a 4 000-task file is ~0.06–0.15 s of TOML per
-    worker, on the way to its first turn; pickled, the job and a chunk's tasks are ~0.01 s)."""
+    worker, on the way to its first turn; pickled, the job and a chunk's tasks are ~0.01 s).
+    ``trace`` is the job's tracing, carried from the driver (``tracing.switch.carried``)."""
     import functools
 
     import msgspec
@@ -54,6 +56,7 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
     from ...session.records import Usage
     from .. import logs
     from ..gctune import tuned
+    from ..tracing.switch import live_tracing
     from .build import prepare
     from .ledger import Ledger, SharedSpend, folder_of
 
@@ -87,7 +90,7 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
                 with trio.CancelScope(shield=True):
                     await provider.aclose()
 
-        with tuned():  # the collector set for many agents while the chunk runs (0261)
+        with tuned(), live_tracing(carry=trace):  # the collector set for many agents (0261)
             summary = trio.run(main)
         ledger.running = 0
         sup.publish(ended=True)
@@ -238,13 +241,15 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
             on_chunk: Callable[[dict[str, Any], int, int], None] | None = None,
             on_progress: Callable[[Watch], None] | None = None,
             interval_s: float = 0.25, on_root: Callable[[Path], None] | None = None,
-            log_level: int = logging.INFO) -> dict[str, Any]:
+            log_level: int = logging.INFO,
+            trace: dict[str, Any] | None = None) -> dict[str, Any]:
     """The driver: the summary of the whole job (``JobSummary``'s fields, as ``--engine local``
     gives them, and ``chunks``, ``workers``, ``engine``) after every chunk ended.
     ``on_progress(watch)`` is called every ``interval_s`` while the chunks run; Ctrl-C cancels
     the chunks, merges what they finished and returns ``interrupted``. ``on_root(root)`` is
     called once the job is checked and its run root made (the ``mnemon`` command sends its own
-    log lines there); the chunks log at ``log_level`` (decision 0254)."""
+    log lines there); the chunks log at ``log_level`` (decision 0254) and trace as ``trace``
+    says (``tracing.switch.carried``)."""
     if not scheduler:
         start_fork_server()
     import distributed  # noqa: F401 - imported here, while the fork server imports it too
@@ -258,13 +263,13 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
             on_root(runner.root)
         return _drive(runner, provider, scheduler=scheduler, workers=workers,
                       on_chunk=on_chunk, on_progress=on_progress, interval_s=interval_s,
-                      log_level=log_level)
+                      log_level=log_level, trace=trace)
     finally:
         runner.release()
 
 
 def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
-           interval_s, log_level) -> dict[str, Any]:
+           interval_s, log_level, trace=None) -> dict[str, Any]:
     """``run_job`` once the job is checked and its run root held: the cluster, the chunks, the
     merge."""
     import msgspec
@@ -318,7 +323,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
             futures = dict(zip(client.map(run_chunk, [job] * n,
                                           [[by_id[x] for x in ids] for ids in parts],
                                           [str(root.absolute())] * n, names, [run] * n, [base] * n,
-                                          [log_level] * n,
+                                          [log_level] * n, [trace] * n,
                                           key=[f"mnemon-chunk-{x}" for x in names], retries=3,
                                           pure=False), names))
             log.info("chunks sent", scheduler=scheduler or "local", workers=nworkers,

@@ -1,0 +1,460 @@
+"""Records in, spans out: the one mapping from an agent's log to OpenTelemetry GenAI spans.
+
+Pure: no clock, no file, no OpenTelemetry. ``mnemon trace`` feeds it a finished run's logs,
+agent by agent (``runlogs``); a live run feeds it each record as it is appended (``live``). Both
+get the same spans with the same ids, since every id and every time comes from the records
+(``ids``; times from the records' ``at``).
+
+Per agent:
+
+- ``invoke_agent`` (internal) from ``SessionStarted`` to ``SessionEnded`` — its parent the
+  parent agent's ``invoke_agent`` span, so the trace tree is the lineage tree. A resumed agent
+  (``SessionResumed``) gets a new span, linked to its first; the one before it ends at its last
+  record with a time if no ``SessionEnded`` closed it (a crash).
+- ``chat`` (client) per ``ProviderCall``: from the attempt's start (``at − latency_s``) to its
+  end; usage, price, attempt, ``error.type``; the response model and finish reason from the
+  ``AssistantMessage`` that the successful attempt recorded. A log with no ``ProviderCall`` (a
+  foreign one) gets one ``chat`` per ``AssistantMessage`` from its usage, as ``mnemon cost``
+  counts it.
+- ``execute_tool`` (internal) per tool call: from the end of the request that asked for it to
+  the next record with a time after its result (the log times no tool call, and protocol records
+  carry no clock: a tool span covers the calls of its turn together).
+- events on the agent's span: ``mnemon.eviction`` (span, bytes, by, and the note — the
+  model's words, so its length unless ``content``), ``mnemon.mark``,
+  ``mnemon.sweep``, ``mnemon.fork`` (a child started), ``mnemon.synod``, ``mnemon.clear``,
+  ``mnemon.rewind``, ``mnemon.approval.requested`` and ``mnemon.approval.decided``.
+
+Message content — prompts, answers, tool arguments and results, the system prompt, eviction
+notes — is left out
+unless ``content`` (``--trace-content``), as the conventions ask.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...providers.prices import cost_usd
+from ...session.records import (ApprovalDecided, ApprovalRequested, AssistantMessage, Cleared,
+                                Evicted, Inherited, Marked,
+                                ProviderCall, Rewound, SessionEnded, SessionResumed,
+                                SessionStarted, Steering, Swept, Text, ToolResults, ToolUse,
+                                TurnStarted, Usage, UserPrompt, compact)
+from . import ids
+from . import semconv as sc
+from .spans import Event, Link, Span, time_ns
+
+__all__ = ["TraceBuilder"]
+
+ERROR_TYPE_MAX = 64
+
+
+def error_type(error: str) -> str:
+    """A low-cardinality ``error.type`` from a recorded error (``"RateLimited: 429 …"`` →
+    ``RateLimited``)."""
+    head = error.split(":", 1)[0].strip() or "_OTHER"
+    return head if len(head) <= ERROR_TYPE_MAX and " " not in head else "_OTHER"
+
+
+class _Agent:
+    __slots__ = ("id", "parent", "kind", "depth", "provider", "model", "max_tokens", "system",
+                 "root", "trace", "segments", "open", "last_ns", "turn", "chat", "calls",
+                 "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "static")
+
+    def __init__(self, agent: str, started: SessionStarted | None):
+        self.id = agent
+        self.parent = started.parent if started is not None else None
+        self.kind = (started.kind if started is not None else None) or "root"
+        self.depth = started.depth if started is not None else None
+        self.provider = started.provider if started is not None else None
+        self.model = started.model if started is not None else None
+        self.system = started.system if started is not None else None
+        self.root = agent
+        self.trace = ""
+        self.segments: list[Span] = []  # every invoke_agent span of this agent, oldest first
+        self.open: Span | None = None  # the one in progress
+        self.last_ns: int | None = None  # the last time a record of this agent carried
+        self.turn: int | None = None  # the turn the next request opens (TurnStarted)
+        self.chat: Span | None = None  # a successful attempt waiting for its AssistantMessage
+        self.calls = 0  # ProviderCall records seen
+        self.tools: dict[str, Span] = {}  # calls asked for, not yet answered
+        self.ended_tools: list[Span] = []  # answered, waiting for the next time to end at
+        self.in_hand: int | None = None  # the turn records extend
+        self.bytes: dict[int, int] = {}  # turn → its weight as recorded (line lengths)
+        self.withdrawn: set[int] = set()
+        self.static: dict[tuple, tuple] = {}  # the attributes its spans of one kind share
+
+
+class TraceBuilder:
+    """Spans of one run. ``feed(agent, record, length)`` answers the spans that record
+    finished; ``finish()`` ends and answers what is still open (a run read while it runs, or a
+    live run's end).
+
+    ``hold_agents``: keep every ``invoke_agent`` span until ``finish`` (reading logs agent by
+    agent, a child's log may be read before its parent's spans are complete); else each is
+    answered when its segment ends (live). ``content``: record message content.
+    ``latest_only``: the latest GenAI names alone (``semconv.latest_only``).
+    """
+
+    def __init__(self, run: str, *, content: bool = False, latest_only: bool = False,
+                 hold_agents: bool = False):
+        self.run = run
+        self.content = content
+        self.latest_only = latest_only
+        self.hold = hold_agents
+        self.agents: dict[str, _Agent] = {}
+
+    # ------------------------------------------------------------------ agents
+
+    def meet(self, agent: str, started: SessionStarted | None) -> None:
+        """Know ``agent`` before its records come (its opening record, read ahead): the
+        reader of a run's logs tells every agent first, so that a child's trace is its root's
+        whichever log is read first; live, an agent is met at its first record."""
+        if agent in self.agents:
+            return
+        a = _Agent(agent, started)
+        self.agents[agent] = a
+        self._place(a)
+
+    def _place(self, a: _Agent) -> None:
+        root, seen = a, {a.id}
+        while root.parent is not None and root.parent in self.agents and root.parent not in seen:
+            root = self.agents[root.parent]
+            seen.add(root.id)
+        a.root = root.id if root.parent is None or root.parent in seen else root.parent
+        a.trace = ids.trace_id(self.run, a.root)
+
+    def _provider_attrs(self, a: _Agent, attrs: dict[str, Any]) -> None:
+        name = sc.provider_name(a.provider)
+        attrs[sc.PROVIDER] = name
+        if not self.latest_only:
+            attrs[sc.SYSTEM_OLD] = name
+
+    # ------------------------------------------------------------------ feeding
+
+    def feed(self, agent: str, record: Any, length: int = 0) -> list[Span]:
+        """Take one record of ``agent``'s log (``length``: its line's bytes, for the weights
+        an eviction event reports); answer the spans it finished."""
+        a = self.agents.get(agent)
+        if a is None:
+            self.meet(agent, record if isinstance(record, SessionStarted) else None)
+            a = self.agents[agent]
+        out: list[Span] = []
+        at = getattr(record, "at", None)
+        now = time_ns(at) if at is not None else None
+        before = a.last_ns
+        if now is not None:
+            begin = now
+            if isinstance(record, ProviderCall):
+                begin = now - int(record.latency_s * 1e9)
+            self._end_tools(a, begin if a.last_ns is None else max(begin, a.last_ns), out)
+            a.last_ns = now if a.last_ns is None else max(a.last_ns, now)
+        if a.chat is not None and not isinstance(record, AssistantMessage):
+            out.append(a.chat)  # a success whose message never came (a crash between them)
+            a.chat = None
+        match record:
+            case SessionStarted():
+                self._open(a, record.at, before, out, first=True)
+            case SessionResumed():
+                self._open(a, record.at, before, out, first=False)
+            case SessionEnded():
+                self._close(a, record.reason, out)
+            case TurnStarted():
+                a.turn = record.turn
+            case ProviderCall():
+                self._call(a, record, out)
+            case AssistantMessage():
+                self._message(a, record, length, out)
+            case ToolResults():
+                self._results(a, record, length)
+            case UserPrompt():
+                a.in_hand = record.turn
+                a.bytes[record.turn] = length
+                seg = self._segment(a)
+                if self.content and seg is not None and sc.INPUT_MESSAGES not in seg.attributes:
+                    seg.attributes[sc.INPUT_MESSAGES] = json.dumps(
+                        [{"role": "user", "parts": [{"type": "text", "content": record.text}]}])
+            case Inherited():
+                for link in record.turns:
+                    a.bytes[link.row.id] = link.row.bytes
+            case Evicted():
+                self._grow(a, length)
+                r = record.residue
+                lo, hi = r.span
+                weight = sum(b for t, b in a.bytes.items() if lo <= t <= hi
+                             and t not in a.withdrawn)
+                attrs: dict[str, Any] = {"mnemon.residue.from": lo, "mnemon.residue.to": hi,
+                                         "mnemon.residue.bytes": weight, "mnemon.residue.by": r.by}
+                if r.note is not None:  # the model's words: content
+                    attrs["mnemon.residue.note_bytes"] = len(r.note.encode("utf-8"))
+                    if self.content:
+                        attrs["mnemon.residue.note"] = r.note
+                self._event(a, "mnemon.eviction", attrs)
+            case Marked():
+                self._grow(a, length)
+                self._event(a, "mnemon.mark", {
+                    "mnemon.block": f"{record.block[0]}.{record.block[1]}",
+                    "mnemon.replacement.bytes": len(record.replacement.encode("utf-8"))})
+            case Swept():
+                self._grow(a, length)
+                self._event(a, "mnemon.sweep", {
+                    "mnemon.blocks": [f"{t}.{b}" for t, b in record.blocks]})
+            case Steering():
+                self._grow(a, length)
+            case ApprovalRequested():
+                attrs = {"mnemon.call.id": record.call_id, sc.TOOL_NAME: record.tool}
+                if record.rule is not None:
+                    attrs["mnemon.approval.rule"] = record.rule
+                if record.reason is not None:  # the policy's words, not the model's
+                    attrs["mnemon.approval.reason"] = record.reason
+                self._event(a, "mnemon.approval.requested", attrs)
+            case ApprovalDecided():
+                attrs = {"mnemon.call.id": record.call_id,
+                         "mnemon.approval.decision": record.decision,
+                         "mnemon.approval.edited": record.input is not None}
+                if record.by is not None:
+                    attrs["mnemon.approval.by"] = record.by
+                if record.reason is not None and self.content:  # a person's words: content
+                    attrs["mnemon.approval.reason"] = record.reason
+                self._event(a, "mnemon.approval.decided", attrs)
+            case Cleared():
+                a.withdrawn.update(a.bytes)
+                self._event(a, "mnemon.clear", {})
+            case Rewound():
+                a.withdrawn.update(t for t in a.bytes if t > record.to)
+                self._event(a, "mnemon.rewind", {"mnemon.rewind.to": record.to})
+        return out
+
+    def finish(self) -> list[Span]:
+        """End what is still open at each agent's last time (``mnemon.agent.state`` =
+        ``open``) and answer it, with every held ``invoke_agent`` span."""
+        out: list[Span] = []
+        for a in self.agents.values():
+            if a.chat is not None:
+                out.append(a.chat)
+                a.chat = None
+            if a.open is not None:
+                a.open.attributes["mnemon.agent.state"] = "open"
+                self._close(a, None, out)
+            else:
+                self._end_tools(a, a.last_ns or 0, out)
+        if self.hold:
+            for a in self.agents.values():
+                for seg in a.segments:
+                    self._parent(a, seg)
+                    out.append(seg)
+        return out
+
+    # ------------------------------------------------------------------ agent spans
+
+    def _segment(self, a: _Agent) -> Span | None:
+        return a.open if a.open is not None else (a.segments[-1] if a.segments else None)
+
+    def _segment_at(self, a: _Agent, t: int) -> Span | None:
+        """The span of ``a`` that was open at time ``t``: its last to start at or before it."""
+        found = a.segments[0] if a.segments else None
+        for seg in a.segments:
+            if seg.start_ns <= t:
+                found = seg
+        return found
+
+    def _parent(self, a: _Agent, seg: Span) -> None:
+        p = self.agents.get(a.parent) if a.parent is not None else None
+        if p is not None:
+            ps = self._segment_at(p, seg.start_ns)
+            seg.parent_id = ps.span_id if ps is not None else None
+
+    def _open(self, a: _Agent, at: str | None, before: int | None, out: list[Span], *,
+              first: bool) -> None:
+        if a.open is not None:  # resumed without an end: the process stopped (a crash)
+            a.open.attributes["mnemon.agent.state"] = "interrupted"
+            self._close(a, None, out, end=before)
+        start = a.last_ns or 0
+        key = ("start" if first else f"resumed@{at}" if at is not None else
+               f"resumed#{len(a.segments)}")
+        span_id = ids.agent_span_id(self.run, a.id, key)
+        attrs: dict[str, Any] = {sc.OPERATION: "invoke_agent", sc.AGENT_ID: a.id,
+                                 sc.AGENT_NAME: a.id, "mnemon.agent.kind": a.kind}
+        self._provider_attrs(a, attrs)
+        if a.model:
+            attrs[sc.REQUEST_MODEL] = a.model
+        if a.depth is not None:
+            attrs["mnemon.agent.depth"] = a.depth
+        if a.parent is not None:
+            attrs["mnemon.agent.parent"] = a.parent
+        if self.content and a.system:
+            attrs[sc.SYSTEM_INSTRUCTIONS] = json.dumps([{"type": "text", "content": a.system}])
+        seg = Span(a.trace, span_id, None, f"invoke_agent {a.id}", sc.INTERNAL, start, attrs)
+        if not first:
+            attrs["mnemon.agent.resumed"] = True
+            seg.links.append(Link(a.trace, ids.agent_span_id(self.run, a.id, "start"),
+                                  {"mnemon.link": "resumed"}))
+        a.segments.append(seg)
+        a.open = seg
+        if not self.hold:
+            self._parent(a, seg)
+        p = self.agents.get(a.parent) if a.parent is not None else None
+        if first and p is not None:  # a fork: told on the parent's span
+            ps = self._segment_at(p, start)
+            if ps is not None:
+                ps.events.append(Event("mnemon.fork", start, {
+                    "mnemon.child": a.id, "mnemon.child.kind": a.kind}))
+
+    def _close(self, a: _Agent, reason: str | None, out: list[Span],
+                end: int | None = None) -> None:
+        seg = a.open
+        if seg is None:
+            return
+        end = end if end is not None else (a.last_ns or seg.start_ns)
+        self._end_tools(a, end, out)
+        for call in a.tools.values():  # asked for, never answered
+            call.end_ns = max(call.start_ns, end)
+            call.fail("interrupted", "the agent's log holds no result for this call")
+            out.append(call)
+        a.tools.clear()
+        seg.end_ns = max(end, seg.start_ns)
+        if reason is not None:
+            seg.attributes["mnemon.agent.end_reason"] = reason
+            if reason.startswith("failed"):
+                detail = reason.partition(":")[2].strip()
+                seg.fail(error_type(detail) if detail else "failed", reason)
+        a.open = None
+        if not self.hold:
+            out.append(seg)
+
+    def _event(self, a: _Agent, name: str, attrs: dict[str, Any]) -> None:
+        seg = self._segment(a)
+        if seg is not None:
+            seg.events.append(Event(name, a.last_ns or seg.start_ns, attrs))
+
+    def _grow(self, a: _Agent, length: int) -> None:
+        if a.in_hand is not None:
+            a.bytes[a.in_hand] = a.bytes.get(a.in_hand, 0) + length
+
+    # ------------------------------------------------------------------ chat
+
+    def _chat(self, a: _Agent, span_id: str, start: int, end: int, attempt: int,
+              usage: Usage | None, model: str | None) -> Span:
+        seg = self._segment(a)
+        request_model = a.model or model
+        static = a.static.get(("chat", request_model))
+        if static is None:
+            first: dict[str, Any] = {sc.OPERATION: "chat", sc.AGENT_ID: a.id}
+            self._provider_attrs(a, first)
+            if request_model:
+                first[sc.REQUEST_MODEL] = request_model
+            static = a.static[("chat", request_model)] = tuple(first.items())
+        attrs = dict(static)
+        attrs["mnemon.attempt"] = attempt
+        if usage is not None:
+            attrs[sc.INPUT_TOKENS] = usage.total_input
+            attrs[sc.OUTPUT_TOKENS] = usage.output_tokens
+            attrs[sc.CACHE_READ] = usage.cache_read_tokens
+            attrs[sc.CACHE_WRITE] = usage.cache_write_tokens
+            reasoning = usage.reasoning_tokens
+            if isinstance(reasoning, int):  # unset unless the provider reported it apart
+                attrs[sc.REASONING] = reasoning
+            attrs["mnemon.cost_usd"] = round(cost_usd(usage, model or a.model, "5m"), 9)
+        span = Span(a.trace, span_id, seg.span_id if seg is not None else None,
+                    f"chat {request_model}" if request_model else "chat", sc.CLIENT, start,
+                    attrs)
+        span.static = static
+        span.end_ns = max(end, start)
+        return span
+
+    def _call(self, a: _Agent, rec: ProviderCall, out: list[Span]) -> None:
+        a.calls += 1
+        end = time_ns(rec.at) or a.last_ns or 0
+        start = end - int(rec.latency_s * 1e9)
+        turn = None if rec.purpose is not None else a.turn
+        span = self._chat(a, ids.chat_span_id(self.run, a.id, turn, rec.attempt, rec.at),
+                          start, end, rec.attempt, rec.usage, rec.model)
+        if rec.purpose is not None:
+            span.attributes["mnemon.purpose"] = rec.purpose
+        if rec.error is not None:
+            span.fail(error_type(rec.error), rec.error)
+            out.append(span)
+        elif turn is None:
+            out.append(span)
+        else:
+            a.chat = span
+
+    def _message(self, a: _Agent, rec: AssistantMessage, length: int, out: list[Span]) -> None:
+        a.in_hand = rec.turn
+        a.bytes[rec.turn] = length
+        span = a.chat
+        a.chat = None
+        if span is None and a.calls == 0:  # a log with no ProviderCall: the message's usage
+            t = a.last_ns or 0
+            span = self._chat(a, ids.chat_span_id(self.run, a.id, rec.turn, 0, None), t, t, 0,
+                              rec.usage, rec.model)
+        if span is not None:
+            if rec.model:
+                span.attributes[sc.RESPONSE_MODEL] = rec.model
+            if rec.stop_reason:
+                span.attributes[sc.FINISH_REASONS] = [rec.stop_reason]
+            span.attributes["mnemon.turn"] = rec.turn
+            if self.content:
+                span.attributes[sc.OUTPUT_MESSAGES] = json.dumps([{
+                    "role": "assistant", "finish_reason": rec.stop_reason or "",
+                    "parts": [_part(b) for b in rec.blocks]}])
+            out.append(span)
+        seg = self._segment(a)
+        start = a.last_ns or 0
+        for b in rec.blocks:
+            if not isinstance(b, ToolUse):
+                continue
+            static = a.static.get(("tool", b.name))
+            if static is None:
+                static = a.static[("tool", b.name)] = (
+                    (sc.OPERATION, "execute_tool"), (sc.TOOL_NAME, b.name),
+                    (sc.TOOL_TYPE, "function"), (sc.AGENT_ID, a.id))
+            attrs = dict(static)
+            attrs[sc.TOOL_CALL_ID] = b.id
+            attrs["mnemon.turn"] = rec.turn
+            if self.content:
+                attrs[sc.TOOL_ARGUMENTS] = (b.input if isinstance(b.input, str)
+                                            else compact(b.input).decode("utf-8"))
+            tool = a.tools[b.id] = Span(a.trace, ids.tool_span_id(self.run, a.id, rec.turn, b.id),
+                                        seg.span_id if seg is not None else None,
+                                        f"execute_tool {b.name}", sc.INTERNAL, start, attrs)
+            tool.static = static
+            if b.name == "agents_synod" and isinstance(b.input, dict) and seg is not None:
+                seg.events.append(Event("mnemon.synod", start, {
+                    "mnemon.synod.n": _int(b.input.get("n")),
+                    "mnemon.synod.reduce": str(b.input.get("reduce", "vote"))}))
+
+    def _results(self, a: _Agent, rec: ToolResults, length: int) -> None:
+        self._grow(a, length)
+        for r in rec.results:
+            span = a.tools.pop(r.tool_use_id, None)
+            if span is None:
+                continue
+            if r.is_error:
+                span.fail("tool_error", "the tool answered an error")
+            if self.content:
+                span.attributes[sc.TOOL_RESULT] = r.content
+            a.ended_tools.append(span)
+
+    def _end_tools(self, a: _Agent, end: int, out: list[Span]) -> None:
+        if a.ended_tools:
+            for span in a.ended_tools:
+                span.end_ns = max(span.start_ns, end)
+                out.append(span)
+            a.ended_tools.clear()
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _part(b: Any) -> dict[str, Any]:
+    """A block as a part of ``gen_ai.output.messages`` (the conventions' message shape)."""
+    if isinstance(b, Text):
+        return {"type": "text", "content": b.text}
+    if isinstance(b, ToolUse):
+        return {"type": "tool_call", "id": b.id, "name": b.name, "arguments": b.input}
+    text = getattr(b, "text", None)
+    if text is not None:
+        return {"type": "reasoning", "content": text}
+    return {"type": "opaque"}
