@@ -38,11 +38,12 @@ def _browser():
 
 def _wait(driver, predicate, timeout=20.0):
     """Wait for ``predicate``; the page re-renders the tree on every event, so an element found
-    a moment ago may be gone: such a try is simply made again."""
+    a moment ago may be gone (or not drawn yet: an empty list indexed): such a try is simply
+    made again."""
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException, IndexError)
                          ).until(lambda d: predicate(d))
 
 
