@@ -21,6 +21,7 @@ from mnemon.session.resume import fold_file
 def _quiet_logs():
     logs.quiet()
     yield
+    logs.quiet()  # and after: a command the test ran may have left them on a closed file
 
 
 def page(i: int) -> str:

@@ -22,6 +22,7 @@ def _quiet_logs():
     """Log lines of an earlier test's run root (a command run in-process) are not ours."""
     logs.quiet()
     yield
+    logs.quiet()  # and after: a command the test ran may have left them on a closed file
 
 
 def caller(*calls: tuple[str, str, dict], answer: str = "finished"):
