@@ -287,7 +287,7 @@ async def _complete(env: "AgentEnv", node: "AgentNode", request: Request,
                         error=error)
 
     kw: dict = {}
-    provider = env.provider
+    provider = env.provider_for(node)  # its role's, in a run with roles
     listeners = env.text_listeners
     if listeners and getattr(provider, "streams_text", False):
         def on_text(text: str) -> None:
