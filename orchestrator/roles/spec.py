@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping
 
 from ...providers.typed import OutputType
 from ..policy import PolicyError, ToolPolicy, parse_policy
+from ..typed.load import OutputError, as_output_type
 
 __all__ = ["KINDS", "PROVIDERS", "ROLE_KEYS", "Resolvers", "Role", "Roles", "RolesError",
            "parse_roles"]
@@ -215,6 +216,11 @@ def parse_role(name: Any, body: Any, source: str, resolve: Resolvers = Resolvers
             kw["output"] = out
         elif isinstance(out, str):
             kw["output"] = resolve.output(out, f"{where}: output")
+        elif isinstance(out, (dict, type)):  # from Python: a schema, or a Struct, dataclass…
+            try:
+                kw["output"] = as_output_type(out)
+            except OutputError as e:
+                raise RolesError(f"{where}: output: {e}") from None
         else:
             raise RolesError(f"{where}: output is a JSON Schema file or 'module:Type'")
     if "budget" in body:
