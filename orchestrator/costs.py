@@ -34,8 +34,8 @@ from ..providers.prices import cost_usd
 from ..session.log import TornTail, find_torn_tail, iter_lines
 from ..session.records import DECODE_ERRORS, Usage
 
-__all__ = ["FIELDS", "AgentCost", "CostError", "agent_cost", "run_cost", "as_json", "total",
-           "reports_reasoning"]
+__all__ = ["FIELDS", "NO_ROLE", "AgentCost", "CostError", "agent_cost", "by_role", "run_cost",
+           "as_json", "total", "reports_reasoning"]
 
 FIELDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
 TTLS = ("5m", "1h")
@@ -51,6 +51,7 @@ class _Probe(Struct):
     t: str
     usage: Usage | None = None
     model: str | None = None
+    role: str | None = None
 
 
 _probe = msgspec.json.Decoder(_Probe)
@@ -71,6 +72,8 @@ class AgentCost(Struct, kw_only=True):
     records: int = 0
     """How many usages were summed."""
     torn: TornTail | None = None
+    role: str | None = None
+    """Its named role (``SessionStarted.role``; docs/roles.md), if any."""
 
     def as_json(self, reasoning: bool = False) -> dict:
         """The fixed row; ``reasoning_tokens`` after ``output_tokens`` when ``reasoning`` (some
@@ -108,13 +111,14 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
     torn = find_torn_tail(path)
     calls, messages = _Sum(), _Sum()
     started_model: str | None = None
+    role: str | None = None
     for lineno, (off, line) in enumerate(iter_lines(path), 1):
         try:
             rec = _probe.decode(line)
         except DECODE_ERRORS as e:
             raise CostError(f"{shown}:{lineno}: not a record at offset {off} ({e})") from None
         if rec.t == "SessionStarted":
-            started_model = rec.model
+            started_model, role = rec.model, rec.role
         elif rec.t == "ProviderCall" and rec.usage is not None:
             calls.add(rec.usage, price_as or rec.model or started_model, ttl)
         elif rec.t == "AssistantMessage" and rec.usage is not None:
@@ -126,7 +130,7 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
                      cache_read_tokens=u.cache_read_tokens,
                      cache_write_tokens=u.cache_write_tokens, output_tokens=u.output_tokens,
                      cost_usd=chosen.cost, reasoning_tokens=chosen.reasoning, counted=counted,
-                     records=chosen.n, torn=torn)
+                     records=chosen.n, torn=torn, role=role)
 
 
 def _natural(agent: str) -> list:
@@ -160,6 +164,20 @@ def total(rows: Iterable[AgentCost]) -> dict:
         t["reasoning_tokens"] = sum(r.reasoning_tokens or 0 for r in rows)
     t["cost_usd"] = round(sum(r.cost_usd for r in rows), 6)
     return t
+
+
+NO_ROLE = "(no role)"
+
+
+def by_role(rows: Iterable[AgentCost]) -> list[dict]:
+    """``mnemon cost --by role``: one row per role — ``{"role", "agents", <FIELDS>,
+    "cost_usd"}`` — summing its agents (a child started without a role is of its parent's);
+    agents without one under ``(no role)``, last. The rows sum to ``total``."""
+    groups: dict[str, list[AgentCost]] = {}
+    for r in rows:
+        groups.setdefault(r.role if r.role is not None else NO_ROLE, []).append(r)
+    order = sorted(groups, key=lambda k: (k == NO_ROLE, k))
+    return [{"role": k, "agents": len(groups[k]), **total(groups[k])} for k in order]
 
 
 def as_json(rows: list[AgentCost]) -> dict:
