@@ -64,6 +64,9 @@ class AgentOut(Struct, kw_only=True):
     state: Literal["running", "ended", "failed", "cancelled", "open"]
     reason: str | None = None
     kind: str | None = None
+    role: Annotated[str | None, Meta(description=(
+        "Its named role (docs/roles.md); null for an agent without one."))] = None
+    model: str | None = None
     parent: str | None = None
     children: list[str] = []
     depth: int | None = None
