@@ -12,6 +12,7 @@ import pytest
 
 from mnemon.orchestrator import logs
 from mnemon.orchestrator.cli import main
+from mnemon.orchestrator.gate import effective_policy
 from mnemon.orchestrator.roles.spec import RolesError
 from mnemon.orchestrator.settings import Settings
 from mnemon.orchestrator.supervisor import open_supervisor
@@ -278,3 +279,35 @@ async def test_settings_carry_roles_from_python(tmp_path):
         node = await sup.ask("go")
     assert node.role == "lead" and node.reason == "done"
     assert {s["system"] for s in model.seen} == {"You are the lead.", "You research."}
+
+
+async def test_a_mnemon_role_forks_its_caller_and_keeps_its_prefix(tmp_path):
+    """A mnemon role's agent is a fork of its caller: the caller's system, model and tools (its
+    prefix byte-identical), under the role's own policy and output type."""
+    roles = team(lead={"may_start": ["researcher", "reviewer", "critic"]},
+                 critic={"kind": "mnemon", "description": "critiques the plan",
+                         "policy": {"default": "deny"}})
+    root, lead, model, sup = await _run(tmp_path, [
+        ("agents_start", {"task": "critique", "role": "critic"}), ("agents_wait", {})],
+        roles=roles)
+    started = json.loads(_results(root, lead.id)["c1"]["content"])
+    assert (started["role"], started["kind"]) == ("critic", "mnemon")
+    lead_first, critic_first = _records(root, "a1")[0], _records(root, "a2")[0]
+    assert critic_first["role"] == "critic" and critic_first["kind"] == "mnemon"
+    for key in ("system", "model", "tools", "provider"):
+        assert critic_first.get(key) == lead_first.get(key), key
+    critic_reqs = [s for s in model.seen if s["agent"] == "a2"]
+    lead_reqs = [s for s in model.seen if s["agent"] == "a1"]
+    assert critic_reqs and critic_reqs[0]["tools"] == lead_reqs[0]["tools"]
+    assert critic_reqs[0]["model"] == "claude-opus-4-1"
+    # its own policy (deny everything) holds, though its tools are its caller's
+    assert sup.env.roles.roles["critic"].policy.default == "deny"
+    assert effective_policy(sup.env, sup.agents["a2"]).decide("lookup", {}).action == "deny"
+    assert effective_policy(sup.env, sup.agents["a1"]) is None  # the lead has no policy
+
+
+async def test_a_fresh_role_cannot_be_started_as_a_fork(tmp_path):
+    root, lead, model, sup = await _run(tmp_path, [
+        ("agents_start", {"task": "x", "role": "researcher", "kind": "mnemon"})])
+    res = _results(root, lead.id)["c1"]
+    assert res["is_error"] and res["content"] == "the researcher role is a fresh agent, not mnemon"
