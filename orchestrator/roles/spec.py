@@ -246,9 +246,12 @@ def parse_role(name: Any, body: Any, source: str, resolve: Resolvers = Resolvers
         kw["keep"] = k
     if "mcp" in body:
         m = body["mcp"]
-        if not isinstance(m, str):
+        if isinstance(m, (list, tuple)) and all(hasattr(x, "transport") for x in m):
+            kw["mcp"] = tuple(m)  # from Python: server specs (``mcp.config.McpServerSpec``)
+        elif isinstance(m, str):
+            kw["mcp"] = tuple(resolve.mcp(m, f"{where}: mcp"))
+        else:
             raise RolesError(f"{where}: mcp is an MCP config file (the mcpServers shape)")
-        kw["mcp"] = tuple(resolve.mcp(m, f"{where}: mcp"))
     return Role(**kw)
 
 
