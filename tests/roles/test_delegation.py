@@ -311,3 +311,30 @@ async def test_a_fresh_role_cannot_be_started_as_a_fork(tmp_path):
         ("agents_start", {"task": "x", "role": "researcher", "kind": "mnemon"})])
     res = _results(root, lead.id)["c1"]
     assert res["is_error"] and res["content"] == "the researcher role is a fresh agent, not mnemon"
+
+
+async def test_a_childs_role_cannot_loosen_its_callers_policy(tmp_path):
+    """The lead's policy denies lookup; the researcher's own allows everything: the researcher's
+    call is still denied, naming the lead's rule."""
+    roles = team(lead={"policy": {"rule": [{"tool": "lookup", "action": "deny",
+                                            "reason": "no lookups in this team"}]}},
+                 researcher={"policy": {"default": "allow", "rule": [
+                     {"tool": "lookup", "action": "allow"}]}})
+    root, lead, model, sup = await _run(tmp_path, [("ask_researcher", {"task": "q"})],
+                                        roles=roles)
+    denied = _results(root, "a2")["r1"]
+    assert denied["is_error"] and "no lookups in this team" in denied["content"]
+    assert "lead policy rule 1" in denied["content"]
+
+
+async def test_a_resumed_agent_keeps_its_role(tmp_path):
+    root, lead, model, sup = await _run(tmp_path, [("ask_researcher", {"task": "q"})])
+    logs.quiet()
+    async with open_supervisor(root, ScriptedProvider(policy=model), Settings(),
+                               user_tools=TOOLS, roles=team(), role="lead") as again:
+        node = again.resume_agent("a2")
+        assert node.role == "researcher"
+        assert again.settings_for(node).system == "You research."
+        assert again.settings_for(node).model == "claude-haiku-4-5"
+        assert "lookup" in again.tools_for(node) and "write_note" not in again.tools_for(node)
+        node.log.close()
