@@ -164,3 +164,13 @@ def test_a_job_with_bad_roles_is_refused_naming_the_role(tmp_path, capsys, chang
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(job) in err and message in err
     assert not (folder / "pipeline.run").exists()
+
+
+@pytest.mark.parametrize("command", ["ask", "chat", "serve", "run"])
+def test_every_running_command_takes_roles_and_a_role(command, tmp_path):
+    from mnemon.orchestrator.cli import build_parser
+
+    parser, _ = build_parser([command])
+    first = {"ask": ["hi"], "chat": [], "serve": [], "run": ["job.toml"]}[command]
+    args = parser.parse_args([command, *first, "--roles", "team.toml", "--role", "lead"])
+    assert (args.roles, args.role) == ("team.toml", "lead")
