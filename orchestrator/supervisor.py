@@ -27,7 +27,8 @@ from ..lineage.runroot import (Sources, agent_source, create_run_root, list_agen
 from ..providers.base import Provider
 from ..providers.typed import OutputType
 from ..session.agentlog import AgentLog
-from ..session.errors import Refusal
+from ..lineage.fork import ForkError
+from ..session.errors import LogBusy, Refusal
 from ..session.records import SessionStarted, Usage
 
 from .env import AgentEnv
@@ -144,9 +145,11 @@ class Supervisor:
     # ------------------------------------------------------------------ ids and limits
 
     def mint_agent_id(self) -> str:
+        """The next free ``a<n>``: neither taken here nor a log on disk — another process of
+        the run (a Dask job's chunks share its run root) may have made it since the listing."""
         while True:
             aid = f"a{next(self._ids)}"
-            if aid not in self._taken:
+            if aid not in self._taken and not (self.root / agent_source(aid)).parent.exists():
                 self._taken.add(aid)
                 return aid
 
@@ -317,7 +320,21 @@ class Supervisor:
                         **extra)
 
         self._taken.add(aid)
-        self._born(node, birth)
+        if agent_id is None and not node.mcp_servers:
+            for _ in range(8):
+                try:
+                    node.log = birth()
+                    break
+                except (FileExistsError, LogBusy, ForkError):
+                    if not (self.root / agent_source(aid)).exists():
+                        raise
+                    # made at the same moment by another process of the run: the next id
+                    aid = node.id = self.mint_agent_id()
+            else:
+                raise Refusal(f"no free agent id after {aid} (another process keeps taking "
+                              "them)")
+        else:
+            self._born(node, birth)
         node.edit_hook = self.env.on_edit
         node.tokens_per_byte = tpb
         parent.children[aid] = node

@@ -174,3 +174,62 @@ def test_every_running_command_takes_roles_and_a_role(command, tmp_path):
     first = {"ask": ["hi"], "chat": [], "serve": [], "run": ["job.toml"]}[command]
     args = parser.parse_args([command, *first, "--roles", "team.toml", "--role", "lead"])
     assert (args.roles, args.role) == ("team.toml", "lead")
+
+
+def test_the_pipeline_on_the_dask_engine(tmp_path):
+    """Each chunk's process builds the roles from the job file; the children its agents start
+    take ids no other chunk took (they share the run root)."""
+    pytest.importorskip("distributed")
+    import subprocess
+
+    root = tmp_path / "dask.run"
+    proc = subprocess.run([sys.executable, "-m", "mnemon", "run", str(EXAMPLE / "pipeline.toml"),
+                           "--engine", "dask", "--workers", "2", "--run-root", str(root),
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["done"] == 3
+    rows = {r["task"]: r for r in _records(root / "results.jsonl")}
+    assert all(r["answer"].endswith("[reviewed: matches its source]") for r in rows.values())
+    assert main(["tree", str(root), "--json"]) == 0
+
+
+def test_a_minted_id_skips_a_log_another_process_made(tmp_path):
+    """Two supervisors on one run root (a Dask job's chunks): an id the other made after this
+    one listed the run is skipped, and a collision at the birth takes the next id."""
+    import trio
+
+    from mnemon.orchestrator.settings import Settings
+    from mnemon.orchestrator.supervisor import Supervisor
+    from mnemon.lineage.runroot import create_run_root
+    from mnemon.providers.scripted import ScriptedProvider
+
+    root = tmp_path / "run"
+    create_run_root(root, "tests")
+
+    async def go():
+        one = Supervisor(root, ScriptedProvider(), Settings())
+        two = Supervisor(root, ScriptedProvider(), Settings())
+        p1 = one.new_root("one", "t1")
+        p2 = two.new_root("two", "t2")
+        c1 = one.new_child(p1, "child", "fresh")
+        c2 = two.new_child(p2, "child", "fresh")  # a1 is on disk now: two skips it
+        assert (c1.id, c2.id) == ("a1", "a2")
+        two._ids = iter(range(3, 100))  # as if two had listed before a3 was made…
+        three = one.new_child(p1, "child", "fresh")
+        assert three.id == "a3"
+        two._taken.discard("a3")
+        real = two.mint_agent_id
+        calls = []
+
+        def stale():  # …and minted a3 before one's log reached the disk
+            calls.append(1)
+            return "a3" if len(calls) == 1 else real()
+
+        two.mint_agent_id = stale
+        c4 = two.new_child(p2, "child", "fresh")
+        assert c4.id == "a4" and len(calls) == 2
+        for s in (one, two):
+            s.close()
+
+    trio.run(go)
+    assert main(["verify", str(root)]) == 0
