@@ -241,7 +241,7 @@ async def _agents_start(env, node, inp) -> str:
     if role is not None:  # a role's kind is the role's (docs/roles.md)
         if env.roles is None:
             raise Refusal("this run has no roles; start a child without one")
-        own = env.roles.roles.roles.get(role)
+        own = env.roles.get(role)
         if own is not None and kind is not None and kind != own.kind:
             raise Refusal(f"the {role} role is a {own.kind} agent, not {kind}")
         kind = own.kind if own is not None else (kind or "mnemon")

@@ -89,9 +89,8 @@ class AskTool:
         task = args.get("task") if isinstance(args, dict) else None
         if not isinstance(task, str) or not task.strip():
             raise ToolInputError(f"{self.name} needs a task (a non-empty string)")
-        book = env.roles
-        kind = book.roles[self.role].kind if book is not None and self.role in book.roles \
-            else "fresh"
+        role = env.roles.get(self.role) if env.roles is not None else None
+        kind = role.kind if role is not None else "fresh"
         child = env.spawner.new_child(node, task, kind, role=self.role)
         assert node.nursery is not None
         env.spawner.start(child, node.nursery)
@@ -135,6 +134,10 @@ class RoleBook:
         self._settings: dict[tuple[str, int], tuple[Settings, Settings]] = {}
         self._tables: dict[str, tuple[dict, dict, int]] = {}
         self._builtins: dict[str, list[ToolDef]] = {}
+
+    def get(self, name: str) -> Role | None:
+        """The role of that name, or None."""
+        return self.roles.roles.get(name)
 
     # ------------------------------------------------------------------ per agent
 

@@ -29,7 +29,7 @@ bounds them is depth: each role's ``max_depth``, and the run's.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ...providers.typed import OutputType
@@ -94,7 +94,6 @@ class Roles:
     roles: Mapping[str, Role]
     root: str | None = None
     source: str = "roles"
-    _order: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         check(self)
