@@ -18,7 +18,7 @@ from .cli import UserError
 from .policy import PolicyError, load_policy
 from .roles.book import check_providers
 from .roles.load import load_roles
-from .roles.spec import RolesError
+from .roles.spec import RolesError, check_tools
 from .settings import Settings
 
 KNOWN_WINDOWS = {"claude": 200_000, "gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gpt-5": 400_000,
@@ -131,9 +131,10 @@ def policy_from(path: str):
         raise UserError(str(e)) from None
 
 
-def roles_from_args(args):
+def roles_from_args(args, tools: "frozenset[str] | None" = frozenset()):
     """``--roles FILE`` (and ``--role NAME``): the roles, judged whole before anything runs —
-    exit 2 naming the file and the role otherwise; None without ``--roles``."""
+    exit 2 naming the file and the role otherwise; None without ``--roles``. ``tools``: the
+    names of the run's user tools (None: checked later, by the job that knows them)."""
     path, root = getattr(args, "roles", None), getattr(args, "role", None)
     if path is None:
         if root is not None:
@@ -142,6 +143,8 @@ def roles_from_args(args):
     try:
         roles = load_roles(path, root=root, provider=getattr(args, "provider", None))
         check_providers(roles, getattr(args, "provider", None))
+        if tools is not None:
+            check_tools(roles, tools)
     except RolesError as e:
         raise UserError(str(e)) from None
     return roles

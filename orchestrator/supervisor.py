@@ -96,7 +96,7 @@ class Supervisor:
         self.env.approvals.agents = self.agents  # a decision's 404 / 409 looks them up
         if settings.roles is not None:  # each role's provider built once, here (docs/roles.md)
             self.env.roles = RoleBook(settings.roles, settings, provider,
-                                      self.env.provider_name)
+                                      self.env.provider_name, tools=self.env.tools)
         # the opening record's form of the last tool list offered (``_started``): made once
         # per set of tools, not per agent
         self._started_tools: tuple[list, list[dict]] | None = None

@@ -52,7 +52,7 @@ def run(args) -> int:
     try:  # every check before anything is written or any agent starts
         runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
                                    policy=policy_from(args.policy) if args.policy else None,
-                                   roles=roles_from_args(args) if args.roles else None,
+                                   roles=roles_from_args(args, None) if args.roles else None,
                                    role=args.role)
     except JobError as e:
         raise UserError(str(e)) from None

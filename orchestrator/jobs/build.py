@@ -22,7 +22,7 @@ import msgspec
 from ..policy import PolicyError, ToolPolicy, combine, load_policy, parse_policy
 from ..roles.book import check_providers
 from ..roles.load import roles_from
-from ..roles.spec import Roles, RolesError
+from ..roles.spec import Roles, RolesError, check_tools
 from ..settings import Settings
 from ..usertools import UserTool
 from .outputs import outputs_for
@@ -84,6 +84,7 @@ def roles_for(job: Job) -> Roles | None:
         roles = roles_from(spec.roles, f"{job.path} [roles]", base=job.folder,
                            root=spec.agent.role, provider=spec.provider.name)
         check_providers(roles, spec.provider.name)
+        check_tools(roles, frozenset(t.name for t in user_tools_for(job)))
     except RolesError as e:
         m = _ROLE.search(str(e))
         line = _line(job.text, (f"roles.{m.group(1)}",)) if m else None  # its header
@@ -102,6 +103,7 @@ def _with_roles(job: Job, settings: Settings, roles: Roles | None,
         raise JobError(f"{job.path}: --role {role} needs roles ([roles.NAME] or --roles FILE)")
     try:
         roles = roles.with_root(role) if role is not None else roles
+        check_tools(roles, frozenset(t.name for t in user_tools_for(job)))
     except RolesError as e:
         raise JobError(str(e)) from None
     return msgspec.structs.replace(settings, roles=roles)

@@ -30,7 +30,7 @@ from ..policy import combine
 from ..settings import Settings
 from ..tooldefs import BUILTIN
 from ..usertools import ToolError, ToolInputError
-from .spec import Role, Roles, RolesError
+from .spec import Role, Roles, RolesError, check_tools
 
 if TYPE_CHECKING:
     from ...providers.base import Provider
@@ -107,7 +107,12 @@ class RoleBook:
     """The roles of one run: built once when the run opens (``Supervisor``), read by the env."""
 
     def __init__(self, roles: Roles, settings: Settings, provider: "Provider",
-                 provider_name: str | None, *, make: Any = make_provider):
+                 provider_name: str | None, *, tools: "dict[str, Any] | None" = None,
+                 make: Any = make_provider):
+        """``tools``: the run's tool table as it opens — a role naming a tool not in it is
+        refused (``spec.check_tools``)."""
+        if tools is not None:
+            check_tools(roles, frozenset(tools))
         self.roles = roles
         self.run_settings = settings
         self.run_provider = provider

@@ -37,7 +37,7 @@ from ..policy import PolicyError, ToolPolicy, parse_policy
 from ..typed.load import OutputError, as_output_type
 
 __all__ = ["KINDS", "PROVIDERS", "ROLE_KEYS", "Resolvers", "Role", "Roles", "RolesError",
-           "parse_roles"]
+           "check_tools", "parse_roles"]
 
 KINDS = ("fresh", "mnemon")
 PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses")
@@ -128,6 +128,21 @@ def check(roles: Roles) -> None:
     if roles.root is not None and roles.root not in roles.roles:
         raise RolesError(f"{roles.source}: the root's role {roles.root!r} is not a role (roles: "
                          f"{', '.join(sorted(roles.roles)) or 'none'})")
+
+
+def check_tools(roles: Roles, known: "set[str] | frozenset[str]") -> None:
+    """Refuse a role naming a tool the run does not have: a plain name (no glob character) that
+    is neither one of ``known`` (the run's user tools) nor a user tool of the role's own. An MCP
+    server's tools (``server__tool``) are listed only once the server has started, so a name
+    with ``__`` is left to match what the servers list, as a glob is."""
+    for role in roles.roles.values():
+        own = {t.name for t in role.user_tools}
+        for name in role.tools or ():
+            if any(c in name for c in "*?[") or "__" in name or name in known or name in own:
+                continue
+            have = sorted(known | own)
+            raise RolesError(f"{roles.source}: role {role.name}: tools names {name!r}, which is "
+                             f"not a tool of the run (tools: {', '.join(have) or 'none'})")
 
 
 # --------------------------------------------------------------------------- parsing

@@ -338,3 +338,10 @@ async def test_a_resumed_agent_keeps_its_role(tmp_path):
         assert again.settings_for(node).model == "claude-haiku-4-5"
         assert "lookup" in again.tools_for(node) and "write_note" not in again.tools_for(node)
         node.log.close()
+
+
+async def test_a_role_naming_no_tool_of_the_run_is_refused_when_the_run_opens(tmp_path):
+    with pytest.raises(RolesError, match="role researcher: tools names 'lookup'"):
+        async with open_supervisor(tmp_path / "r", ScriptedProvider(), Settings(),
+                                   roles=team(), role="lead"):  # no user tools given
+            pass

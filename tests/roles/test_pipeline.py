@@ -233,3 +233,18 @@ def test_a_minted_id_skips_a_log_another_process_made(tmp_path):
 
     trio.run(go)
     assert main(["verify", str(root)]) == 0
+
+
+def test_a_role_naming_an_unknown_tool_is_refused(tmp_path, capsys):
+    team = _team_file(tmp_path, '[roles.x]\ntools = ["serch"]\n')
+    assert main(["ask", "hi", "--roles", str(team), "--run-root", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "role x: tools names 'serch', which is not a tool of the run (tools: none)" in err
+    folder = tmp_path / "pipeline"
+    shutil.copytree(EXAMPLE, folder)
+    job = folder / "pipeline.toml"
+    job.write_text(job.read_text().replace('tools = ["team:search"]',
+                                           'tools = ["team:search", "serch"]'))
+    assert main(["run", str(job)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "[roles] role researcher: tools names 'serch'" in err

@@ -159,3 +159,13 @@ def test_roles_take_a_role_object_from_python():
                    "reviewer": roles["reviewer"]}, "lead")
     assert again.root == "lead" and as_roles(again) is again
     assert as_roles(TEAM, root="lead").root == "lead"
+
+
+def test_a_role_naming_no_tool_of_the_run_is_refused():
+    from mnemon.orchestrator.roles.spec import check_tools
+
+    roles = parse_roles({"r": {"tools": ["lookup", "fs__read_*", "web__get", "read_?"]}}, "t")
+    check_tools(roles, frozenset({"lookup"}))  # globs and MCP names are left to run time
+    with pytest.raises(RolesError, match=r"t: role r: tools names 'lookup', which is not a "
+                                         r"tool of the run \(tools: search\)"):
+        check_tools(roles, frozenset({"search"}))
