@@ -207,16 +207,16 @@ class Supervisor:
             if unborn is not None:
                 os.close(unborn)
             raise
-        aid = agent_id or self.mint_agent_id()
-        node = AgentNode(aid, None, kind=None, depth=0, parent=None)
         book = self.env.roles
         role = role if role is not None or book is None else book.roles.root
+        if role is not None and (book is None or role not in book.roles):
+            if unborn is not None:
+                os.close(unborn)
+            raise Refusal(f"there is no role {role!r} in this run (roles: "
+                          f"{', '.join(book.roles.names()) if book else 'none'})")
+        aid = agent_id or self.mint_agent_id()
+        node = AgentNode(aid, None, kind=None, depth=0, parent=None)
         if role is not None:
-            if book is None or role not in book.roles:
-                if unborn is not None:
-                    os.close(unborn)
-                raise Refusal(f"there is no role {role!r} in this run (roles: "
-                              f"{', '.join(book.roles.names()) if book else 'none'})")
             settings, output = self._as_role(node, role, settings or self.settings, output)
         servers = tuple((settings or self.settings).agent_mcp_servers
                         if mcp_servers is None else mcp_servers)

@@ -255,7 +255,7 @@ class Run:
             output = from_python(body.output, where="output",
                                  retries=2 if body.output_retries is None else body.output_retries)
             check_for(output, self.provider_name, where="output")
-        node = sup.new_root(body.prompt, settings=settings, output=output)
+        node = sup.new_root(body.prompt, settings=settings, output=output, role=body.role)
         sup.start(node)
         self._poke()
         return self.view(node.id, [])

@@ -28,6 +28,10 @@ class AgentCreate(_In):
         "cannot be used is refused with 422."))] | None = None
     output_retries: Annotated[int, Meta(ge=0, description=(
         "Turns the model gets to fix an answer that does not fit (default 2)."))] | None = None
+    role: Annotated[str, Meta(description=(
+        "Its named role (docs/roles.md; default: the roles' root role). The role's own "
+        "settings apply over the fields above; an unknown role is refused with 409."))] | None \
+        = None
 
 
 class PromptIn(_In):

@@ -43,3 +43,17 @@ async def test_agent_views_name_roles_and_models(tmp_path):
                                   until=lambda d: d.get("type") == "ended")
         started = [d for _, d in events if d.get("type") == "started"]
         assert started[0]["role"] == "helper" and started[0]["model"] == "claude-haiku-4-5"
+
+
+async def test_an_agent_of_a_named_role_and_an_unknown_role(tmp_path):
+    settings = Settings(model="scripted", roles=as_roles(TEAM, root="lead"))
+    async with live_service(tmp_path / "run", provider=ScriptedProvider(policy=model),
+                            settings=settings) as svc:
+        r = await svc.client.post("/v1/agents", json={"prompt": "go", "role": "helper"})
+        assert r.status_code == 201 and r.json()["role"] == "helper"
+        bad = await svc.client.post("/v1/agents", json={"prompt": "go", "role": "boss"})
+        assert bad.status_code == 409
+        assert bad.json()["error"] == "there is no role 'boss' in this run (roles: helper, lead)"
+        assert [a["id"] for a in (await svc.client.get("/v1/agents")).json()["agents"]] == ["a1"]
+        again = await svc.client.post("/v1/agents", json={"prompt": "go"})
+        assert again.json()["id"] == "a2" and again.json()["role"] == "lead"  # no id spent
