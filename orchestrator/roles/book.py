@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ...providers.base import ToolDef
+from ...providers.errors import ProviderConfigError
 from ...providers.select import KEY_VARIABLES, make_provider
 from ...session.errors import Refusal
 from ...session.records import compact
@@ -56,7 +57,8 @@ def check_providers(roles: Roles, run_provider: str | None, env: Any = None) -> 
         if name is None or (name == run_provider and role.base_url is None):
             continue
         var = KEY_VARIABLES.get(name)
-        if var and not env.get(var) and role.base_url is None:
+        # as make_provider: an OpenAI-style server of one's own may go without a key
+        if var and not env.get(var) and not (name.startswith("openai") and role.base_url):
             raise RolesError(f"{roles.source}: role {role.name}: {var} is not set (needed by "
                              f"provider {name})")
 
@@ -130,8 +132,12 @@ class RoleBook:
                 continue
             key = (name or "scripted", role.base_url)
             if key not in by_key:
-                by_key[key] = make(name or "scripted", model=role.model, base_url=role.base_url,
-                                   max_tokens=settings.max_tokens, cache_ttl=settings.cache_ttl)
+                try:
+                    by_key[key] = make(name or "scripted", model=role.model,
+                                       base_url=role.base_url, max_tokens=settings.max_tokens,
+                                       cache_ttl=settings.cache_ttl)
+                except ProviderConfigError as e:
+                    raise RolesError(f"{roles.source}: role {role.name}: {e}") from None
                 self.built.append(by_key[key])
             self._providers[role.name] = by_key[key]
             self._names[role.name] = name

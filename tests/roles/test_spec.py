@@ -169,3 +169,19 @@ def test_a_role_naming_no_tool_of_the_run_is_refused():
     with pytest.raises(RolesError, match=r"t: role r: tools names 'lookup', which is not a "
                                          r"tool of the run \(tools: search\)"):
         check_tools(roles, frozenset({"search"}))
+
+
+def test_a_roles_provider_needs_its_key_unless_it_is_a_server_of_ones_own():
+    from mnemon.orchestrator.roles.book import check_providers
+
+    roles = parse_roles({"a": {"provider": "anthropic"},
+                         "b": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1"},
+                         "c": {"provider": "anthropic", "base_url": "http://127.0.0.1:9"}}, "t")
+    with pytest.raises(RolesError, match="t: role a: ANTHROPIC_API_KEY is not set"):
+        check_providers(roles, "scripted", env={})
+    check_providers(roles, "anthropic", env={"ANTHROPIC_API_KEY": "k"})
+    only_b = parse_roles({"b": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1"}}, "t")
+    check_providers(only_b, "scripted", env={})
+    only_c = parse_roles({"c": {"provider": "anthropic", "base_url": "http://127.0.0.1:9"}}, "t")
+    with pytest.raises(RolesError, match="role c: ANTHROPIC_API_KEY"):
+        check_providers(only_c, "scripted", env={})
