@@ -36,10 +36,17 @@ class Node:
     torn: TornTail | None = None
     children: list["Node"] = field(default_factory=list)
     orphan: bool = False  # its recorded parent is not a log of this run (or a cycle)
+    role: str | None = None  # its named role (docs/roles.md), from its SessionStarted
+    model: str | None = None
 
     def as_json(self) -> dict:
-        return {"agent": self.agent, "parent": self.parent, "kind": self.kind, "turns": self.turns,
-                "resident": self.resident, "evicted": self.evicted, "state": self.state}
+        out = {"agent": self.agent, "parent": self.parent, "kind": self.kind,
+               "turns": self.turns, "resident": self.resident, "evicted": self.evicted,
+               "state": self.state}
+        if self.role is not None:  # an agent of a named role: its role and model
+            out["role"] = self.role
+            out["model"] = self.model
+        return out
 
 
 def _first_started(path: Path) -> SessionStarted | None:
@@ -88,7 +95,9 @@ def node_for(root: Path, agent: str) -> Node:
     turns, resident, evicted = _counts(ctx)
     state = "broken" if error else ("ended" if ctx.ended is not None else "open")
     return Node(agent, started.parent if started else None, started.kind if started else None,
-                turns, resident, evicted, state, error, find_torn_tail(path))
+                turns, resident, evicted, state, error, find_torn_tail(path),
+                role=started.role if started else None,
+                model=started.model if started else None)
 
 
 def _natural(agent: str) -> list:
@@ -154,13 +163,16 @@ def walk(roots: list[Node]) -> list[tuple[Node, str]]:
 
 def tree_json(root: Path) -> list[dict]:
     """``mnemon tree --json``: ``[{agent, parent, kind, turns, resident, evicted, state}]`` in
-    depth-first tree order."""
+    depth-first tree order (an agent of a named role adds ``role`` and ``model``)."""
     return [n.as_json() for n, _ in walk(build_tree(root))]
 
 
 def format_node(n: Node, prefix: str) -> str:
-    """One line of the drawing: ``prefix agent [kind] T turns: R resident, E evicted - state``."""
+    """One line of the drawing: ``prefix agent [kind] T turns: R resident, E evicted - state``;
+    an agent of a named role: ``[kind, role on model]``."""
     kind = n.kind or "root"
+    if n.role is not None:
+        kind += f", {n.role}" + (f" on {n.model}" if n.model else "")
     if n.orphan and n.parent:
         kind += f", parent {n.parent} missing"
     line = (f"{prefix}{n.agent} [{kind}] {n.turns} turns: {n.resident} resident, "

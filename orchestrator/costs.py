@@ -37,8 +37,8 @@ from ..providers.prices import BATCH_SUFFIX, batch_model, cost_usd, is_batch
 from ..session.log import TornTail, find_torn_tail, iter_lines
 from ..session.records import DECODE_ERRORS, Usage
 
-__all__ = ["FIELDS", "AgentCost", "CostError", "agent_cost", "run_cost", "as_json", "total",
-           "reports_reasoning"]
+__all__ = ["FIELDS", "NO_ROLE", "AgentCost", "CostError", "agent_cost", "by_role", "run_cost",
+           "as_json", "total", "reports_reasoning"]
 
 FIELDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
 TTLS = ("5m", "1h")
@@ -54,6 +54,7 @@ class _Probe(Struct):
     t: str
     usage: Usage | None = None
     model: str | None = None
+    role: str | None = None
 
 
 _probe = msgspec.json.Decoder(_Probe)
@@ -76,6 +77,8 @@ class AgentCost(Struct, kw_only=True):
     torn: TornTail | None = None
     batch_cost_usd: float = 0.0
     """The part of ``cost_usd`` spent in batches (calls priced ``…@batch``)."""
+    role: str | None = None
+    """Its named role (``SessionStarted.role``; docs/roles.md), if any."""
 
     def as_json(self, reasoning: bool = False) -> dict:
         """The fixed row; ``reasoning_tokens`` after ``output_tokens`` when ``reasoning`` (some
@@ -117,13 +120,14 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
     torn = find_torn_tail(path)
     calls, messages = _Sum(), _Sum()
     started_model: str | None = None
+    role: str | None = None
     for lineno, (off, line) in enumerate(iter_lines(path), 1):
         try:
             rec = _probe.decode(line)
         except DECODE_ERRORS as e:
             raise CostError(f"{shown}:{lineno}: not a record at offset {off} ({e})") from None
         if rec.t == "SessionStarted":
-            started_model = rec.model
+            started_model, role = rec.model, rec.role
         elif rec.t == "ProviderCall" and rec.usage is not None:
             model = rec.model or started_model
             if price_as:  # the override's model, at the price of the call's kind
@@ -139,7 +143,7 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
                      cache_read_tokens=u.cache_read_tokens,
                      cache_write_tokens=u.cache_write_tokens, output_tokens=u.output_tokens,
                      cost_usd=chosen.cost, reasoning_tokens=chosen.reasoning, counted=counted,
-                     records=chosen.n, torn=torn, batch_cost_usd=chosen.batch)
+                     records=chosen.n, torn=torn, batch_cost_usd=chosen.batch, role=role)
 
 
 def _natural(agent: str) -> list:
@@ -177,6 +181,20 @@ def total(rows: Iterable[AgentCost]) -> dict:
         t["batch_cost_usd"] = round(batch, 6)
         t["live_cost_usd"] = round(sum(max(0.0, r.cost_usd - r.batch_cost_usd) for r in rows), 6)
     return t
+
+
+NO_ROLE = "(no role)"
+
+
+def by_role(rows: Iterable[AgentCost]) -> list[dict]:
+    """``mnemon cost --by role``: one row per role — ``{"role", "agents", <FIELDS>,
+    "cost_usd"}`` — summing its agents (a child started without a role is of its parent's);
+    agents without one under ``(no role)``, last. The rows sum to ``total``."""
+    groups: dict[str, list[AgentCost]] = {}
+    for r in rows:
+        groups.setdefault(r.role if r.role is not None else NO_ROLE, []).append(r)
+    order = sorted(groups, key=lambda k: (k == NO_ROLE, k))
+    return [{"role": k, "agents": len(groups[k]), **total(groups[k])} for k in order]
 
 
 def as_json(rows: list[AgentCost]) -> dict:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..lineage.runroot import Sources
     from ..providers.base import Provider
     from .node import AgentNode
+    from .roles.book import RoleBook
     from .spawner import Spawner
     from .spend import Spend
 
@@ -49,12 +50,14 @@ class AgentEnv:
     - ``text_listeners``: told ``(agent id, text)`` as answer text streams in (never recorded);
     - ``on_edit(node, kind, history_before)``: told of every cache-invalidating edit;
     - ``spawner``: makes and starts children (``spawner.Spawner``);
-    - ``approvals``: the tool calls waiting for a decision (``approvals.Approvals``).
+    - ``approvals``: the tool calls waiting for a decision (``approvals.Approvals``);
+    - ``roles``: the run's named roles at work (``roles.book.RoleBook``), or None: an agent's
+      provider is then ``provider_for(node)``, its tools its role's (docs/roles.md).
     """
 
     __slots__ = ("root", "provider", "provider_name", "settings", "policy", "tools",
                  "tool_fallback", "limiter", "spend", "sources", "text_listeners", "spawner",
-                 "edit_hook", "tool_sets", "approvals")
+                 "edit_hook", "tool_sets", "approvals", "roles")
 
     def __init__(self, root: Path, provider: "Provider", settings: Settings, *,
                  provider_name: str | None, policy: Any, tools: dict[str, Any],
@@ -78,6 +81,7 @@ class AgentEnv:
         # tools, not per request or per agent
         self.tool_sets: list[tuple[tuple, list]] = []
         self.approvals = Approvals()
+        self.roles: RoleBook | None = None
 
     def settings_for(self, node: "AgentNode | None") -> Settings:
         """An agent's settings: its own where it was started with some, else the run's."""
@@ -95,6 +99,8 @@ class AgentEnv:
         while n is not None and not n.own_tools:
             n = n.parent
         if n is None:
+            if self.roles is not None:  # its role's tools (docs/roles.md)
+                return self.roles.table_for(node, self.tools, True)
             return self.tools
         table = dict(self.tools)
         chain: list[AgentNode] = []
@@ -104,7 +110,19 @@ class AgentEnv:
         for a in reversed(chain):
             for name, t in a.own_tools.items():
                 table.setdefault(name, t)
+        if self.roles is not None:
+            return self.roles.table_for(chain[0] if chain else None, table, False)
         return table
+
+    def provider_for(self, node: "AgentNode | None") -> "Provider":
+        """The provider an agent's requests go to: its role's (built once per run), else the
+        run's."""
+        return self.provider if self.roles is None else self.roles.provider_for(node)
+
+    def provider_name_for(self, node: "AgentNode | None") -> str | None:
+        """The name of ``provider_for(node)``, as recorded (it selects the cache multipliers)."""
+        return self.provider_name if self.roles is None else \
+            self.roles.provider_name_for(node)
 
     def on_edit(self, node: "AgentNode", kind: str, history_before: int) -> None:
         if self.edit_hook is not None:

@@ -261,12 +261,13 @@ def build_request(env: "AgentEnv", node: "AgentNode",
     tools it is offered (``tools``: its table, default ``env.tools_for(node)``) and ``meta``."""
     s = env.settings_for(node)
     parent = node.parent
+    meta = {"agent": node.id, "kind": node.kind, "depth": node.depth,
+            "parent": parent.id if parent is not None else None, "lineage": node.lineage()}
+    if node.role is not None:  # an agent of a named role (docs/roles.md)
+        meta["role"] = node.role
     return Request(system=s.system, messages=render(node.ctx),
                    tools=tool_defs(env, node, tools), max_tokens=s.max_tokens, model=s.model,
-                   output=node.output_type,
-                   meta={"agent": node.id, "kind": node.kind, "depth": node.depth,
-                         "parent": parent.id if parent is not None else None,
-                         "lineage": node.lineage()})
+                   output=node.output_type, meta=meta)
 
 
 async def _complete(env: "AgentEnv", node: "AgentNode", request: Request,
@@ -287,7 +288,7 @@ async def _complete(env: "AgentEnv", node: "AgentNode", request: Request,
                         error=error)
 
     kw: dict = {}
-    provider = env.provider
+    provider = env.provider_for(node)  # its role's, in a run with roles
     listeners = env.text_listeners
     if listeners and getattr(provider, "streams_text", False):
         def on_text(text: str) -> None:

@@ -81,6 +81,11 @@ class AgentNode:
     output_type: Any = None
     output: Any = None
     output_tries: int = 0
+    # its named role (docs/roles.md; None: none) and that role's budget for it and its
+    # descendants (``spend.Spend.over_budget``)
+    role: str | None = None
+    budget_tokens: int | None = None
+    budget_usd: float | None = None
 
     def on_edit(self, kind: str, history_before: int) -> None:
         self.edit_hook(self, kind, history_before)

@@ -16,6 +16,9 @@ from ..session.constants import KEEP_FLOOR_TOKENS
 
 from .cli import UserError
 from .policy import PolicyError, load_policy
+from .roles.book import check_providers
+from .roles.load import load_roles
+from .roles.spec import RolesError, check_tools
 from .settings import Settings
 
 KNOWN_WINDOWS = {"claude": 200_000, "gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gpt-5": 400_000,
@@ -58,6 +61,16 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     r.add_argument("--policy", metavar="FILE", default=None,
                    help="which tool calls are allowed, denied or asked about: a TOML file of "
                         "rules (docs/policy.md)")
+    add_roles_args(r)
+
+
+def add_roles_args(group) -> None:
+    """``--roles FILE`` and ``--role NAME`` (docs/roles.md)."""
+    group.add_argument("--roles", metavar="FILE", default=None,
+                       help="named roles the agents may delegate to: a TOML file of "
+                            "[roles.NAME] tables (docs/roles.md)")
+    group.add_argument("--role", metavar="NAME", default=None,
+                       help="the root agent's role (default: the roles file's role)")
 
 
 def keep_arg(text: str | float) -> float | str:
@@ -105,6 +118,9 @@ def settings_from(args, **over) -> Settings:
             raise UserError(str(e)) from None
     if getattr(args, "policy", None):
         base["tool_policy"] = policy_from(args.policy)
+    roles = roles_from_args(args)
+    if roles is not None:
+        base["roles"] = roles
     base.update(over)
     return Settings(**base)
 
@@ -116,6 +132,25 @@ def policy_from(path: str):
         return load_policy(path)
     except PolicyError as e:
         raise UserError(str(e)) from None
+
+
+def roles_from_args(args, tools: "frozenset[str] | None" = frozenset()):
+    """``--roles FILE`` (and ``--role NAME``): the roles, judged whole before anything runs —
+    exit 2 naming the file and the role otherwise; None without ``--roles``. ``tools``: the
+    names of the run's user tools (None: checked later, by the job that knows them)."""
+    path, root = getattr(args, "roles", None), getattr(args, "role", None)
+    if path is None:
+        if root is not None:
+            raise UserError(f"--role {root} needs --roles FILE (the roles it names)")
+        return None
+    try:
+        roles = load_roles(path, root=root, provider=getattr(args, "provider", None))
+        check_providers(roles, getattr(args, "provider", None))
+        if tools is not None:
+            check_tools(roles, tools)
+    except RolesError as e:
+        raise UserError(str(e)) from None
+    return roles
 
 
 def provider_from(args, **kw):

@@ -10,6 +10,7 @@ from ..session.constants import GREP_TIMEOUT_S, KEEP_FLOOR_TOKENS, MAX_TURNS
 
 from .mcp.config import McpServerSpec
 from .policy import ToolPolicy
+from .roles.spec import Roles
 
 
 class Settings(Struct, kw_only=True, frozen=True):
@@ -43,6 +44,9 @@ class Settings(Struct, kw_only=True, frozen=True):
     # which tool calls are allowed, denied or asked about (``--policy``, a job's ``[policy]``;
     # docs/policy.md): an agent's effective policy is its own narrowed by its ancestors'
     tool_policy: ToolPolicy | None = None
+    # the run's named roles (``roles.Roles``, docs/roles.md; its ``root``: the root agents'
+    # role): None, a run without roles
+    roles: Roles | None = None
 
     def __post_init__(self) -> None:
         """A keep the plan cannot use is refused here, not at the first eviction."""

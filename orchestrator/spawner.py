@@ -22,10 +22,13 @@ if TYPE_CHECKING:
 
 class Spawner(Protocol):
     def new_child(self, parent: "AgentNode", task: str, kind: str,
-                  agent_id: str | None = None, *, output: Any = None) -> "AgentNode":
+                  agent_id: str | None = None, *, output: Any = None,
+                  role: str | None = None) -> "AgentNode":
         """Fork a child of ``parent`` on ``task`` (``mnemon``: it inherits the parent's table;
         ``fresh``: an empty context), within the run's limits, or refuse (``Refusal``);
-        ``output``: the child's output type (``providers.typed.OutputType``), if typed."""
+        ``output``: the child's output type (``providers.typed.OutputType``), if typed;
+        ``role``: the named role it is an agent of (docs/roles.md; default: its parent's),
+        refused unless the parent's role may start it."""
         ...
 
     def start(self, node: "AgentNode", nursery: "trio.Nursery | None" = None) -> None:

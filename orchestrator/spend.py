@@ -26,6 +26,25 @@ def tokens(u: Usage) -> int:
     return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
 
 
+def role_over_budget(node: "AgentNode") -> str | None:
+    """A role's budget (docs/roles.md): each agent of a role with a budget, with all its
+    descendants, spends at most that; checked for the agent and every ancestor that has one."""
+    n: AgentNode | None = node
+    while n is not None:
+        if n.budget_tokens is not None or n.budget_usd is not None:
+            tree = [n, *n.descendants().values()]
+            used = sum(tokens(a.usage) for a in tree)
+            usd = sum(a.cost_usd for a in tree)
+            if n.budget_tokens is not None and used >= n.budget_tokens:
+                return (f"{used} tokens used of the {n.role} role's budget of "
+                        f"{n.budget_tokens} (agent {n.id})")
+            if n.budget_usd is not None and usd >= n.budget_usd:
+                return (f"${usd:.4f} spent of the {n.role} role's budget of "
+                        f"${n.budget_usd:.4f} (agent {n.id})")
+        n = n.parent
+    return None
+
+
 class Spend:
     """What the run has spent, and whether a budget stops the next turn.
 
@@ -54,6 +73,8 @@ class Spend:
             return f"${self.cost_usd:.4f} spent of a budget of ${s.budget_usd:.4f}"
         if node is None:
             return None
+        if (why := role_over_budget(node)) is not None:
+            return why
         top = node.tree_root()
         s = settings_of(top, s)  # a root started with its own settings keeps its own budget
         if s.task_budget_tokens is None and s.task_budget_usd is None:

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Callable
 
+import msgspec
 import structlog
 import trio
 
@@ -26,13 +27,16 @@ from ..lineage.runroot import (Sources, agent_source, create_run_root, list_agen
 from ..providers.base import Provider
 from ..providers.typed import OutputType
 from ..session.agentlog import AgentLog
-from ..session.errors import Refusal
+from ..lineage.fork import ForkError
+from ..session.errors import LogBusy, Refusal
 from ..session.records import SessionStarted, Usage
 
 from .env import AgentEnv
 from .loop import HarnessPolicy, run_agent
 from .mcp.config import McpServerSpec
 from .node import AgentNode
+from .roles.book import RoleBook
+from .roles.load import as_roles
 from .servers import open_servers
 from .settings import Settings
 from .spend import Spend
@@ -90,6 +94,9 @@ class Supervisor:
             spawner=self, on_edit=on_edit)
         self.agents: dict[str, AgentNode] = {}
         self.env.approvals.agents = self.agents  # a decision's 404 / 409 looks them up
+        if settings.roles is not None:  # each role's provider built once, here (docs/roles.md)
+            self.env.roles = RoleBook(settings.roles, settings, provider,
+                                      self.env.provider_name, tools=self.env.tools)
         # the opening record's form of the last tool list offered (``_started``): made once
         # per set of tools, not per agent
         self._started_tools: tuple[list, list[dict]] | None = None
@@ -138,9 +145,11 @@ class Supervisor:
     # ------------------------------------------------------------------ ids and limits
 
     def mint_agent_id(self) -> str:
+        """The next free ``a<n>``: neither taken here nor a log on disk — another process of
+        the run (a Dask job's chunks share its run root) may have made it since the listing."""
         while True:
             aid = f"a{next(self._ids)}"
-            if aid not in self._taken:
+            if aid not in self._taken and not (self.root / agent_source(aid)).parent.exists():
                 self._taken.add(aid)
                 return aid
 
@@ -163,16 +172,22 @@ class Supervisor:
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema}
                 for t in defs])
         tools = memo[1]
+        if node is not None and node.role is not None:
+            extra.setdefault("role", node.role)
         return SessionStarted(agent=agent, at=now_iso(), system=s.system, tools=tools,
-                              provider=self.provider_name, model=s.model,
+                              provider=self.env.provider_name_for(node), model=s.model,
                               context_window=s.context_window, **extra)
 
     def new_root(self, task: str, agent_id: str | None = None, *,
                  settings: Settings | None = None,
                  mcp_servers: "tuple[McpServerSpec, ...] | None" = None,
-                 unborn: int | None = None, output: Any = None) -> AgentNode:
+                 unborn: int | None = None, output: Any = None,
+                 role: str | None = None) -> AgentNode:
         """Create a root agent with its task as the first prompt; ``settings``, when given, are
         this agent's own (and its descendants').
+
+        ``role``: its named role (default: the run's roles' ``root``; docs/roles.md) — its
+        settings, tools, provider, output type and budget are the role's.
 
         ``output``: its output type — a JSON Schema dict, a msgspec Struct, dataclass or
         TypedDict, or a ``providers.typed.OutputType`` — recorded in ``SessionStarted``; its
@@ -192,10 +207,19 @@ class Supervisor:
             if unborn is not None:
                 os.close(unborn)
             raise
+        book = self.env.roles
+        role = role if role is not None or book is None else book.roles.root
+        if role is not None and (book is None or role not in book.roles):
+            if unborn is not None:
+                os.close(unborn)
+            raise Refusal(f"there is no role {role!r} in this run (roles: "
+                          f"{', '.join(book.roles.names()) if book else 'none'})")
         aid = agent_id or self.mint_agent_id()
+        node = AgentNode(aid, None, kind=None, depth=0, parent=None)
+        if role is not None:
+            settings, output = self._as_role(node, role, settings or self.settings, output)
         servers = tuple((settings or self.settings).agent_mcp_servers
                         if mcp_servers is None else mcp_servers)
-        node = AgentNode(aid, None, kind=None, depth=0, parent=None)
         node.settings = settings
         node.mcp_servers = servers
         node.output_type = typed = as_output_type(output)
@@ -220,10 +244,20 @@ class Supervisor:
         self.agents[aid] = node
         return node
 
+    def _as_role(self, node: AgentNode, role: str, base: Settings,
+                 output: Any) -> tuple[Settings, Any]:
+        """Make ``node`` an agent of ``role``: ``(its settings, its output type)``."""
+        book = self.env.roles
+        assert book is not None
+        r = book.roles[role]
+        node.role = role
+        node.budget_tokens, node.budget_usd = r.budget_tokens, r.budget_usd
+        return book.settings_for_role(role, base), (output if output is not None else r.output)
+
     def new_child(self, parent: AgentNode, task: str, kind: str,
                   agent_id: str | None = None, *,
                   mcp_servers: "tuple[McpServerSpec, ...]" = (),
-                  output: Any = None) -> AgentNode:
+                  output: Any = None, role: str | None = None) -> AgentNode:
         """Fork a child of ``parent`` (``mnemon``: it inherits the parent's table; ``fresh``:
         an empty context). Either kind is offered every tool its parent is, the parent's own
         MCP servers' included (they outlive it). A fresh child may be given ``mcp_servers``
@@ -231,6 +265,10 @@ class Supervisor:
         it keeps its parent's tools, byte for byte, so that its prefix is the parent's
         (decision 0244). ``output``: the child's own output type, as ``new_root`` takes it (a
         child does not inherit its parent's).
+
+        ``role``: a named role (docs/roles.md) the parent's role may start — refused naming the
+        ones it may; the child runs as the role says (a fresh one with its own system prompt,
+        model, provider and tools). Without one, a child is of its parent's role.
         """
         from ..lineage.fork import fork
 
@@ -241,17 +279,40 @@ class Supervisor:
                           "byte-identical to the parent's): give MCP servers to a fresh child, "
                           "or to the parent")
         self.check_limits(parent)
+        book = self.env.roles
+        if book is not None:
+            book.check_start(parent, role, parent.depth + 1)
+        elif role is not None:
+            raise Refusal("this run has no roles; start a child without one")
         aid = agent_id or self.mint_agent_id()
         node = AgentNode(aid, None, kind=kind, depth=parent.depth + 1, parent=parent)
         node.settings = parent.settings
+        node.role = parent.role
+        if role is not None:
+            if kind == "mnemon" and book.roles[role].kind != "mnemon":  # type: ignore[union-attr]
+                raise Refusal(f"the {role} role is a fresh agent: it starts with its own "
+                              "context, not a fork of yours")
+            base = (parent.settings or self.settings) if kind == "mnemon" else self.settings
+            node.settings, output = self._as_role(node, role, base, output)
+            if kind == "fresh" and not mcp_servers:
+                mcp_servers = node.settings.agent_mcp_servers
         node.mcp_servers = tuple(mcp_servers)
         node.output_type = typed = as_output_type(output)
         tpb = parent.tokens_per_byte
+        own_prefix = role is not None and kind == "fresh"  # the role's system, model, tools
 
         def birth() -> AgentLog:
             extra: dict[str, Any] = {}
-            if node.mcp_servers:  # fresh: the parent's tools, then its own servers'
-                extra["tools"] = self._started(aid, node.settings, node).tools
+            if node.mcp_servers or own_prefix:  # fresh: its own tools (the parent's, then its
+                # own servers'; a role's: the role's)
+                opening = self._started(aid, node.settings, node)
+                extra["tools"] = opening.tools
+                if own_prefix:
+                    extra.update(system=opening.system, model=opening.model,
+                                 provider=opening.provider,
+                                 context_window=opening.context_window)
+            if node.role is not None:
+                extra["role"] = node.role
             if typed is not None:
                 extra["output_type"] = typed.as_record()
             return fork(self.root, parent.log, aid, kind=kind, task=task,  # type: ignore[arg-type]
@@ -259,7 +320,21 @@ class Supervisor:
                         **extra)
 
         self._taken.add(aid)
-        self._born(node, birth)
+        if agent_id is None and not node.mcp_servers:
+            for _ in range(8):
+                try:
+                    node.log = birth()
+                    break
+                except (FileExistsError, LogBusy, ForkError):
+                    if not (self.root / agent_source(aid)).exists():
+                        raise
+                    # made at the same moment by another process of the run: the next id
+                    aid = node.id = self.mint_agent_id()
+            else:
+                raise Refusal(f"no free agent id after {aid} (another process keeps taking "
+                              "them)")
+        else:
+            self._born(node, birth)
         node.edit_hook = self.env.on_edit
         node.tokens_per_byte = tpb
         parent.children[aid] = node
@@ -300,6 +375,15 @@ class Supervisor:
             mcp_servers if mcp_servers is not None else
             (self.settings.agent_mcp_servers if parent is None else ()))
         node.turns_taken = node.ctx.count(role="assistant", origin="own")
+        book = self.env.roles
+        if st is not None and st.role is not None and book is not None and st.role in book.roles:
+            base = (parent.settings or self.settings) if (
+                parent is not None and node.kind == "mnemon") else self.settings
+            node.settings, _ = self._as_role(node, st.role, base, None)
+            if parent is not None and parent.role == st.role:
+                node.budget_tokens = node.budget_usd = None  # counted in its parent's
+            if mcp_servers is None and node.kind != "mnemon" and parent is not None:
+                node.mcp_servers = tuple(node.settings.agent_mcp_servers)
         s = self.settings
         if spend or (spend is None and any(b is not None for b in (
                 s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd))):
@@ -495,8 +579,14 @@ def _has_ended(path: Path) -> bool:
 @asynccontextmanager
 async def open_supervisor(root: Path, provider: Provider, settings: Settings, *,
                           user_tools: list[UserTool] | None = None, started_by: str = "mnemon",
-                          provider_name: str | None = None) -> AsyncIterator[Supervisor]:
-    """A supervisor with its nursery; leaving the block waits for (or cancels) every agent."""
+                          provider_name: str | None = None, roles: Any = None,
+                          role: str | None = None) -> AsyncIterator[Supervisor]:
+    """A supervisor with its nursery; leaving the block waits for (or cancels) every agent.
+    ``roles`` (a ``roles.Roles`` or a dict of role tables) and ``role`` (the root agents')
+    replace the settings' (docs/roles.md)."""
+    if roles is not None or role is not None:
+        settings = msgspec.structs.replace(
+            settings, roles=as_roles(roles if roles is not None else settings.roles, root=role))
     create_run_root(Path(root), started_by)
     if not structlog.is_configured():  # a library caller: log to the run root, never stdout
         from .logs import configure
@@ -511,6 +601,9 @@ async def open_supervisor(root: Path, provider: Provider, settings: Settings, *,
                 yield sup
         finally:
             sup.close()
+            if sup.env.roles is not None:  # the providers the roles built for this run
+                with trio.CancelScope(shield=True):
+                    await sup.env.roles.aclose()
 
 
 @asynccontextmanager

@@ -117,6 +117,8 @@ def tool_defs(env: "AgentEnv", node: "AgentNode | None" = None,
     have theirs); tuples compare element identity first, so a check costs no deep comparison
     while nothing changed."""
     builtin = BUILTIN if env.settings_for(node).builtin_tools else _NO_TOOLS
+    if env.roles is not None:  # agents_start takes the roles this agent may start
+        builtin = env.roles.builtins_for(node, builtin)
     if table is None:
         table = env.tools_for(node)
     key = (builtin, tuple((t, t.name, t.description, t.schema) for t in table.values()))

@@ -64,7 +64,9 @@ async def call_tool(env: "AgentEnv", node: "AgentNode", call: ToolUse,
         if fn is not None:
             out = await fn(env, node, call.input)
         elif call.name in tools:
-            out = await tools[call.name](call.input)
+            t = tools[call.name]
+            out = await (t.call(env, node, call.input) if getattr(t, "needs_agent", False)
+                         else t(call.input))  # ask_<role> needs the caller (roles.book)
         elif env.tool_fallback is not None:
             return await env.tool_fallback(node, call)
         else:
@@ -232,15 +234,29 @@ async def _transcript_grep(env, node, inp) -> str:
 
 async def _agents_start(env, node, inp) -> str:
     task = _arg(inp, "task", str, tool="agents_start")
-    kind = _arg(inp, "kind", str, "mnemon", tool="agents_start")
+    role = _arg(inp, "role", str, None, tool="agents_start")
+    kind = _arg(inp, "kind", str, None, tool="agents_start")
     if not task.strip():
         raise Refusal("a child's task may not be empty")
-    child = env.spawner.new_child(node, task, kind)
+    if role is not None:  # a role's kind is the role's (docs/roles.md)
+        if env.roles is None:
+            raise Refusal("this run has no roles; start a child without one")
+        own = env.roles.get(role)
+        if own is not None and kind is not None and kind != own.kind:
+            raise Refusal(f"the {role} role is a {own.kind} agent, not {kind}")
+        kind = own.kind if own is not None else (kind or "mnemon")
+        child = env.spawner.new_child(node, task, kind, role=role)
+    else:
+        kind = kind or "mnemon"
+        child = env.spawner.new_child(node, task, kind)
     assert node.nursery is not None
     env.spawner.start(child, node.nursery)
     first = child.ctx.turns[-1].id if child.ctx.turns else None
-    log.info("child started", child=child.id, kind=kind, first_id=first)
-    return _json({"agent": child.id, "kind": kind, "first_id": first})
+    log.info("child started", child=child.id, kind=kind, first_id=first, role=role)
+    out = {"agent": child.id, "kind": kind, "first_id": first}
+    if child.role is not None:
+        out["role"] = child.role
+    return _json(out)
 
 
 async def _agents_wait(env, node, inp) -> str:

@@ -59,7 +59,7 @@ def priced_as(s: Settings, response_model: str | None = None) -> str | None:
 def cache_mults(env: "AgentEnv", node: "AgentNode | None") -> tuple[float, float]:
     """The cache write and read multipliers (÷ the input price) an agent's requests pay: its
     own cache TTL's write price; no write surcharge on OpenAI."""
-    name = (env.provider_name or "").lower()
+    name = (env.provider_name_for(node) or "").lower()
     w = 1.0 if name in ("openai", "openai-responses") else WRITE_MULT.get(env.settings_for(node).cache_ttl, 1.25)
     return w, READ_MULT
 

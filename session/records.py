@@ -216,6 +216,8 @@ class SessionStarted(_R):
     depth: int | None = None
     # a typed agent's output type, ``{"name", "schema", "retries"}`` (docs/format.md)
     output_type: dict[str, Any] | None = None
+    # the agent's named role (docs/roles.md); absent for an agent without one
+    role: str | None = None
 
 
 class SessionResumed(_R):

@@ -22,12 +22,14 @@ def add_parser(sub) -> None:
                         "an unknown model such as 'scripted' prices at the default tier)")
     p.add_argument("--cache-ttl", default="5m", choices=["5m", "1h"],
                    help="price cache writes at the 5-minute or the 1-hour TTL")
+    p.add_argument("--by", choices=["agent", "role"], default="agent",
+                   help="one row per agent (default), or per named role (docs/roles.md)")
     p.add_argument("--json", action="store_true", help="machine output: {\"agents\": [...], "
-                   "\"total\": {...}}")
+                   "\"total\": {...}} (--by role: {\"roles\": [...], \"total\": {...}})")
 
 
 def run(args) -> int:
-    from ..costs import CostError, as_json, reports_reasoning, run_cost, total
+    from ..costs import CostError, as_json, by_role, reports_reasoning, run_cost, total
     from ..report import table
 
     path = Path(args.path)
@@ -39,17 +41,28 @@ def run(args) -> int:
         raise UserError(str(e)) from None
     for r in rows:
         report_torn(f"agents/{r.agent}/record.jsonl", r.torn)
+    roles = args.by == "role"
     if args.json:
-        print(json.dumps(as_json(rows)))
+        print(json.dumps({"roles": by_role(rows), "total": total(rows)} if roles else
+                         as_json(rows)))
         return 0
-    cols = ["agent", "input_tokens", "cache_read_tokens", "cache_write_tokens",
+    first = "role" if roles else "agent"
+    cols = [first, "input_tokens", "cache_read_tokens", "cache_write_tokens",
             "output_tokens", "cost_usd"]
-    heads = ["agent", "input", "cache read", "cache write", "output", "cost"]
+    heads = [first, "input", "cache read", "cache write", "output", "cost"]
     reasoning = reports_reasoning(rows)
     if reasoning:  # shown apart; already counted (and priced) in output
         cols.insert(5, "reasoning_tokens")
         heads.insert(5, "(reasoning)")
-    lines = [r.as_json(reasoning) for r in rows] + [{"agent": "total", **total(rows)}]
+    if roles:
+        cols.insert(1, "agents")
+        heads.insert(1, "agents")
+    body = by_role(rows) if roles else [r.as_json(reasoning) for r in rows]
+    if roles and reasoning:
+        for line in body:
+            line.setdefault("reasoning_tokens", 0)
+    lines = body + [{first: "total", **({"agents": len(rows)} if roles else {}),
+                     **total(rows)}]
     for line in lines:
         line["cost_usd"] = f"${line['cost_usd']:.4f}"
     print(table(lines, cols, heads))

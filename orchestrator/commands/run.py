@@ -6,7 +6,7 @@ import sys
 
 from ..cli import COMMANDS, Failure, UserError
 from ..extras import require
-from ..options import policy_from
+from ..options import add_roles_args, policy_from, roles_from_args
 from ..tracing.switch import carried, live_tracing
 
 
@@ -22,6 +22,7 @@ def add_parser(sub) -> None:
     p.add_argument("--policy", metavar="FILE", default=None,
                    help="a tool policy every task's agents run under, narrowed by the job's own "
                         "[policy] (docs/policy.md)")
+    add_roles_args(p)
     p.add_argument("--engine", choices=["local", "dask", "batch"], default=None,
                    help="local: one process (default); dask: root tasks spread over Dask worker "
                         "processes (needs mnemon[dask]; docs/scale.md); batch: every turn "
@@ -41,6 +42,9 @@ def run(args) -> int:
         if args.policy:  # the chunks build their settings from the job file alone
             raise UserError("--policy is for --engine local; with dask, give the job a "
                             "[policy] (docs/policy.md)")
+        if args.roles or args.role:
+            raise UserError("--roles and --role are for --engine local; with dask, give the "
+                            "job [roles.NAME] and [agent] role (docs/roles.md)")
         return _run_dask(args)
     import json
     import msgspec
@@ -54,7 +58,9 @@ def run(args) -> int:
     try:  # every check before anything is written or any agent starts
         runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
                                    policy=policy_from(args.policy) if args.policy else None,
-                                   engine=args.engine)
+                                   engine=args.engine,
+                                   roles=roles_from_args(args, None) if args.roles else None,
+                                   role=args.role)
     except JobError as e:
         raise UserError(str(e)) from None
     root, output = runner.root, runner.output

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import importlib
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ from typing import Any
 import msgspec
 
 from ..policy import PolicyError, ToolPolicy, combine, load_policy, parse_policy
+from ..roles.book import check_providers
+from ..roles.load import roles_from
+from ..roles.spec import Roles, RolesError, check_tools
 from ..settings import Settings
 from ..usertools import UserTool
 from .outputs import outputs_for
@@ -54,6 +58,9 @@ def settings_for(job: Job) -> Settings:
     policy = policy_for(job)
     if policy is not None:
         own["tool_policy"] = policy
+    roles = roles_for(job)
+    if roles is not None:
+        own["roles"] = roles
     try:
         return settings_from(
             _namespace(job), **own, task_budget_tokens=spec.budget.task_tokens,
@@ -62,6 +69,44 @@ def settings_for(job: Job) -> Settings:
             max_agents=spec.concurrency * width + 64)  # finished tasks leave the table
     except UserError as e:  # what the CLI would refuse (a bad --mcp config, say), as a job error
         raise JobError(f"{job.path}: {e}") from None
+
+
+_ROLE = re.compile(r": role ([A-Za-z][A-Za-z0-9_-]*)")
+
+
+def roles_for(job: Job) -> Roles | None:
+    """The job's ``[roles.NAME]`` tables, the root's ``[agent] role``; refused naming the
+    role and its line."""
+    spec = job.spec
+    if not spec.roles:
+        return None
+    try:
+        roles = roles_from(spec.roles, f"{job.path} [roles]", base=job.folder,
+                           root=spec.agent.role, provider=spec.provider.name)
+        check_providers(roles, spec.provider.name)
+        check_tools(roles, frozenset(t.name for t in user_tools_for(job)))
+    except RolesError as e:
+        m = _ROLE.search(str(e))
+        line = _line(job.text, (f"roles.{m.group(1)}",)) if m else None  # its header
+        text = str(e).replace(f"{job.path} [roles]: ", "", 1)
+        raise JobError(f"{job.path}:{line or '?'}: [roles] {text}") from None
+    return roles
+
+
+def _with_roles(job: Job, settings: Settings, roles: Roles | None,
+                role: str | None) -> Settings:
+    if roles is not None and settings.roles is not None:
+        raise JobError(f"{job.path}: the job has [roles]; give roles there or with --roles, "
+                       "not both")
+    roles = roles if roles is not None else settings.roles
+    if roles is None:
+        raise JobError(f"{job.path}: --role {role} needs roles ([roles.NAME] or --roles FILE)")
+    try:
+        roles = roles.with_root(role) if role is not None else roles
+        check_tools(roles, frozenset(t.name for t in user_tools_for(job)))
+    except RolesError as e:
+        raise JobError(str(e)) from None
+    return msgspec.structs.replace(settings, roles=roles)
 
 
 def policy_for(job: Job) -> ToolPolicy | None:
@@ -156,7 +201,8 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
             watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None,
             loaded: "tuple[Job, list] | None" = None, manifest: bool = True,
-            policy: ToolPolicy | None = None, engine: str | None = "local"):
+            policy: ToolPolicy | None = None, engine: str | None = "local",
+            roles: Roles | None = None, role: str | None = None):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
     ``supervisor`` makes the runner's supervisor (a Dask chunk's shares the job's spend).
@@ -164,6 +210,8 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     the driver's: the job, and the chunk's own tasks). ``manifest``: hold the run root for this
     run (``state.hold``; ``runner.release()`` or the end of ``runner.run()`` lets go) and check
     and write its manifest — a Dask chunk does neither: its driver did, and is the one writer.
+    ``roles`` and ``role`` (``mnemon run --roles FILE --role NAME``): roles for a job without
+    ``[roles]``, and the root agents' role.
 
     Raises:
         JobError: the job file, its tasks or its run root, named by key, line or path.
@@ -187,6 +235,8 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     if policy is not None:
         settings = msgspec.structs.replace(
             settings, tool_policy=combine(policy, settings.tool_policy))
+    if roles is not None or role is not None:
+        settings = _with_roles(job, settings, roles, role)
     tools = user_tools_for(job)
     provider = provider_for(job)
     root = Path(run_root) if run_root else job.run_root

@@ -188,6 +188,8 @@ class JobRunner:
                     self.sup.close()
                 finally:  # (a full disk refusing the rewrite still lets go of the run root)
                     self.release()
+                    if self.sup.env.roles is not None:  # the roles' own providers
+                        await self.sup.env.roles.aclose()
         return self.summary()
 
     def release(self) -> None:

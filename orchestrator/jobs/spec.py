@@ -65,6 +65,8 @@ class AgentSpec(_S):
     ``module:Type`` (a msgspec Struct, dataclass or TypedDict); results rows gain ``output``."""
     output_retries: Annotated[int, Meta(ge=0)] = 2
     """Turns a model gets to fix an answer that does not fit its output type."""
+    role: str | None = None
+    """Each task's agent's named role, one of ``[roles.NAME]`` (docs/roles.md)."""
     mcp: str | None = None
     """MCP servers each task's agent starts for itself (a config file in the ``mcpServers``
     shape, relative to the job file): they start before its log opens and stop when it ends,
@@ -148,6 +150,9 @@ class JobSpec(_S):
     (JSON or TOML, as ``--mcp``; docs/mcp.md), relative to the job file."""
     policy: PolicySpec | None = None
     """Which tool calls the job's agents may make (docs/policy.md)."""
+    roles: dict[str, dict[str, Any]] = {}
+    """Named roles the agents may delegate to, ``[roles.NAME]`` (docs/roles.md): judged by
+    ``roles.spec`` when the job is built."""
 
 
 class Job(Struct, kw_only=True, frozen=True):
@@ -226,6 +231,10 @@ def load_job(path: str | Path) -> Job:
     if pol is not None and pol.file is not None and (pol.rule or pol.default is not None):
         raise JobError(f"{path}:{_line(text, ('policy', 'file')) or 1}: [policy] takes a file "
                        "or inline default and [[policy.rule]], not both")
+    if spec.agent.role is not None and spec.agent.role not in spec.roles:
+        raise JobError(f"{path}:{_line(text, ('agent', 'role')) or '?'}: [agent] role "
+                       f"{spec.agent.role!r} is not one of the job's roles (roles: "
+                       f"{', '.join(sorted(spec.roles)) or 'none'})")
     return Job(spec=spec, path=path, text=text)
 
 

@@ -74,8 +74,11 @@ def describe(rec: Any, *, ttl: str = "5m", model: str | None = None) -> dict[str
     if isinstance(rec, Rewound):
         return {"type": "rewound", "to": rec.to}
     if isinstance(rec, SessionStarted):
-        return {"type": "started", "parent": rec.parent, "kind": rec.kind, "depth": rec.depth,
-                "model": rec.model, "at": rec.at}
+        out = {"type": "started", "parent": rec.parent, "kind": rec.kind, "depth": rec.depth,
+               "model": rec.model, "at": rec.at}
+        if rec.role is not None:  # an agent of a named role (docs/roles.md)
+            out["role"] = rec.role
+        return out
     if isinstance(rec, SessionResumed):
         return {"type": "resumed", "at": rec.at}
     if isinstance(rec, SessionEnded):

@@ -39,6 +39,7 @@ class _Probe(msgspec.Struct):
     kind: str | None = None
     depth: int | None = None
     output: Any = None
+    role: str | None = None
 
 
 _probe = msgspec.json.Decoder(_Probe)
@@ -49,11 +50,11 @@ class _Scan:
     """One agent's log read so far: the view's figures, advanced by the new complete lines."""
 
     __slots__ = ("offset", "parent", "kind", "depth", "model", "ended", "reason", "usage",
-                 "cost", "calls", "last_assistant", "output")
+                 "cost", "calls", "last_assistant", "output", "role")
 
     def __init__(self) -> None:
         self.offset = 0
-        self.parent = self.kind = self.model = self.reason = None
+        self.parent = self.kind = self.model = self.reason = self.role = None
         self.depth = None
         self.ended = False
         self.usage = Usage()
@@ -71,8 +72,8 @@ class _Scan:
                 continue  # a line the fold would refuse: `verify` names it; a view skips it
             t = rec.t
             if t == "SessionStarted":
-                self.parent, self.kind, self.depth, self.model = (rec.parent, rec.kind,
-                                                                  rec.depth, rec.model)
+                self.parent, self.kind, self.depth, self.model, self.role = (
+                    rec.parent, rec.kind, rec.depth, rec.model, rec.role)
             elif t == "ProviderCall" and rec.usage is not None:
                 self.usage = self.usage + rec.usage
                 self.cost += cost_usd(rec.usage, rec.model or self.model, ttl)
@@ -178,7 +179,7 @@ class Run:
             state, reason = "open", None  # a log with no end recorded, not running here
         u = scan.usage
         return AgentOut(id=aid, state=state, reason=reason, kind=scan.kind or "root",
-                        parent=scan.parent, children=children, depth=scan.depth,
+                        role=scan.role, model=scan.model, parent=scan.parent, children=children, depth=scan.depth,
                         usage=UsageOut(input_tokens=u.input_tokens,
                                        cache_read_tokens=u.cache_read_tokens,
                                        cache_write_tokens=u.cache_write_tokens,
@@ -254,7 +255,7 @@ class Run:
             output = from_python(body.output, where="output",
                                  retries=2 if body.output_retries is None else body.output_retries)
             check_for(output, self.provider_name, where="output")
-        node = sup.new_root(body.prompt, settings=settings, output=output)
+        node = sup.new_root(body.prompt, settings=settings, output=output, role=body.role)
         sup.start(node)
         self._poke()
         return self.view(node.id, [])

@@ -28,6 +28,10 @@ class AgentCreate(_In):
         "cannot be used is refused with 422."))] | None = None
     output_retries: Annotated[int, Meta(ge=0, description=(
         "Turns the model gets to fix an answer that does not fit (default 2)."))] | None = None
+    role: Annotated[str, Meta(description=(
+        "Its named role (docs/roles.md; default: the roles' root role). The role's own "
+        "settings apply over the fields above; an unknown role is refused with 409."))] | None \
+        = None
 
 
 class PromptIn(_In):
@@ -64,6 +68,9 @@ class AgentOut(Struct, kw_only=True):
     state: Literal["running", "ended", "failed", "cancelled", "open"]
     reason: str | None = None
     kind: str | None = None
+    role: Annotated[str | None, Meta(description=(
+        "Its named role (docs/roles.md); null for an agent without one."))] = None
+    model: str | None = None
     parent: str | None = None
     children: list[str] = []
     depth: int | None = None

@@ -34,8 +34,8 @@ ALONE = (f"{OUTPUT_TOOL} ends your work, so it is called alone, once, after your
          "have been answered: call it again then")
 
 
-def _mode(env: "AgentEnv") -> str:
-    return getattr(env.provider, "output_mode", "native")
+def _mode(env: "AgentEnv", node: "AgentNode | None" = None) -> str:
+    return getattr(env.provider_for(node), "output_mode", "native")
 
 
 def settle(env: "AgentEnv", node: "AgentNode", response: "Response",
@@ -74,7 +74,7 @@ def _verdict(env: "AgentEnv", node: "AgentNode", blocks: list[Any],
                 ToolResult(tool_use_id=finals[0].id, content=error, is_error=True), *extra]))
         return "failed: output: " + "; ".join(error.splitlines())
     node.output_tries += 1
-    text = retry_text(output, error, left, _mode(env))
+    text = retry_text(output, error, left, _mode(env, node))
     if finals:
         node.log.append(ToolResults(results=[
             ToolResult(tool_use_id=finals[0].id, content=text, is_error=True), *extra]))

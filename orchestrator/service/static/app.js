@@ -39,7 +39,7 @@ async function loadAgents() {
   for (const a of agents) (byParent[a.parent && agents.some((b) => b.id === a.parent) ? a.parent : ""] ||= []).push(a);
   const build = (pid) => (byParent[pid] || []).map((a) => el("li", { "data-agent": a.id },
     el("span", { class: "agent" + (a.id === selected ? " sel" : ""), onclick: () => select(a.id) },
-      `${a.id} `, el("span", { class: "muted" }, a.kind), el("span", { class: "state " + a.state }, a.state + (a.reason && a.reason !== "done" ? ": " + a.reason : "")),
+      `${a.id} `, el("span", { class: "muted" }, a.kind + (a.role ? " · " + a.role + (a.model ? " on " + a.model : "") : "")), el("span", { class: "state " + a.state }, a.state + (a.reason && a.reason !== "done" ? ": " + a.reason : "")),
       el("span", { class: "muted" }, ` $${a.cost_usd.toFixed(4)}`)),
     el("ul", {}, ...build(a.id))));
   $("tree").replaceChildren(...build(""));
@@ -61,7 +61,7 @@ async function showAgent(id) {
   const a = agents.find((x) => x.id === id);
   if (!a) return;
   $("agent-title").textContent = `Agent ${id}`;
-  $("agent-meta").textContent = `${a.kind}, ${a.state}${a.reason ? " (" + a.reason + ")" : ""} · parent ${a.parent || "—"} · children ${a.children.join(", ") || "—"} · in ${a.usage.input_tokens} / cache read ${a.usage.cache_read_tokens} / out ${a.usage.output_tokens} tokens · $${a.cost_usd.toFixed(4)}`;
+  $("agent-meta").textContent = `${a.kind}${a.role ? ", role " + a.role : ""}${a.model ? ", model " + a.model : ""}, ${a.state}${a.reason ? " (" + a.reason + ")" : ""} · parent ${a.parent || "—"} · children ${a.children.join(", ") || "—"} · in ${a.usage.input_tokens} / cache read ${a.usage.cache_read_tokens} / out ${a.usage.output_tokens} tokens · $${a.cost_usd.toFixed(4)}`;
   const out = $("agent-output");  // a typed agent's accepted answer
   out.hidden = a.output === null || a.output === undefined;
   out.textContent = out.hidden ? "" : "output " + JSON.stringify(a.output, null, 2);
