@@ -22,8 +22,9 @@ policy file, a user tool's import path, an MCP config) is resolved through the `
 the caller hands it (``roles.load`` hands the real ones). Every refusal is one ``RolesError``
 line naming the source and the role, raised before anything runs.
 
-Cycles among ``may_start`` are allowed (a reviewer may send work back to a researcher); what
-bounds them is depth: each role's ``max_depth``, and the run's.
+A cycle of handoffs among ``may_start`` (a role that may start itself, or start a role that may
+start it back) is refused at load, as an unknown name is (decision 0270): delegation runs one
+way, and depth — each role's ``max_depth``, and the run's — bounds how far.
 """
 
 from __future__ import annotations
@@ -125,9 +126,41 @@ def check(roles: Roles) -> None:
             if other not in roles.roles:
                 raise RolesError(f"{roles.source}: role {name}: may_start names {other!r}, "
                                  f"which is not a role (roles: {', '.join(sorted(roles.roles))})")
+    cycle = _cycle(roles)
+    if cycle:
+        raise RolesError(f"{roles.source}: role {cycle[0]}: may_start makes a cycle of handoffs "
+                         f"({' → '.join(cycle)}); delegation runs one way")
     if roles.root is not None and roles.root not in roles.roles:
         raise RolesError(f"{roles.source}: the root's role {roles.root!r} is not a role (roles: "
                          f"{', '.join(sorted(roles.roles)) or 'none'})")
+
+
+def _cycle(roles: Roles) -> list[str]:
+    """The first cycle of ``may_start`` handoffs, as the roles along it (the first repeated at
+    the end), or ``[]``; roles in name order, so the answer is the same every time."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(name: str) -> list[str]:
+        state[name] = 1
+        path.append(name)
+        for other in roles.roles[name].may_start:
+            if state.get(other) == 1:
+                return path[path.index(other):] + [other]
+            if other not in state:
+                found = visit(other)
+                if found:
+                    return found
+        path.pop()
+        state[name] = 2
+        return []
+
+    for name in sorted(roles.roles):
+        if name not in state:
+            found = visit(name)
+            if found:
+                return found
+    return []
 
 
 def check_tools(roles: Roles, known: "set[str] | frozenset[str]") -> None:

@@ -1,6 +1,6 @@
 """The roles table judged whole before anything runs: unknown keys, unknown ``may_start``
 names, a mnemon role that would change its caller's prefix, bad values — each one line naming
-the source and the role; cycles allowed; a role's policy only ever narrows its parent's."""
+the source and the role; a cycle of handoffs refused; a role's policy only ever narrows its parent's."""
 
 from __future__ import annotations
 
@@ -21,15 +21,15 @@ TEAM = {
                    "max_depth": 2},
     "reviewer": {"tools": ["read_*"], "policy": {"default": "allow", "rule": [
         {"tool": "write_*", "action": "deny", "reason": "reviewers do not write"}]},
-        "may_start": ["researcher"], "budget": {"tokens": 5000}},
+        "budget": {"tokens": 5000}},
 }
 
 
-def test_a_team_parses_with_its_cycle():
+def test_a_team_parses():
     roles = parse_roles(TEAM, "team.toml", root="lead")
     assert roles.root == "lead" and roles.names() == ["lead", "researcher", "reviewer"]
     assert roles["researcher"].may_start == ("reviewer",)
-    assert roles["reviewer"].may_start == ("researcher",)  # a cycle: bounded by depth, allowed
+    assert roles["reviewer"].may_start == ()
     assert roles["researcher"].tools == ("lookup",) and roles["lead"].tools is None
     assert roles["reviewer"].budget_tokens == 5000 and roles["reviewer"].kind == "fresh"
     assert roles["reviewer"].policy.decide("write_note", {}).action == "deny"
@@ -41,6 +41,10 @@ def test_a_team_parses_with_its_cycle():
      "team.toml: role lead: may_start names 'writer', which is not a role (roles: lead, "
      "researcher, reviewer)"),
     ({"lead": {"kind": "forked"}}, "team.toml: role lead: kind must be fresh or mnemon"),
+    ({"reviewer": {"may_start": ["researcher"]}}, "team.toml: role researcher: may_start makes a "
+     "cycle of handoffs (researcher → reviewer → researcher); delegation runs one way"),
+    ({"researcher": {"may_start": ["researcher"]}}, "team.toml: role researcher: may_start makes "
+     "a cycle of handoffs (researcher → researcher)"),
     ({"lead": {"provider": "gemini"}}, "team.toml: role lead: provider must be one of scripted, "
      "anthropic, openai, openai-responses, not 'gemini'"),
     ({"researcher": {"kind": "mnemon", "model": "x"}},
