@@ -44,6 +44,18 @@ def check_job(job: Job) -> None:
                        "API (use --engine local)")
 
 
+def check_roles(job: Job, roles: Any) -> None:
+    """Refuse roles the batch engine cannot serve: its waves go through the job's [provider],
+    so a role with a provider of its own (another provider, or a base URL) would run live,
+    outside the waves and the batch price."""
+    name = job.spec.provider.name
+    for role in roles.roles.values():
+        if role.base_url is not None or (role.provider is not None and role.provider != name):
+            raise JobError(f"{job.path}: --engine batch sends every turn through the job's "
+                           f"[provider] ({name}); role {role.name} names a provider of its own "
+                           "(use --engine local)")
+
+
 def batch_job(job: Job, tasks: list) -> Job:
     """Every task in flight at once: the engine's waves, not ``concurrency``, pace the job."""
     spec = msgspec.structs.replace(job.spec, concurrency=max(1, len(tasks)))

@@ -237,6 +237,8 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
             settings, tool_policy=combine(policy, settings.tool_policy))
     if roles is not None or role is not None:
         settings = _with_roles(job, settings, roles, role)
+    if batch and settings.roles is not None:
+        batch_engine.check_roles(job, settings.roles)
     tools = user_tools_for(job)
     provider = provider_for(job)
     root = Path(run_root) if run_root else job.run_root

@@ -224,3 +224,18 @@ def test_sigkill_between_the_ledger_and_the_logs(tmp_path):
         calls = [rec for rec in records(p) if rec["t"] == "ProviderCall"]
         first = [c for c in calls if c["custom_id"].endswith("-2-1")]
         assert [c.get("usage") is None for c in first] == [True, False]
+
+
+def test_roles_with_a_provider_of_their_own_are_refused_before_anything_runs(tmp_path):
+    """The waves go through the job's [provider]: a role on another provider (or another base
+    URL) would run live, outside them and their price — refused; a role on the job's provider
+    with a model of its own is fine."""
+    own = ('[roles.lead]\nmay_start = ["researcher"]\n'
+           '[roles.researcher]\nprovider = "openai"\nmodel = "gpt-4.1-mini"\n')
+    job = write_job(tmp_path, provider="anthropic", url="http://127.0.0.1:9", tasks=2, synod=0,
+                    extra=own)
+    r = run_cli("run", str(job), "--engine", "batch", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    assert "role researcher names a provider of its own" in r.stderr
+    assert not (tmp_path / "job.run").exists()
