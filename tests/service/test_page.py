@@ -1,5 +1,6 @@
 """The page in a real headless Chromium (Selenium + Debian's chromium/chromium-driver, which
-`.ci/run` installs): the demo's tree of three agents, a grep run from the page, a screenshot."""
+`.ci/run` installs): the demo's tree of three agents, a grep run from the page and the turn it
+names read as a conversation, a screenshot."""
 
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ async def test_the_page_shows_the_tree_and_greps(tmp_path):
                 _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#tree .agent")[2].click()
                       or True)  # a3
                 _wait(driver, lambda d: d.find_element(By.ID, "agent-title").text == "Agent a3")
+                driver.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="door"]').click()
                 box = driver.find_element(By.ID, "pattern")
                 box.send_keys("codeword")
                 driver.find_element(By.CSS_SELECTOR, "#grep button").click()
@@ -74,7 +76,7 @@ async def test_the_page_shows_the_tree_and_greps(tmp_path):
                                                 d.find_elements(By.CSS_SELECTOR, "#hits li")])
                 _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#hits li")[0].click()
                       or True)
-                _wait(driver, lambda d: d.find_element(By.ID, "turn").text.startswith("["))
+                _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#turn .msg"))
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 driver.save_screenshot(str(ARTIFACTS / "page-demo.png"))
                 assert _wait(driver, lambda d: "$" in d.find_element(By.ID, "totals").text)
@@ -86,7 +88,10 @@ async def test_the_page_shows_the_tree_and_greps(tmp_path):
     assert agents == ["a1", "a2", "a3"]
     assert hits and all(h.startswith("turn ") for h in hits)
     assert any("codeword" in h.lower() for h in hits)
-    assert '"turn"' in turn
+    # the turn read is shown as a conversation (the records as JSON folded under it)
+    assert turn.startswith(f"turn {hits[0].split()[1].rstrip(':')} · from a1")
+    assert "user · turn 1" in turn and "the records as JSON" in turn and "[" not in turn
+    assert "codeword" in turn.lower()
     assert (ARTIFACTS / "page-demo.png").read_bytes()[:4] == b"\x89PNG"
 
 
