@@ -51,9 +51,15 @@ def _tab(driver, name: str) -> None:
 def _open(driver, aid: str) -> None:
     from selenium.webdriver.common.by import By
 
-    _wait(driver, lambda d: [a for a in d.find_elements(By.CSS_SELECTOR, "#tree li")
-                             if a.get_attribute("data-agent") == aid][0]
-          .find_element(By.CSS_SELECTOR, ".agent").click() or True)
+    def click(d) -> bool:
+        li = next((a for a in d.find_elements(By.CSS_SELECTOR, "#tree li")
+                   if a.get_attribute("data-agent") == aid), None)
+        if li is None:
+            return False  # the tree is not drawn yet
+        li.find_element(By.CSS_SELECTOR, ".agent").click()
+        return True
+
+    _wait(driver, click)
     _wait(driver, lambda d: d.find_element(By.ID, "agent-title").text == f"Agent {aid}")
 
 
@@ -286,3 +292,73 @@ async def test_the_jobs_tab_shows_progress_results_and_failures(tmp_path):
     assert got["rows"][1][:5] == ["xx", "failed", "t2", "", ""]
     assert len(got["failed"]) == 1 and got["failed"][0].startswith("xx · failed · failed: output")
     assert "width: 50%" in got["bar"][0] and "width: 50%" in got["bar"][1]
+
+
+def _marked_run(root: Path) -> Path:
+    """A log with a long tool result, a rejected approval, a mark and its sweep, and a typed
+    output, written through ``AgentLog`` (every record judged as the loop's would be)."""
+    from mnemon.lineage.runroot import create_run_root
+    from mnemon.session.records import (ApprovalDecided, ApprovalRequested, AssistantMessage,
+                                        Marked, SessionEnded, Swept, Text, ToolResult,
+                                        ToolResults, ToolUse)
+
+    from ..helpers import answer, new_agent, prompt, tool_turn
+
+    create_run_root(root, "tests")
+    log = new_agent(root, "a1")
+    prompt(log, "look at two files")
+    t1 = tool_turn(log, "first", "cat a.py", "A" * 3000)
+    tid = log.next_id()
+    log.append(AssistantMessage(turn=tid, blocks=[Text("cleaning"), ToolUse(
+        "tu_w", "bash", {"command": "rm -rf build"})], stop_reason="tool_use", model="m", usage=None))
+    log.append(ApprovalRequested(call_id="tu_w", tool="bash", input={"command": "rm -rf build"},
+                                 rule="bash", reason="deletes files", at="2026-11-30T00:00:01Z"))
+    log.append(ApprovalDecided(call_id="tu_w", decision="reject", reason="keep the build",
+                               by="page", at="2026-11-30T00:00:02Z"))
+    log.append(ToolResults(results=[ToolResult(tool_use_id="tu_w", content="not approved: keep "
+                                               "the build", is_error=True)]))
+    prompt(log, "go on")
+    log.append(Marked(block=(t1, 2), replacement="a.py: 3000 A's, nothing else"))
+    log.append(Swept(blocks=[(t1, 2)]))
+    answer(log, '{"ok": true}')
+    log.append(SessionEnded(reason="done", at="2026-11-30T00:00:03Z", output={"ok": True}))
+    return root
+
+
+async def test_marks_sweeps_approvals_and_a_typed_output_show_where_they_happen(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    run = _marked_run(tmp_path / "run")
+    async with live_service(run, read_only=True) as svc:
+        def drive() -> dict:
+            driver = _browser()
+            try:
+                driver.get(f"{svc.base}/#token={TOKEN}")
+                _open(driver, "a1")
+                conv = driver.find_element(By.ID, "conv")
+                _wait(driver, lambda d: "ended: done" in conv.text)
+                kinds = [e.get_attribute("class") for e in conv.find_elements(By.CSS_SELECTOR, ":scope > *")]
+                text = lambda sel: conv.find_element(By.CSS_SELECTOR, sel).text  # noqa: E731
+                got = {"kinds": kinds, "asked": text(".event.approval.asked"),
+                       "rejected": text(".event.approval.rejected"), "marked": text(".event.marked"),
+                       "swept": text(".event.swept"), "output": text(".event.ended .output"),
+                       "error": text('.tool[data-call="tu_w"] .result.err'),
+                       "long": len(conv.find_elements(By.CSS_SELECTOR, "details.result.folded"))}
+                _tab(driver, "timeline")
+                got["approvals"] = len(_wait(driver, lambda d: d.find_elements(
+                    By.CSS_SELECTOR, "#timeline .mark.approval")))
+                return got
+            finally:
+                driver.quit()
+
+        got = await trio.to_thread.run_sync(drive)
+    order = [k.split()[1] for k in got["kinds"] if k.startswith("event")]
+    assert order == ["started", "approval", "approval", "marked", "swept", "ended"]
+    assert "approval asked: bash" in got["asked"] and "deletes files" in got["asked"]
+    assert '{"command":"rm -rf build"}' in got["asked"]
+    assert got["rejected"].startswith("rejected tu_w by page: keep the build")
+    assert got["marked"].startswith("marked turn 2, block 2") and "3000 A's" in got["marked"]
+    assert got["swept"].startswith("swept turn 2 block 2")
+    assert got["output"].lower().startswith("typed output") and got["output"].endswith('{"ok":true}')
+    assert "keep the build" in got["error"] and got["long"] == 1
+    assert got["approvals"] == 2
