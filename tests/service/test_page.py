@@ -39,11 +39,13 @@ def _browser():
 
 def _wait(driver, predicate, timeout=20.0):
     """Wait for ``predicate``; the page re-renders the tree on every event, so an element found
-    a moment ago may be gone: such a try is simply made again."""
+    a moment ago may be gone, or not drawn yet (an empty list indexed): such a try is simply
+    made again."""
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
+                                                                  IndexError)
                          ).until(lambda d: predicate(d))
 
 
@@ -112,9 +114,14 @@ async def test_the_page_shows_a_typed_agents_output(tmp_path):
                 _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#tree .agent")[0].click()
                       or True)
                 _wait(driver, lambda d: d.find_element(By.ID, "agent-title").text == "Agent a1")
-                return _wait(driver, lambda d: d.find_element(By.ID, "agent-output").text)
+                shown = _wait(driver, lambda d: d.find_element(By.ID, "agent-output").text)
+                # and in the conversation, where the agent ended with it
+                in_place = _wait(driver, lambda d: d.find_element(
+                    By.CSS_SELECTOR, "#conv .event.ended .output").text)
+                return shown, in_place
             finally:
                 driver.quit()
 
-        shown = await trio.to_thread.run_sync(drive)
+        shown, in_place = await trio.to_thread.run_sync(drive)
     assert shown.startswith("output {") and '"score": 3' in shown and '"ok": false' in shown
+    assert '"score":3' in in_place and '"ok":false' in in_place

@@ -24,13 +24,14 @@ from .test_page import ARTIFACTS, _browser, _wait, pytestmark  # noqa: F401
 from .util import TOKEN, live_service
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+IN_DOCS = {"page-conversation", "page-timeline", "page-charts", "page-jobs"}  # docs/service.md
 
 
 def _shot(driver, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     driver.save_screenshot(str(path))
-    if os.environ.get("MNEMON_DOC_SCREENSHOTS") == "1":
+    if os.environ.get("MNEMON_DOC_SCREENSHOTS") == "1" and name in IN_DOCS:
         shutil.copyfile(path, DOCS_IMG / f"{name}.png")
     return path
 
@@ -90,13 +91,14 @@ async def test_the_demo_reads_as_a_conversation_a_timeline_and_charts(tmp_path):
                 back = _wait(driver, lambda d: residues[0].find_elements(By.CSS_SELECTOR, ".readback .msg"))
                 got["read_back"] = [m.text for m in back]
                 got["sources"] = [s.text for s in residues[0].find_elements(By.CSS_SELECTOR, ".readback .source")]
+                driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", residues[0])
+                _shot(driver, "page-conversation")
                 # a long tool result is folded, and opens
                 fold = conv(driver).find_elements(By.CSS_SELECTOR, "details.result.folded")[0]
                 got["fold_closed"] = fold.get_attribute("open") is None
                 fold.find_element(By.CSS_SELECTOR, "summary").click()
                 got["fold_open"] = "Carrow Point" in fold.find_element(By.CSS_SELECTOR, "pre").text
                 got["tool"] = conv(driver).find_elements(By.CSS_SELECTOR, ".tool .call")[0].text
-                _shot(driver, "page-conversation")
                 # a3: inherited turns, each with the ancestor it comes from
                 _open(driver, "a3")
                 groups = _wait(driver, lambda d: conv(d).find_elements(By.CSS_SELECTOR, ".event.inherited details.from"))
