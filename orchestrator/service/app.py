@@ -130,8 +130,16 @@ class Handlers:
                         agents=len(self.run.agent_ids()), version=self.version)
 
     async def list_agents(self, request: Request) -> Any:
-        views = await trio.to_thread.run_sync(self.run.views)
-        return S.AgentList(agents=views, read_only=self.run.read_only)
+        q = request.query_params
+        after = q.get("after") or None
+        try:
+            limit = int(q["limit"]) if "limit" in q else None
+        except ValueError:
+            raise HTTPError(400, "limit is a whole number") from None
+        if limit is not None and limit < 1:
+            raise HTTPError(400, "limit is at least 1")
+        views, nxt = await trio.to_thread.run_sync(functools.partial(self.run.views, after, limit))
+        return S.AgentList(agents=views, read_only=self.run.read_only, next=nxt)
 
     async def create_agent(self, request: Request) -> Any:
         body = await _body(request, S.AgentCreate)
@@ -376,7 +384,10 @@ ROUTES: tuple[Spec, ...] = (
          out=S.Health),
     Spec("GET", "/v1/openapi.json", "openapi", "This document"),
     Spec("GET", "/v1/run", "run_info", "The run root served, its provider and mode", out=S.RunOut),
-    Spec("GET", "/v1/agents", "list_agents", "Every agent of the run", out=S.AgentList),
+    Spec("GET", "/v1/agents", "list_agents", "Every agent of the run, in id order (paged with "
+         "limit and after)", out=S.AgentList,
+         query=(("limit", "at most this many agents (default: all)", False),
+                ("after", "the agents after this id (a page's next)", False))),
     Spec("POST", "/v1/agents", "create_agent", "Start a root agent on a prompt",
          body=S.AgentCreate, out=S.AgentOut, status=201),
     Spec("GET", "/v1/agents/{id}", "get_agent", "One agent: state, reason, usage, cost, lineage",

@@ -78,6 +78,9 @@ class AgentOut(Struct, kw_only=True):
 class AgentList(Struct, kw_only=True):
     agents: list[AgentOut]
     read_only: bool
+    next: Annotated[str | None, Meta(description=(
+        "With ?limit: the last id of this page, to pass as ?after for the next; null at the "
+        "end."))] = None
 
 
 class Accepted(Struct, kw_only=True):

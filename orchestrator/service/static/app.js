@@ -37,18 +37,37 @@ async function loadAgents() {
   const ids = new Set(agents.map((a) => a.id));
   const byParent = {};
   for (const a of agents) (byParent[a.parent && ids.has(a.parent) ? a.parent : ""] ||= []).push(a);
-  const build = (pid) => (byParent[pid] || []).map((a) => el("li", { "data-agent": a.id },
-    el("span", { class: "agent" + (a.id === selected ? " sel" : ""), onclick: () => select(a.id) },
-      `${a.id} `, el("span", { class: "muted" }, a.kind), el("span", { class: "state " + a.state }, a.state + (a.reason && a.reason !== "done" ? ": " + a.reason : "")),
-      el("span", { class: "muted" }, ` $${a.cost_usd.toFixed(4)}`)),
-    el("ul", {}, ...build(a.id))));
-  $("tree").replaceChildren(...build(""));
+  for (const list of Object.values(byParent)) list.sort((x, y) => Model.natural(x.id, y.id));  // t2 before t10
+  treeRows = [];  // parents before their children, each with its depth (iteratively: no deep recursion)
+  const todo = (byParent[""] || []).map((a) => [a, 0]).reverse();
+  while (todo.length) {
+    const [a, depth] = todo.pop();
+    treeRows.push([a, depth]);
+    for (const k of (byParent[a.id] || []).slice().reverse()) todo.push([k, depth + 1]);
+  }
+  drawTree();
   $("tree-count").textContent = `(${agents.length})`;
   const cost = agents.reduce((s, a) => s + a.cost_usd, 0);
   const inp = agents.reduce((s, a) => s + a.usage.input_tokens + a.usage.cache_read_tokens + a.usage.cache_write_tokens, 0);
   const read = agents.reduce((s, a) => s + a.usage.cache_read_tokens, 0);
   $("totals").textContent = `${agents.length} agents · $${cost.toFixed(4)} · cache-read share ${inp ? (100 * read / inp).toFixed(1) : "0"}%`;
   if (selected) showAgent(selected);
+}
+
+// the lineage as rows, only those in view drawn: a run of thousands of agents stays light
+const TREE_ROW = 22;
+let treeRows = [];
+function drawTree() {
+  const box = $("treebox"), ul = $("tree");
+  const first = Math.max(0, Math.floor(box.scrollTop / TREE_ROW) - 20);
+  const last = Math.min(treeRows.length, first + Math.ceil((box.clientHeight || 600) / TREE_ROW) + 40);
+  ul.style.height = treeRows.length * TREE_ROW + "px";
+  ul.style.paddingTop = first * TREE_ROW + "px";
+  ul.replaceChildren(...treeRows.slice(first, last).map(([a, depth]) => el("li", { "data-agent": a.id, "data-depth": depth, style: `padding-left: ${Math.min(depth, 12) * 0.9}em` },
+    el("span", { class: "agent" + (a.id === selected ? " sel" : ""), onclick: () => select(a.id) },
+      `${a.id} `, el("span", { class: "muted" }, a.kind), el("span", { class: "state " + a.state }, a.state + (a.reason && a.reason !== "done" ? ": " + a.reason : "")),
+      el("span", { class: "muted" }, ` $${a.cost_usd.toFixed(4)}`)))));
+  if (!window.__treePaint && treeRows.length) window.__treePaint = performance.now();  // first paint, for the scale test
 }
 
 function scheduleRefresh() {
@@ -243,6 +262,7 @@ function showTab(name) {
 }
 
 view = new Conv.View($("conv"), { read: readTurns, open: (a) => select(a) });
+$("treebox").addEventListener("scroll", () => requestAnimationFrame(drawTree));
 Timeline.mount($("timeline"), (aid, turn) => select(aid, turn));
 Jobs.mount(api);
 for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click", () => showTab(b.dataset.tab));

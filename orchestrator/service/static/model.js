@@ -54,6 +54,9 @@ const Model = (() => {
     }
   }
 
+  const collator = new Intl.Collator(undefined, { numeric: true });
+  const natural = (a, b) => collator.compare(a, b);  // t2 before t10
+
   // lanes: parents before their children, children in the order they started
   function lanes() {
     const kids = new Map(), roots = [];
@@ -61,6 +64,11 @@ const Model = (() => {
       if (a.parent && agents.has(a.parent)) { if (!kids.has(a.parent)) kids.set(a.parent, []); kids.get(a.parent).push(a); }
       else roots.push(a);
     }
+    // in the order they started (an agent not started yet last), ids in natural order on a tie
+    const when = (a) => (a.start ?? a.last ?? Infinity);
+    const order = (x, y) => when(x) - when(y) || natural(x.id, y.id);
+    roots.sort(order);
+    for (const ks of kids.values()) ks.sort(order);
     const out = [], seen = new Set();
     const visit = (root) => {  // iterative: a deep lineage never overflows the stack
       const todo = [[root, 0]];
@@ -96,7 +104,7 @@ const Model = (() => {
     return t0 === Infinity ? null : [t0, Math.max(t1, t0 + 1)];
   }
 
-  return { agents, add, get, lanes, synods, span, clear: () => agents.clear() };
+  return { agents, add, get, lanes, synods, span, natural, clear: () => agents.clear() };
 })();
 
 const Axis = (() => {
