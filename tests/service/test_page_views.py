@@ -364,3 +364,38 @@ async def test_marks_sweeps_approvals_and_a_typed_output_show_where_they_happen(
     assert got["output"].lower().startswith("typed output") and got["output"].endswith('{"ok":true}')
     assert "keep the build" in got["error"] and got["long"] == 1
     assert got["approvals"] == 2
+
+
+async def test_a_jobs_synods_show_on_the_timeline(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    src = Path(__file__).resolve().parents[2] / "docs" / "examples" / "capitals"
+    shutil.copytree(src, tmp_path / "job")
+    run = tmp_path / "run"
+    subprocess.run([sys.executable, "-m", "mnemon", "run", str(tmp_path / "job" / "capitals.toml"),
+                    "--run-root", str(run)], check=True, capture_output=True, timeout=120)
+    async with live_service(run, read_only=True) as svc:
+        def drive() -> dict:
+            driver = _browser()
+            try:
+                driver.get(f"{svc.base}/#token={TOKEN}")
+                _wait(driver, lambda d: d.find_element(By.ID, "tree-count").text == "(20)")
+                _tab(driver, "timeline")
+                _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline g.lane")) == 20)
+                lanes = [g.get_attribute("data-agent")
+                         for g in driver.find_elements(By.CSS_SELECTOR, "#timeline g.lane")]
+                synods = _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline .mark.synod"))
+                return {"lanes": lanes, "synods": [(s.get_attribute("data-agent"),
+                                                    s.find_element(By.CSS_SELECTOR, "title")
+                                                    .get_attribute("textContent")) for s in synods],
+                        "forks": len(driver.find_elements(By.CSS_SELECTOR, "#timeline line.fork.synod"))}
+            finally:
+                driver.quit()
+
+        got = await trio.to_thread.run_sync(drive)
+    # each task's agent, its three synod children under it
+    i = got["lanes"].index("t1")
+    assert got["lanes"][i:i + 4] == ["t1", "t1.s1", "t1.s2", "t1.s3"]
+    assert sorted(a for a, _ in got["synods"]) == ["t1", "t2", "t3", "t4", "t5"]
+    assert all(title.startswith("synod: 3 children forked at turn") for _, title in got["synods"])
+    assert got["forks"] == 15

@@ -25,7 +25,6 @@ const Model = (() => {
     switch (ev.type) {
       case "started":
         a.parent = ev.parent; a.kind = ev.kind; a.start = t;
-        if (ev.parent) { const p = get(ev.parent); a.forkTurn = p.turn; }
         break;
       case "turn_started": {
         const prev = a.turns[a.turns.length - 1];
@@ -84,11 +83,24 @@ const Model = (() => {
     return out;
   }
 
+  // the turn ``a`` was in at time ``t`` (the history arrives agent by agent, so a child's fork
+  // turn is found by time, not by what its parent's stream had said when the child's came)
+  function turnAt(a, t) {
+    let lo = 0, hi = a.turns.length - 1, found = null;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (a.turns[mid].t0 <= t) { found = a.turns[mid].turn; lo = mid + 1; } else hi = mid - 1;
+    }
+    return found;
+  }
+
   // synods: two or more children of one parent forked at the same turn of it
   function synods() {
     const groups = new Map();
     for (const a of agents.values()) {
-      if (!a.parent || a.kind !== "mnemon" || a.forkTurn === null) continue;
+      const p = a.parent && agents.get(a.parent);
+      a.forkTurn = p && a.start !== null ? turnAt(p, a.start) : null;
+      if (!p || a.kind !== "mnemon" || a.forkTurn === null) continue;
       const key = a.parent + "@" + a.forkTurn;
       if (!groups.has(key)) groups.set(key, []);
       groups.get(key).push(a);
