@@ -399,3 +399,51 @@ async def test_a_jobs_synods_show_on_the_timeline(tmp_path):
     assert sorted(a for a, _ in got["synods"]) == ["t1", "t2", "t3", "t4", "t5"]
     assert all(title.startswith("synod: 3 children forked at turn") for _, title in got["synods"])
     assert got["forks"] == 15
+
+
+async def test_an_answer_being_written_shows_as_a_preview_until_recorded(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    opened, release = threading.Event(), threading.Event()
+
+    class Streaming(ScriptedProvider):
+        """Streams a first piece of the answer once the page is open (a preview is not
+        replayed to a stream that connects later), then holds the rest until the test says."""
+
+        async def complete(self, request, *, on_attempt=None, on_text=None):
+            while not opened.is_set():
+                await trio.sleep(0.05)
+            if on_text is not None:
+                on_text("The codeword is ")
+            while not release.is_set():
+                await trio.sleep(0.05)
+            return await super().complete(request, on_attempt=on_attempt)
+
+    async def policy(request, state):
+        return [{"type": "text", "text": "The codeword is VESPER-7."}], "end_turn"
+
+    async with live_service(tmp_path / "run", provider=Streaming(policy=policy)) as svc:
+        assert (await svc.client.post("/v1/agents", json={"prompt": "which?"})).status_code == 201
+
+        def drive() -> dict:
+            driver = _browser()
+            try:
+                driver.get(f"{svc.base}/#token={TOKEN}")
+                _wait(driver, lambda d: d.find_element(By.ID, "live").text == "live"
+                      and d.find_elements(By.CSS_SELECTOR, "#conv .msg.user"))
+                opened.set()
+                preview = _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#conv .msg.preview"))
+                got = {"preview": preview[0].text}
+                release.set()
+                _wait(driver, lambda d: "ended: done" in d.find_element(By.ID, "conv").text)
+                got["previews"] = len(driver.find_elements(By.CSS_SELECTOR, "#conv .msg.preview"))
+                got["answer"] = driver.find_elements(By.CSS_SELECTOR, "#conv .msg.assistant")[-1].text
+                return got
+            finally:
+                opened.set()
+                release.set()
+                driver.quit()
+
+        got = await trio.to_thread.run_sync(drive)
+    assert got["preview"].rstrip() == "assistant · writing…\nThe codeword is"
+    assert got["previews"] == 0 and got["answer"].endswith("The codeword is VESPER-7.")
