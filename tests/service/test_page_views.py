@@ -447,3 +447,51 @@ async def test_an_answer_being_written_shows_as_a_preview_until_recorded(tmp_pat
         got = await trio.to_thread.run_sync(drive)
     assert got["preview"].rstrip() == "assistant · writing…\nThe codeword is"
     assert got["previews"] == 0 and got["answer"].endswith("The codeword is VESPER-7.")
+
+
+async def test_the_markdown_renderer_on_hostile_text_makes_only_its_own_elements(tmp_path):
+    """Many random strings of Markdown's and HTML's special characters, rendered in the page:
+    every one finishes, makes only the renderer's own elements, no attribute but its own, no
+    link but http(s) and mailto — and no word of it is lost (it is text, or a link's address)."""
+    import random
+
+    from selenium.webdriver.common.by import By
+
+    rng = random.Random(36)
+    alphabet = ["*", "**", "_", "`", "```", "~~", "#", "# ", "> ", "- ", "1. ", "|", "---", "\n",
+                "\n\n", "[", "]", "(", ")", "<", ">", "<script>", "<img src=x onerror=alert(1)>",
+                "javascript:", "https://a.b/c", "mailto:x@y", "data:text/html,", " ", "word", "7",
+                '"', "'", "\\", "&amp;", "    "]
+    samples = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(400)]
+    run = _demo(tmp_path)
+    async with live_service(run, read_only=True) as svc:
+        def drive() -> list:
+            driver = _browser()
+            try:
+                driver.get(f"{svc.base}/#token={TOKEN}")
+                _wait(driver, lambda d: d.find_element(By.ID, "live").text == "live")
+                return driver.execute_script("""
+                    const ok = new Set(["P","BR","H3","H4","H5","H6","PRE","CODE","HR","BLOCKQUOTE",
+                      "UL","OL","LI","TABLE","THEAD","TBODY","TR","TH","TD","STRONG","EM","DEL","A"]);
+                    const attrs = new Set(["href","rel","target","start","data-lang","class"]);
+                    return arguments[0].map((text) => {
+                      const box = document.createElement("div");
+                      box.append(MD.render(text));
+                      const bad = [];
+                      for (const e of box.querySelectorAll("*")) {
+                        if (!ok.has(e.tagName)) bad.push(e.tagName);
+                        for (const a of e.attributes) if (!attrs.has(a.name)) bad.push(a.name);
+                        if (e.tagName === "A" && !/^(https?:\\/\\/|mailto:)/i.test(e.getAttribute("href"))) bad.push(e.getAttribute("href"));
+                      }
+                      const hrefs = [...box.querySelectorAll("a")].map((a) => a.getAttribute("href")).join(" ");
+                      return [bad, box.textContent, hrefs];
+                    });""", samples)
+            finally:
+                driver.quit()
+
+        out = await trio.to_thread.run_sync(drive)
+    assert len(out) == len(samples)
+    for text, (bad, shown, hrefs) in zip(samples, out):
+        assert bad == [], (text, bad)
+        for word in ("word", "script", "onerror", "javascript"):  # text is never dropped
+            assert text.count(word) <= shown.count(word) + hrefs.count(word), (text, shown)
