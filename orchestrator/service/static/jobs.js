@@ -38,7 +38,7 @@ const Jobs = (() => {
       bar,
       h("p", { class: "figures" }, `${ended} of ${j.total} ended · ${j.done} done · ${j.failed} failed · ${j.running} running · ${j.budget} budget · ${j.cancelled} cancelled · ${j.skipped} skipped · $${j.cost_usd.toFixed(4)}${j.eta_s !== null && j.state === "running" ? ` · about ${Math.round(j.eta_s)} s to go` : ""}`),
       j.error ? h("p", { class: "event error" }, j.error) : null,
-      h("p", { class: "muted" }, `run root ${j.run_root} · results ${j.output}`),
+      h("p", { class: "muted" }, `run root ${j.run_root} · results ${j.output} · its agents' conversations: `, h("code", {}, `mnemon serve ${j.run_root}`)),
       failed(res), table(res));
   }
 
