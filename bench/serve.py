@@ -11,6 +11,13 @@ reports: events received, errors, and the latency of each event that carries its
 (``at``: turn started, provider call, agent started/ended) — the time from the record being
 written to the client having parsed it, p50/p99/max — plus the server's CPU time.
 
+    python bench/serve.py --listing 1000,10000 [--json]
+
+``--listing`` measures the listing routes instead, side by side: for each size it runs a job of
+that many one-agent tasks (``mnemon run``, scripted provider) into a new run root, serves it
+read-only in a server process, and times ``GET /v1/tree``, ``GET /v1/agents`` (the first call,
+which scans every log, then the median of 5) and one page ``GET /v1/agents?limit=100``.
+
 This is a benchmark, not a test: it prints figures (``--json``: one object) and exits 0.
 """
 
@@ -62,6 +69,60 @@ def serve_main(root: str, latency: float, seconds: float) -> None:
     trio.run(lambda: serve(run, token=TOKEN, host="127.0.0.1", port=0,
                            provider=ScriptedProvider(policy=policy, latency_s=latency),
                            provider_name="scripted", version="bench", on_ready=ready))
+
+
+def serve_read_only(root: str) -> None:
+    from mnemon.orchestrator.service.runs import Run
+    from mnemon.orchestrator.service.server import serve
+    from mnemon.orchestrator.settings import Settings
+
+    run = Run(Path(root), read_only=True, settings=Settings(model="scripted"))
+    trio.run(lambda: serve(run, token=TOKEN, host="127.0.0.1", port=0, provider=None,
+                           provider_name=None, version="bench",
+                           on_ready=lambda binds: print(binds[0], flush=True)))
+
+
+def _job_run_root(n: int, where: Path) -> Path:
+    """A run root of ``n`` agents: a job of ``n`` one-agent tasks on the scripted provider."""
+    where.mkdir(parents=True, exist_ok=True)
+    with open(where / "rows.jsonl", "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": f"r{i}", "q": f"question {i}"}) + "\n")
+    (where / "job.toml").write_text('concurrency = 64\n[provider]\nname = "scripted"\n'
+                                    '[input]\npath = "rows.jsonl"\nid = "id"\n'
+                                    'prompt = "Answer {q}."\n')
+    subprocess.run([sys.executable, "-m", "mnemon", "run", str(where / "job.toml"),
+                    "--run-root", str(where / "run")], check=True, capture_output=True)
+    return where / "run"
+
+
+def listing(sizes: list[int]) -> dict:
+    out = {}
+    for n in sizes:
+        root = _job_run_root(n, Path(tempfile.mkdtemp(prefix="mnemon-listing-bench-")))
+        server = subprocess.Popen([sys.executable, __file__, "--serve-read-only", str(root)],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            url = server.stdout.readline().strip()
+            with httpx.Client(base_url=url, timeout=600,
+                              headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+                def timed(path: str, params=None) -> tuple[float, dict]:
+                    t = time.perf_counter()
+                    r = c.get(path, params=params)
+                    r.raise_for_status()
+                    return time.perf_counter() - t, r.json()
+
+                first, body = timed("/v1/agents")
+                assert len(body["agents"]) == n, len(body["agents"])
+                warm = statistics.median(timed("/v1/agents")[0] for _ in range(5))
+                tree = statistics.median(timed("/v1/tree")[0] for _ in range(5))
+                page = statistics.median(timed("/v1/agents", {"limit": 100})[0] for _ in range(5))
+        finally:
+            server.send_signal(2)
+            server.wait(timeout=60)
+        out[str(n)] = {"tree_s": round(tree, 3), "agents_first_s": round(first, 3),
+                       "agents_s": round(warm, 3), "agents_page_100_s": round(page, 3)}
+    return {"listing": out, "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
 
 
 def _at(s: str) -> float:
@@ -136,10 +197,19 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--latency", type=float, default=1.0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--listing", metavar="N,N", help="time the listing routes at these sizes")
     ap.add_argument("--serve", metavar="ROOT", help=argparse.SUPPRESS)
+    ap.add_argument("--serve-read-only", metavar="ROOT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         serve_main(args.serve, args.latency, args.seconds)
+        return
+    if args.serve_read_only:
+        serve_read_only(args.serve_read_only)
+        return
+    if args.listing:
+        out = listing([int(n) for n in args.listing.split(",")])
+        print(json.dumps(out) if args.json else json.dumps(out, indent=2))
         return
     root = Path(tempfile.mkdtemp(prefix="mnemon-serve-bench-")) / "run"
     server = subprocess.Popen([sys.executable, __file__, "--serve", str(root), "--latency",

@@ -29,6 +29,8 @@ from .auth import authorized, is_open
 from .events import BadEventId, parse_positions, stream
 from ..typed.load import OutputError
 from .runs import Conflict, NotFound, Run
+from .jobs import job_results
+from .transcript import LIMIT, MAX_LIMIT, transcript
 
 MAX_BODY = 1 << 20  # bytes of JSON a request may carry
 
@@ -128,8 +130,16 @@ class Handlers:
                         agents=len(self.run.agent_ids()), version=self.version)
 
     async def list_agents(self, request: Request) -> Any:
-        views = await trio.to_thread.run_sync(self.run.views)
-        return S.AgentList(agents=views, read_only=self.run.read_only)
+        q = request.query_params
+        after = q.get("after") or None
+        try:
+            limit = int(q["limit"]) if "limit" in q else None
+        except ValueError:
+            raise HTTPError(400, "limit is a whole number") from None
+        if limit is not None and limit < 1:
+            raise HTTPError(400, "limit is at least 1")
+        views, nxt = await trio.to_thread.run_sync(functools.partial(self.run.views, after, limit))
+        return S.AgentList(agents=views, read_only=self.run.read_only, next=nxt)
 
     async def create_agent(self, request: Request) -> Any:
         body = await _body(request, S.AgentCreate)
@@ -207,6 +217,23 @@ class Handlers:
         aid = self._aid(request)
         door = await self._door(aid)
         return await trio.to_thread.run_sync(_survey, aid, door.ctx)
+
+    async def transcript(self, request: Request) -> Any:
+        aid = self._aid(request)
+        q = request.query_params
+        try:
+            after = int(q.get("after", "0"))
+            limit = int(q.get("limit", str(LIMIT)))
+        except ValueError:
+            raise HTTPError(400, "after and limit are whole numbers") from None
+        if after < 0 or not 0 < limit <= MAX_LIMIT:
+            raise HTTPError(400, f"after is >= 0 and limit in 1..{MAX_LIMIT}")
+        try:
+            out = await trio.to_thread.run_sync(functools.partial(
+                transcript, self.run.root / agent_source(aid), after=after, limit=limit))
+        except ValueError as e:
+            raise HTTPError(400, str(e)) from None
+        return S.TranscriptOut(agent=aid, **out)
 
     async def tree(self, request: Request) -> Any:
         from ...lineage.tree import tree_json
@@ -311,6 +338,10 @@ class Handlers:
     async def get_job(self, request: Request) -> Any:
         return self._job(request).out()
 
+    async def job_results(self, request: Request) -> Any:
+        job = self._job(request)
+        return await trio.to_thread.run_sync(job_results, job)
+
     async def cancel_job(self, request: Request) -> Any:
         job = self._job(request)
         if job.state != "running":
@@ -353,7 +384,10 @@ ROUTES: tuple[Spec, ...] = (
          out=S.Health),
     Spec("GET", "/v1/openapi.json", "openapi", "This document"),
     Spec("GET", "/v1/run", "run_info", "The run root served, its provider and mode", out=S.RunOut),
-    Spec("GET", "/v1/agents", "list_agents", "Every agent of the run", out=S.AgentList),
+    Spec("GET", "/v1/agents", "list_agents", "Every agent of the run, in id order (paged with "
+         "limit and after)", out=S.AgentList,
+         query=(("limit", "at most this many agents (default: all)", False),
+                ("after", "the agents after this id (a page's next)", False))),
     Spec("POST", "/v1/agents", "create_agent", "Start a root agent on a prompt",
          body=S.AgentCreate, out=S.AgentOut, status=201),
     Spec("GET", "/v1/agents/{id}", "get_agent", "One agent: state, reason, usage, cost, lineage",
@@ -376,6 +410,11 @@ ROUTES: tuple[Spec, ...] = (
                                _TURNS, ("timeout_s", "cap on regex time, seconds", False))),
     Spec("GET", "/v1/agents/{id}/context", "context", "The survey of an agent's context",
          out=S.Survey),
+    Spec("GET", "/v1/agents/{id}/transcript", "transcript", "An agent's log records in order "
+         "from a byte offset, long strings clipped: the conversation as a person reads it",
+         out=S.TranscriptOut, query=(("after", "a byte offset where a record starts (the "
+                                      "previous answer's next); default 0", False),
+                                     ("limit", f"records at most (default {LIMIT})", False))),
     Spec("GET", "/v1/agents/{id}/events", "agent_events", "One agent's events (SSE)",
          stream=True),
     Spec("GET", "/v1/events", "run_events", "The whole run's events (SSE)", stream=True),
@@ -385,6 +424,8 @@ ROUTES: tuple[Spec, ...] = (
          out=S.JobList),
     Spec("GET", "/v1/jobs/{id}", "get_job", "One job's progress: tasks done, failed, running, "
          "cost, ETA", out=S.JobOut),
+    Spec("GET", "/v1/jobs/{id}/results", "job_results", "A job's results as a table (typed "
+         "outputs as columns) and its failed tasks with their reasons", out=S.JobResults),
     Spec("POST", "/v1/jobs/{id}/cancel", "cancel_job", "Cancel a running job (it resumes when "
          "run again)", out=S.JobOut),
     Spec("GET", "/v1/approvals", "list_approvals", "The tool calls waiting for a decision "

@@ -9,7 +9,9 @@ from typing import Any
 
 import trio
 
-from .schema import JobIn, JobOut
+from ..jobs.results import read_results
+from ..jobs.table import columns, table_rows
+from .schema import JobIn, JobOut, JobResults
 
 
 class JobError(Exception):
@@ -33,6 +35,21 @@ class ServiceJob:
                       cost_usd=round(c.cost_usd, 6),
                       eta_s=(round(e, 1) if (e := c.eta_s(time.monotonic())) is not None
                              else None))
+
+
+def job_results(sj: ServiceJob) -> JobResults:
+    """The job's results file as the page's table: ``mnemon results``' columns (the typed
+    output's top-level fields, else the answer), then each task's reason and cost; and the
+    tasks that did not end done, with their reasons. Lines are read as the runner appends
+    them, so the table fills while the job runs."""
+    rows = list(read_results(sj.output).values())
+    cols = [*columns(rows), "reason", "cost_usd"]
+    table = table_rows(rows)
+    for flat, row in zip(table, rows):
+        flat["reason"], flat["cost_usd"] = row.get("reason"), row.get("cost_usd")
+    failed = [{"task": r.get("task"), "agent": r.get("agent"), "status": r.get("status"),
+               "reason": r.get("reason")} for r in rows if r.get("status") != "done"]
+    return JobResults(job=sj.id, columns=cols, rows=table, failed=failed)
 
 
 class Jobs:

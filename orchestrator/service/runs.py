@@ -4,6 +4,7 @@ incrementally, with the live supervisor's word on state where the agent runs her
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +153,10 @@ class Run:
     def agent_ids(self) -> list[str]:
         return list_agents(self.root)
 
-    def _scan(self, aid: str) -> _Scan:
-        if aid not in self.agent_ids():
+    def _scan(self, aid: str, known: set[str] | None = None) -> _Scan:
+        # ``known``: the run's ids, listed once by a caller scanning many agents (listing them
+        # again per agent made a view of every agent quadratic in their number)
+        if aid not in (known if known is not None else self.agent_ids()):
             raise NotFound(f"no agent {aid!r} in this run")
         scan = self._scans.get(aid)
         if scan is None:
@@ -161,13 +164,14 @@ class Run:
         scan.advance(self.root / agent_source(aid), self.settings.cache_ttl)
         return scan
 
-    def view(self, aid: str, children: list[str] | None = None) -> AgentOut:
+    def view(self, aid: str, children: list[str] | None = None,
+             known: set[str] | None = None) -> AgentOut:
         # (a worker thread) the live state first, the log after: an agent's loop records its
         # ``SessionEnded`` before it stops being "running", so a log read after a state that
         # is not "running" holds the end — never a finished agent seen as "open"
         node = self.sup.agents.get(aid) if self.sup is not None else None
         running = node is not None and node.state == "running"
-        scan = self._scan(aid)
+        scan = self._scan(aid, known)
         if children is None:
             children = [a for a in self.agent_ids() if self._scan(a).parent == aid]
         if running:
@@ -188,14 +192,23 @@ class Run:
                         answer=_answer(self.root / agent_source(aid), scan.last_assistant),
                         output=scan.output if not running else None, live=node is not None)
 
-    def views(self) -> list[AgentOut]:
+    def views(self, after: str | None = None, limit: int | None = None
+              ) -> tuple[list[AgentOut], str | None]:
+        """The agents in id order after ``after`` (exclusive), at most ``limit`` of them, and
+        the id to page on from (None at the end). Every log is scanned for its parent (each
+        scan goes on from where the last stopped, so a second call reads only what was
+        appended); only the page's agents are viewed."""
         ids = self.agent_ids()
-        parents = {a: self._scan(a).parent for a in ids}
+        known = set(ids)
+        parents = {a: self._scan(a, known).parent for a in ids}
         kids: dict[str, list[str]] = {a: [] for a in ids}
         for a, p in parents.items():
             if p in kids:
                 kids[p].append(a)
-        return [self.view(a, kids[a]) for a in ids]
+        start = bisect_right(ids, after) if after is not None else 0
+        page = ids[start:start + limit] if limit is not None else ids[start:]
+        more = start + len(page) < len(ids)
+        return [self.view(a, kids[a], known) for a in page], (page[-1] if more and page else None)
 
     # ------------------------------------------------------------------ actions
 

@@ -85,6 +85,9 @@ class AgentOut(Struct, kw_only=True):
 class AgentList(Struct, kw_only=True):
     agents: list[AgentOut]
     read_only: bool
+    next: Annotated[str | None, Meta(description=(
+        "With ?limit: the last id of this page, to pass as ?after for the next; null at the "
+        "end."))] = None
 
 
 class Accepted(Struct, kw_only=True):
@@ -166,3 +169,23 @@ class JobOut(Struct, kw_only=True):
 
 class JobList(Struct, kw_only=True):
     jobs: list[JobOut]
+
+
+class TranscriptOut(Struct, kw_only=True):
+    """An agent's log records in order from a byte offset, as a person reads them."""
+    agent: str
+    entries: Annotated[list[dict[str, Any]], Meta(description=(
+        "Each record as in the log, at its byte `offset`; a string longer than the clip is cut "
+        "(`clipped: true`: read the turn for all of it); an Inherited record's turns name the "
+        "ancestor each comes `from`."))]
+    next: Annotated[int, Meta(description="Where the next record starts: pass it as `after`.")]
+    more: Annotated[bool, Meta(description="The answer stopped before the end of the log.")]
+
+
+class JobResults(Struct, kw_only=True):
+    """A job's results file as a table: the typed output's top-level fields as columns."""
+    job: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    failed: Annotated[list[dict[str, Any]], Meta(description=(
+        "The tasks that did not end done: `task`, `agent`, `status`, `reason`."))]

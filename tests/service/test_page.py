@@ -1,5 +1,6 @@
 """The page in a real headless Chromium (Selenium + Debian's chromium/chromium-driver, which
-`.ci/run` installs): the demo's tree of three agents, a grep run from the page, a screenshot."""
+`.ci/run` installs): the demo's tree of three agents, a grep run from the page and the turn it
+names read as a conversation, a screenshot."""
 
 from __future__ import annotations
 
@@ -38,12 +39,13 @@ def _browser():
 
 def _wait(driver, predicate, timeout=20.0):
     """Wait for ``predicate``; the page re-renders the tree on every event, so an element found
-    a moment ago may be gone (or not drawn yet: an empty list indexed): such a try is simply
+    a moment ago may be gone, or not drawn yet (an empty list indexed): such a try is simply
     made again."""
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException, IndexError)
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
+                                                                  IndexError)
                          ).until(lambda d: predicate(d))
 
 
@@ -67,6 +69,7 @@ async def test_the_page_shows_the_tree_and_greps(tmp_path):
                 _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#tree .agent")[2].click()
                       or True)  # a3
                 _wait(driver, lambda d: d.find_element(By.ID, "agent-title").text == "Agent a3")
+                driver.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="door"]').click()
                 box = driver.find_element(By.ID, "pattern")
                 box.send_keys("codeword")
                 driver.find_element(By.CSS_SELECTOR, "#grep button").click()
@@ -75,7 +78,7 @@ async def test_the_page_shows_the_tree_and_greps(tmp_path):
                                                 d.find_elements(By.CSS_SELECTOR, "#hits li")])
                 _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#hits li")[0].click()
                       or True)
-                _wait(driver, lambda d: d.find_element(By.ID, "turn").text.startswith("["))
+                _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#turn .msg"))
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 driver.save_screenshot(str(ARTIFACTS / "page-demo.png"))
                 assert _wait(driver, lambda d: "$" in d.find_element(By.ID, "totals").text)
@@ -87,7 +90,10 @@ async def test_the_page_shows_the_tree_and_greps(tmp_path):
     assert agents == ["a1", "a2", "a3"]
     assert hits and all(h.startswith("turn ") for h in hits)
     assert any("codeword" in h.lower() for h in hits)
-    assert '"turn"' in turn
+    # the turn read is shown as a conversation (the records as JSON folded under it)
+    assert turn.startswith(f"turn {hits[0].split()[1].rstrip(':')} · from a1")
+    assert "user · turn 1" in turn and "the records as JSON" in turn and "[" not in turn
+    assert "codeword" in turn.lower()
     assert (ARTIFACTS / "page-demo.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -108,9 +114,14 @@ async def test_the_page_shows_a_typed_agents_output(tmp_path):
                 _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#tree .agent")[0].click()
                       or True)
                 _wait(driver, lambda d: d.find_element(By.ID, "agent-title").text == "Agent a1")
-                return _wait(driver, lambda d: d.find_element(By.ID, "agent-output").text)
+                shown = _wait(driver, lambda d: d.find_element(By.ID, "agent-output").text)
+                # and in the conversation, where the agent ended with it
+                in_place = _wait(driver, lambda d: d.find_element(
+                    By.CSS_SELECTOR, "#conv .event.ended .output").text)
+                return shown, in_place
             finally:
                 driver.quit()
 
-        shown = await trio.to_thread.run_sync(drive)
+        shown, in_place = await trio.to_thread.run_sync(drive)
     assert shown.startswith("output {") and '"score": 3' in shown and '"ok": false' in shown
+    assert '"score":3' in in_place and '"ok":false' in in_place

@@ -1,14 +1,17 @@
-// The page: the lineage tree live, each agent's context as a bar, the transcript door, cost over
-// time. Plain script, no build step. The token comes from the URL fragment (#token=…, never sent
-// to the server) or the form, and goes on every API call as a bearer header; events are read with
-// fetch streaming so they carry it too. Tool calls waiting for a decision are listed with their
-// input (editable) and approve / reject buttons (docs/policy.md).
+// The page: the lineage tree live; the selected agent's conversation (conv.js, from its log
+// records, live); the run as a timeline (timeline.js); charts with axes (charts.js); the jobs
+// (jobs.js); each agent's context as a bar and the door. Plain scripts, no build step, no
+// third-party code. The token comes from the URL fragment (#token=…, never sent to the server) or
+// the form, and goes on every API call as a bearer header; events are read with fetch streaming
+// so they carry it too. Tool calls waiting for a decision are listed with their input (editable)
+// and approve / reject buttons (docs/policy.md). Model text is only ever put in as text.
 "use strict";
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem("mnemon-token") || "";
 const frag = new URLSearchParams(location.hash.slice(1));
 if (frag.get("token")) { token = frag.get("token"); sessionStorage.setItem("mnemon-token", token); history.replaceState(null, "", location.pathname); }
-let selected = null, agents = [], usage = [], lastId = null, refreshTimer = null, readOnly = true, shownApprovals = "";
+let selected = null, agents = [], lastId = null, refreshTimer = null, readOnly = true, shownApprovals = "";
+let view = null, convAgent = null, convNext = 0, convBusy = false, convAgain = false, pendingTurn = null;
 
 async function api(path, opts = {}) {
   const r = await fetch(path, { ...opts, headers: { ...(opts.headers || {}), "Authorization": "Bearer " + token, "Content-Type": "application/json" } });
@@ -18,31 +21,32 @@ async function api(path, opts = {}) {
   return body;
 }
 
-function el(tag, attrs = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) { if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v); }
-  for (const k of kids) e.append(k);
-  return e;
-}
+const el = Conv.h;
 
 async function loadRun() {
   const run = await api("/v1/run");
   $("run").textContent = `${run.run_root} · ${run.read_only ? "read-only" : (run.provider || "") + (run.model ? " / " + run.model : "")} · mnemon ${run.version}`;
   $("start").hidden = run.read_only;
+  $("jobform").hidden = run.read_only;
   readOnly = run.read_only;
 }
 
 async function loadAgents() {
   const list = await api("/v1/agents");
   agents = list.agents;
+  const ids = new Set(agents.map((a) => a.id));
   const byParent = {};
-  for (const a of agents) (byParent[a.parent && agents.some((b) => b.id === a.parent) ? a.parent : ""] ||= []).push(a);
-  const build = (pid) => (byParent[pid] || []).map((a) => el("li", { "data-agent": a.id },
-    el("span", { class: "agent" + (a.id === selected ? " sel" : ""), onclick: () => select(a.id) },
-      `${a.id} `, el("span", { class: "muted" }, a.kind + (a.role ? " · " + a.role + (a.model ? " on " + a.model : "") : "")), el("span", { class: "state " + a.state }, a.state + (a.reason && a.reason !== "done" ? ": " + a.reason : "")),
-      el("span", { class: "muted" }, ` $${a.cost_usd.toFixed(4)}`)),
-    el("ul", {}, ...build(a.id))));
-  $("tree").replaceChildren(...build(""));
+  for (const a of agents) (byParent[a.parent && ids.has(a.parent) ? a.parent : ""] ||= []).push(a);
+  for (const list of Object.values(byParent)) list.sort((x, y) => Model.natural(x.id, y.id));  // t2 before t10
+  treeRows = [];  // parents before their children, each with its depth (iteratively: no deep recursion)
+  const todo = (byParent[""] || []).map((a) => [a, 0]).reverse();
+  while (todo.length) {
+    const [a, depth] = todo.pop();
+    treeRows.push([a, depth]);
+    for (const k of (byParent[a.id] || []).slice().reverse()) todo.push([k, depth + 1]);
+  }
+  drawTree();
+  $("tree-count").textContent = `(${agents.length})`;
   const cost = agents.reduce((s, a) => s + a.cost_usd, 0);
   const inp = agents.reduce((s, a) => s + a.usage.input_tokens + a.usage.cache_read_tokens + a.usage.cache_write_tokens, 0);
   const read = agents.reduce((s, a) => s + a.usage.cache_read_tokens, 0);
@@ -50,12 +54,69 @@ async function loadAgents() {
   if (selected) showAgent(selected);
 }
 
+// the lineage as rows, only those in view drawn: a run of thousands of agents stays light
+const TREE_ROW = 22;
+let treeRows = [];
+function drawTree() {
+  const box = $("treebox"), ul = $("tree");
+  const first = Math.max(0, Math.floor(box.scrollTop / TREE_ROW) - 20);
+  const last = Math.min(treeRows.length, first + Math.ceil((box.clientHeight || 600) / TREE_ROW) + 40);
+  ul.style.height = treeRows.length * TREE_ROW + "px";
+  ul.style.paddingTop = first * TREE_ROW + "px";
+  ul.replaceChildren(...treeRows.slice(first, last).map(([a, depth]) => el("li", { "data-agent": a.id, "data-depth": depth, style: `padding-left: ${Math.min(depth, 12) * 0.9}em` },
+    el("span", { class: "agent" + (a.id === selected ? " sel" : ""), onclick: () => select(a.id) },
+      `${a.id} `, el("span", { class: "muted" }, a.kind + (a.role ? " · " + a.role + (a.model ? " on " + a.model : "") : "")), el("span", { class: "state " + a.state }, a.state + (a.reason && a.reason !== "done" ? ": " + a.reason : "")),
+      el("span", { class: "muted" }, ` $${a.cost_usd.toFixed(4)}`)))));
+  if (!window.__treePaint && treeRows.length) window.__treePaint = performance.now();  // first paint, for the scale test
+}
+
 function scheduleRefresh() {
   if (refreshTimer) return;
   refreshTimer = setTimeout(() => { refreshTimer = null; loadAgents().catch(show); }, 250);
 }
 
-async function select(id) { selected = id; $("hits").replaceChildren(); $("turn").textContent = ""; await loadAgents(); }
+// open an agent (at a turn: the conversation scrolls to it)
+async function select(id, turn = null) {
+  const changed = id !== selected;
+  selected = id; pendingTurn = turn;
+  if (changed) { $("hits").replaceChildren(); $("turn").replaceChildren(); }
+  Charts.draw(id);
+  if (turn !== null) showTab("conversation");
+  if (changed || convAgent !== id) { convAgent = id; convNext = 0; view.reset(); }
+  await loadTranscript();
+  await loadAgents();
+}
+
+// the selected agent's records after the last one shown; called again while it runs
+async function loadTranscript() {
+  if (convBusy) { convAgain = true; return; }
+  convBusy = true;
+  try {
+    do {
+      convAgain = false;
+      const aid = convAgent;
+      for (;;) {
+        const out = await api(`/v1/agents/${encodeURIComponent(aid)}/transcript?after=${convNext}`);
+        if (aid !== convAgent) break;  // another agent was opened meanwhile
+        view.append(out.entries);
+        convNext = out.next;
+        if (!out.more) break;
+      }
+    } while (convAgain);
+  } catch (e) { show(e); }
+  finally { convBusy = false; }
+  if (pendingTurn !== null) focusTurn(pendingTurn);
+}
+
+function focusTurn(turn) {
+  const target = $("conv").querySelector(`[data-turn="${turn}"]`) || $("conv").querySelector(`[data-span^="${turn}-"]`);
+  if (!target) return;
+  pendingTurn = null;
+  for (const old of $("conv").querySelectorAll(".focus")) old.classList.remove("focus");
+  target.classList.add("focus");
+  if (target.closest("details")) target.closest("details").open = true;
+  target.scrollIntoView({ block: "center" });
+}
 
 async function showAgent(id) {
   const a = agents.find((x) => x.id === id);
@@ -72,6 +133,7 @@ async function showAgent(id) {
     class: (f.kind === "residue" ? "residue" : f.role) + (f.kind === "turn" && marked.has(String(f.id)) ? " marked" : ""),
     style: `flex: ${Math.max(f.bytes / total, 0.004)}`,
     title: f.kind === "residue" ? `residue ${f.span[0]}–${f.span[1]} by ${f.by}${f.note ? ": " + f.note : ""} (${f.bytes} B)` : `turn ${f.id} ${f.role} ${f.label || ""} (${f.bytes} B)`,
+    onclick: () => select(id, f.kind === "residue" ? f.span[0] : f.id),
   })));
 }
 
@@ -86,31 +148,20 @@ async function grep(ev) {
   } catch (e) { show(e); }
 }
 
+const readTurns = async (turns) => (await api(`/v1/agents/${encodeURIComponent(convAgent)}/read?${new URLSearchParams({ turns })}`)).rows;
+
+// the door's read, as a conversation (the raw records one click away)
 async function read(turns) {
   try {
     const out = await api(`/v1/agents/${selected}/read?${new URLSearchParams({ turns })}`);
-    $("turn").textContent = JSON.stringify(out.rows, null, 2);
+    const box = $("turn");
+    box.replaceChildren();
+    Conv.renderRows(out.rows, new Conv.View(box, { read: readTurns, open: (a) => select(a) }));
+    box.append(el("details", { class: "raw" }, el("summary", {}, "the records as JSON"), el("pre", {}, JSON.stringify(out.rows, null, 2))));
   } catch (e) { show(e); }
 }
 
-function show(e) { $("turn").textContent = "error: " + e.message; }
-
-function drawChart() {
-  // provider calls from every agent, in time order (the run stream delivers them agent by agent)
-  const svg = $("chart");
-  if (!usage.length) return svg.replaceChildren();
-  const calls = [...usage].sort((a, b) => a.t - b.t);
-  let cost = 0, inTok = 0, readTok = 0;
-  const pts = calls.map((u) => { cost += u.cost; inTok += u.input; readTok += u.read; return { t: u.t, cost, share: inTok ? readTok / inTok : 0 }; });
-  const t0 = pts[0].t, t1 = pts[pts.length - 1].t, c1 = pts[pts.length - 1].cost || 1e-9;
-  const x = (t) => 4 + 312 * (t - t0) / Math.max(t1 - t0, 1), y = (v, max) => 136 - 128 * v / (max || 1);
-  const costLine = pts.map((u) => `${x(u.t).toFixed(1)},${y(u.cost, c1).toFixed(1)}`).join(" ");
-  const shareLine = pts.map((u) => `${x(u.t).toFixed(1)},${y(u.share, 1).toFixed(1)}`).join(" ");
-  const ns = "http://www.w3.org/2000/svg";
-  const line = (p, color) => { const e = document.createElementNS(ns, "polyline"); e.setAttribute("points", p); e.setAttribute("fill", "none"); e.setAttribute("stroke", color); e.setAttribute("stroke-width", "1.5"); e.setAttribute("vector-effect", "non-scaling-stroke"); return e; };
-  const label = (txt, yy, color) => { const e = document.createElementNS(ns, "text"); e.setAttribute("x", "8"); e.setAttribute("y", yy); e.setAttribute("fill", color); e.setAttribute("font-size", "10"); e.textContent = txt; return e; };
-  svg.replaceChildren(line(costLine, "#4c78a8"), line(shareLine, "#e45756"), label(`cost $${c1.toFixed(4)}`, "14", "#4c78a8"), label(`cache-read share ${(100 * pts[pts.length - 1].share).toFixed(1)}%`, "26", "#e45756"));
-}
+function show(e) { $("turn").replaceChildren(el("div", { class: "event error" }, "error: " + e.message)); }
 
 async function loadApprovals() {
   if (readOnly) return;
@@ -146,12 +197,15 @@ async function decide(a, body, original, input) {
 }
 
 function onEvent(ev) {
-  if (ev.type === "approval_requested" || ev.type === "approval_decided") loadApprovals().catch(show);
-  if (ev.type === "usage" && ev.usage) {
-    const u = ev.usage;
-    usage.push({ t: ev.at ? Date.parse(ev.at) : Date.now(), cost: ev.cost_usd || 0, input: u.input_tokens + u.cache_read_tokens + u.cache_write_tokens, read: u.cache_read_tokens });
-    drawChart();
+  if (ev.type === "text") {  // a preview of an answer being written: not in the log yet
+    if (ev.agent === convAgent) view.streamText(ev.text);
+    return;
   }
+  Model.add(ev);
+  if (ev.type === "approval_requested" || ev.type === "approval_decided") loadApprovals().catch(show);
+  if (ev.agent === convAgent) loadTranscript();
+  Timeline.draw();
+  Charts.draw();
   scheduleRefresh();
 }
 
@@ -195,9 +249,27 @@ async function start(ev) {
   } catch (e) { show(e); }
 }
 
+function showTab(name) {
+  for (const b of $("tabs").querySelectorAll("button")) b.classList.toggle("on", b.dataset.tab === name);
+  $("conversation").hidden = name !== "conversation";
+  $("timeline-tab").hidden = name !== "timeline";
+  $("charts").hidden = name !== "charts";
+  $("jobs").hidden = name !== "jobs";
+  $("door").hidden = name !== "door";
+  if (name === "timeline") Timeline.draw();
+  if (name === "charts") Charts.draw();
+  if (name === "jobs") Jobs.show();
+}
+
+view = new Conv.View($("conv"), { read: readTurns, open: (a) => select(a) });
+$("treebox").addEventListener("scroll", () => requestAnimationFrame(drawTree));
+Timeline.mount($("timeline"), (aid, turn) => select(aid, turn));
+Jobs.mount(api);
+for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click", () => showTab(b.dataset.tab));
 $("grep").addEventListener("submit", grep);
 $("read").addEventListener("submit", (ev) => { ev.preventDefault(); if (selected) read($("turns").value); });
 $("start").addEventListener("submit", start);
+$("jobform").addEventListener("submit", (ev) => { ev.preventDefault(); Jobs.start($("jobpath").value).catch(show); });
 $("tokenform").addEventListener("submit", (ev) => { ev.preventDefault(); token = $("token").value; sessionStorage.setItem("mnemon-token", token); $("tokenform").hidden = true; boot(); });
 
 async function boot() {
