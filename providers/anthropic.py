@@ -28,7 +28,7 @@ from .errors import (
     http_error,
 )
 from .http import HTTPProvider
-from .sse import SSEDecoder
+from .sse import events_of
 from .retry import RetryPolicy
 from .typed import OUTPUT_TOOL, OUTPUT_TOOL_DESCRIPTION, tool_schema
 from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage
@@ -309,9 +309,8 @@ class MessageAssembler:
 
 def parse_stream(raw: bytes, headers: dict[str, str] | None = None) -> Response:
     """A whole recorded SSE body → ``Response`` (what the provider does chunk by chunk)."""
-    decoder = SSEDecoder()
     assembler = MessageAssembler(headers)
-    for ev in [*decoder.feed(raw), *decoder.flush()]:
+    for ev in events_of(raw):
         _feed_event(assembler, ev.event, ev.data)
     return assembler.finish()
 

@@ -21,7 +21,7 @@ import httpx
 from .base import Request, Response
 from .errors import ProviderHTTPError, StreamInterrupted, http_error
 from .http import HTTPProvider, bearer_json_headers
-from .sse import SSEDecoder
+from .sse import events_of
 from .retry import RetryPolicy
 from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage, compact
 
@@ -286,9 +286,8 @@ class ChunkAssembler:
 
 def parse_stream(raw: bytes, headers: dict[str, str] | None = None) -> Response:
     """A whole recorded SSE body → ``Response``."""
-    decoder = SSEDecoder()
     assembler = ChunkAssembler(headers)
-    for ev in [*decoder.feed(raw), *decoder.flush()]:
+    for ev in events_of(raw):
         if ev.data:
             assembler.feed(ev.data)
     return assembler.finish()

@@ -36,7 +36,7 @@ from .errors import ContextTooLong, ProviderHTTPError, StreamInterrupted, http_e
 from .http import HTTPProvider, bearer_json_headers
 from .openai import DEFAULT_BASE_URL, error_from_response
 from .retry import OnAttempt, RetryPolicy
-from .sse import SSEDecoder
+from .sse import events_of
 from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage, compact
 
 __all__ = [
@@ -379,9 +379,8 @@ class EventAssembler:
 
 def parse_stream(raw: bytes, headers: dict[str, str] | None = None) -> Response:
     """A whole recorded SSE body → ``Response``."""
-    decoder = SSEDecoder()
     assembler = EventAssembler(headers)
-    for ev in [*decoder.feed(raw), *decoder.flush()]:
+    for ev in events_of(raw):
         if ev.data:
             assembler.feed(ev.data)
     return assembler.finish()

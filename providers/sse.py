@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-__all__ = ["ServerSentEvent", "SSEDecoder"]
+__all__ = ["ServerSentEvent", "SSEDecoder", "events_of"]
 
 
 class ServerSentEvent(Struct, frozen=True):
@@ -94,3 +94,10 @@ def _line_end(buf: bytes) -> tuple[int, int] | None:
     if n != -1:
         return (n, n + 1)
     return None
+
+
+def events_of(raw: bytes) -> list[ServerSentEvent]:
+    """Every event of a whole recorded SSE body (a test fixture, a saved stream), the last one
+    included even without its closing blank line."""
+    decoder = SSEDecoder()
+    return [*decoder.feed(raw), *decoder.flush()]
