@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pexpect
 import pytest
@@ -20,12 +21,19 @@ def grep(cid: str, pattern: str) -> str:
                                    "input": {"pattern": pattern}}], "stop_reason": "tool_use"})
 
 
-def _asked(c, pattern: str) -> None:
-    """The question about ``pattern`` and its choices. The terminal may draw the choices' line
-    before the question's lines (the prompt draws itself in its own thread), so in either
-    order."""
-    q = json.dumps({"pattern": pattern})
-    c.expect(rf"{q}[\s\S]*?\[e\]dit|\[e\]dit[\s\S]*?{q}")
+def _asked(c, pattern: str, *more: str) -> None:
+    """Read until the question about ``pattern`` (and ``more``) and its choices have all been
+    shown since the last answer, in whatever order: the prompt draws itself from its own thread,
+    so its line can come out before the question's."""
+    needles = [json.dumps({"pattern": pattern}), "[e]dit", *more]
+    seen, c.buffer = c.buffer, ""
+    deadline = time.monotonic() + 60
+    while not all(n in seen for n in needles):
+        assert time.monotonic() < deadline, f"never shown: {needles!r} in {seen[-600:]!r}"
+        try:
+            seen += c.read_nonblocking(4096, timeout=0.5)
+        except pexpect.TIMEOUT:
+            pass
 
 
 def test_the_chat_asks_inline(tmp_path):
@@ -41,9 +49,7 @@ def test_the_chat_asks_inline(tmp_path):
     c = spawn("--run-root", str(root), "--script", str(script), "--policy", str(policy))
     try:
         c.sendline("hello there")
-        c.expect("wants to call")
-        c.expect("reading the transcript")
-        _asked(c, "hello")
+        _asked(c, "hello", "wants to call", "reading the transcript")
         c.sendline("y")
         _asked(c, "secret")
         c.sendline("maybe")
