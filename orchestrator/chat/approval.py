@@ -37,21 +37,23 @@ class ApprovalPrompt:
     async def decide(self, p: PendingApproval) -> Decision | None:
         async with self.lock:
             self.before()
-            c = self.console
-            c.print(f"[bold yellow]approval[/] {escape(p.agent)} wants to call "
-                    f"[bold]{escape(p.tool)}[/]" + (f" — {escape(p.reason)}" if p.reason else ""))
-            c.print("  input: " + json.dumps(p.input, ensure_ascii=False), markup=False,
-                    highlight=False, soft_wrap=True)
+            # the question is the prompt's own first lines, not printed before it: under the
+            # chat, printed lines go through prompt_toolkit's stdout proxy, which writes them a
+            # moment later — after the prompt had drawn itself, about one time in ten
+            question = (f"approval {p.agent} wants to call {p.tool}"
+                        + (f" — {p.reason}" if p.reason else "")
+                        + "\n  input: " + json.dumps(p.input, ensure_ascii=False) + "\n")
             try:
-                return await self._answer()
+                return await self._answer(question)
             except (EOFError, KeyboardInterrupt):
-                c.print("[yellow]no answer: the call is rejected[/]")
+                self.console.print("[yellow]no answer: the call is rejected[/]")
                 return Decision("reject", reason="the person at the chat gave no answer", by="chat")
 
-    async def _answer(self) -> Decision:
+    async def _answer(self, question: str = "") -> Decision:
         c = self.console
         while True:
-            ans = (await self._line(ASK)).lower()
+            ans = (await self._line(question + ASK)).lower()
+            question = ""  # asked again after a wrong answer: the choices alone
             if ans in ("y", "yes", "approve"):
                 return Decision("approve", by="chat")
             if ans in ("n", "no", "reject"):
