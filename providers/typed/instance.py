@@ -16,12 +16,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-try:  # the regular-expression parser of the standard library (3.11+: re._parser)
-    import re._parser as _sre
-    import re._constants as _src
-except ImportError:  # pragma: no cover - older layouts
-    _sre = None
-    _src = None
+# the regular-expression parser of the standard library (``re._parser``, Python 3.11+, which
+# the project requires): a pattern's parse tree spells the shortest string that fits it
+import re._constants as _src
+import re._parser as _sre
 
 from .schema import SchemaError, resolve
 from .validate import json_equal, problems
@@ -266,8 +264,6 @@ def _object(s: dict, root: Any, depth: int, variant: int, at: tuple) -> dict:
 def _from_pattern(pattern: str, variant: int) -> str | None:
     """The shortest string the pattern's parse tree spells (first branches, fewest repeats),
     for the common patterns of schemas; None when it has constructs this does not follow."""
-    if _sre is None:
-        return None
     try:
         tree = _sre.parse(pattern)
         text = _spell(tree, {})
