@@ -6,10 +6,11 @@ Layout (decision 0208): the four top-level folders of the repository install as
 below the four is found by ``find_namespace_packages`` (any folder of ``.py`` files), never
 listed by hand, so a new one cannot be left out of the wheel.
 
-Native accelerators, built by setuptools with the machine's C compiler.
+Native accelerators, built by setuptools with the machine's C compiler: BLAKE3 over many
+records, the raw-JSON literal scan of the door's grep, the OTLP span encoder of live tracing.
 
-Both are optional at run time: ``session.native`` falls back to pure Python when they are
-missing, and the tests run both paths. BLAKE3 is upstream's C implementation, vendored in
+All are optional at run time: ``session.native`` and ``orchestrator.tracing.protobuf`` fall
+back to pure Python when they are missing, and the tests run both paths. BLAKE3 is upstream's C implementation, vendored in
 ``third_party/blake3`` (CC0-1.0 or Apache-2.0); its SIMD kernels are chosen at run time.
 """
 
@@ -88,5 +89,7 @@ setup(
                   optional=True),
         Extension("mnemon.session._scan", sources=["native/scan.c"], extra_compile_args=CFLAGS,
                   optional=True),
+        Extension("mnemon.orchestrator.tracing._otlp", sources=["native/otlp.c"],
+                  extra_compile_args=CFLAGS, optional=True),
     ],
 )

@@ -624,6 +624,7 @@ async def memory_phase(base: Path, trajs, *, roots: int, children: int) -> dict:
 _SINK = """
 import http.server
 class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps the connection, as an OpenTelemetry collector does
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         self.send_response(200)

@@ -229,7 +229,12 @@ def load_prices(path: str | Path, base: Mapping[str, Price] | None = None) -> di
 def cost_usd(usage: Usage, model: str | None, ttl: str = "5m",
              table: Mapping[str, Price] | None = None) -> float:
     """What ``usage`` costs on ``model``; cache writes at the 5-minute or 1-hour price."""
-    p = price_for(model, table)
+    return cost_at(price_for(model, table), usage, ttl)
+
+
+def cost_at(p: Price, usage: Usage, ttl: str = "5m") -> float:
+    """What ``usage`` costs at the price ``p`` (``cost_usd`` once the model's price is found: a
+    caller that prices many calls of one model finds it once)."""
     write = p.cache_write_1h if ttl == "1h" else p.cache_write_5m
     return (usage.input_tokens * p.input + usage.output_tokens * p.output
             + usage.cache_read_tokens * p.cache_read + usage.cache_write_tokens * write) / 1e6

@@ -104,8 +104,8 @@ def test_wheel_holds_exactly_the_source_tree_under_mnemon(wheel):
     assert files - native == expected | {"mnemon/_version.py"}, "and the version written at build"
     version = zipfile.ZipFile(wheel).read("mnemon/_version.py").decode()
     assert f'__version__ = "{importlib.metadata.version("mnemon")}"' in version
-    assert {Path(n).name.split(".")[0] for n in native} == {"_b3many", "_scan"}, \
-        "both C accelerators ship in the wheel"
+    assert {Path(n).name.split(".")[0] for n in native} == {"_b3many", "_scan", "_otlp"}, \
+        "the C accelerators ship in the wheel"
     assert any(n.startswith("mnemon/orchestrator/corpus/") for n in files), "the demo corpus"
     entry = zipfile.ZipFile(wheel).read(f"{dist_info.pop()}/entry_points.txt").decode()
     assert "mnemon = mnemon.orchestrator.cli:console" in entry

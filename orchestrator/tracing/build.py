@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...providers.prices import cost_usd
+from ...providers.prices import Price, cost_at, price_for
 from ...session.records import (ApprovalDecided, ApprovalRequested, AssistantMessage, Cleared,
                                 Evicted, Inherited, Marked,
                                 ProviderCall, Rewound, SessionEnded, SessionResumed,
@@ -59,10 +59,11 @@ def error_type(error: str) -> str:
 class _Agent:
     __slots__ = ("id", "parent", "kind", "depth", "provider", "model", "max_tokens", "system",
                  "root", "trace", "segments", "open", "last_ns", "turn", "chat", "calls",
-                 "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "static")
+                 "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "static", "ids")
 
-    def __init__(self, agent: str, started: SessionStarted | None):
+    def __init__(self, agent: str, started: SessionStarted | None, run: str):
         self.id = agent
+        self.ids = ids.AgentIds(run, agent)
         self.parent = started.parent if started is not None else None
         self.kind = (started.kind if started is not None else None) or "root"
         self.depth = started.depth if started is not None else None
@@ -103,6 +104,8 @@ class TraceBuilder:
         self.latest_only = latest_only
         self.hold = hold_agents
         self.agents: dict[str, _Agent] = {}
+        self._prices: dict[str | None, Price] = {}  # each model's, found once
+        self._now: int | None = None  # the time of the record being fed
 
     # ------------------------------------------------------------------ agents
 
@@ -112,7 +115,7 @@ class TraceBuilder:
         whichever log is read first; live, an agent is met at its first record."""
         if agent in self.agents:
             return
-        a = _Agent(agent, started)
+        a = _Agent(agent, started, self.run)
         self.agents[agent] = a
         self._place(a)
 
@@ -140,90 +143,131 @@ class TraceBuilder:
             self.meet(agent, record if isinstance(record, SessionStarted) else None)
             a = self.agents[agent]
         out: list[Span] = []
-        at = getattr(record, "at", None)
-        now = time_ns(at) if at is not None else None
+        kind = type(record)
         before = a.last_ns
+        at = getattr(record, "at", None)
+        now = self._now = time_ns(at) if at is not None else None
         if now is not None:
             begin = now
             if isinstance(record, ProviderCall):
                 begin = now - int(record.latency_s * 1e9)
-            self._end_tools(a, begin if a.last_ns is None else max(begin, a.last_ns), out)
-            a.last_ns = now if a.last_ns is None else max(a.last_ns, now)
+            if a.ended_tools:
+                self._end_tools(a, begin if before is None else max(begin, before), out)
+            a.last_ns = now if before is None else max(before, now)
         if a.chat is not None and not isinstance(record, AssistantMessage):
             out.append(a.chat)  # a success whose message never came (a crash between them)
             a.chat = None
-        match record:
-            case SessionStarted():
-                self._open(a, record.at, before, out, first=True)
-            case SessionResumed():
-                self._open(a, record.at, before, out, first=False)
-            case SessionEnded():
-                self._close(a, record.reason, out)
-            case TurnStarted():
-                a.turn = record.turn
-            case ProviderCall():
-                self._call(a, record, out)
-            case AssistantMessage():
-                self._message(a, record, length, out)
-            case ToolResults():
-                self._results(a, record, length)
-            case UserPrompt():
-                a.in_hand = record.turn
-                a.bytes[record.turn] = length
-                seg = self._segment(a)
-                if self.content and seg is not None and sc.INPUT_MESSAGES not in seg.attributes:
-                    seg.attributes[sc.INPUT_MESSAGES] = json.dumps(
-                        [{"role": "user", "parts": [{"type": "text", "content": record.text}]}])
-            case Inherited():
-                for link in record.turns:
-                    a.bytes[link.row.id] = link.row.bytes
-            case Evicted():
-                self._grow(a, length)
-                r = record.residue
-                lo, hi = r.span
-                weight = sum(b for t, b in a.bytes.items() if lo <= t <= hi
-                             and t not in a.withdrawn)
-                attrs: dict[str, Any] = {"mnemon.residue.from": lo, "mnemon.residue.to": hi,
-                                         "mnemon.residue.bytes": weight, "mnemon.residue.by": r.by}
-                if r.note is not None:  # the model's words: content
-                    attrs["mnemon.residue.note_bytes"] = len(r.note.encode("utf-8"))
-                    if self.content:
-                        attrs["mnemon.residue.note"] = r.note
-                self._event(a, "mnemon.eviction", attrs)
-            case Marked():
-                self._grow(a, length)
-                self._event(a, "mnemon.mark", {
-                    "mnemon.block": f"{record.block[0]}.{record.block[1]}",
-                    "mnemon.replacement.bytes": len(record.replacement.encode("utf-8"))})
-            case Swept():
-                self._grow(a, length)
-                self._event(a, "mnemon.sweep", {
-                    "mnemon.blocks": [f"{t}.{b}" for t, b in record.blocks]})
-            case Steering():
-                self._grow(a, length)
-            case ApprovalRequested():
-                attrs = {"mnemon.call.id": record.call_id, sc.TOOL_NAME: record.tool}
-                if record.rule is not None:
-                    attrs["mnemon.approval.rule"] = record.rule
-                if record.reason is not None:  # the policy's words, not the model's
-                    attrs["mnemon.approval.reason"] = record.reason
-                self._event(a, "mnemon.approval.requested", attrs)
-            case ApprovalDecided():
-                attrs = {"mnemon.call.id": record.call_id,
-                         "mnemon.approval.decision": record.decision,
-                         "mnemon.approval.edited": record.input is not None}
-                if record.by is not None:
-                    attrs["mnemon.approval.by"] = record.by
-                if record.reason is not None and self.content:  # a person's words: content
-                    attrs["mnemon.approval.reason"] = record.reason
-                self._event(a, "mnemon.approval.decided", attrs)
-            case Cleared():
-                a.withdrawn.update(a.bytes)
-                self._event(a, "mnemon.clear", {})
-            case Rewound():
-                a.withdrawn.update(t for t in a.bytes if t > record.to)
-                self._event(a, "mnemon.rewind", {"mnemon.rewind.to": record.to})
+        handle = _HANDLERS.get(kind)
+        if handle is None:
+            handle = _handler_of(kind)
+        if handle is not None:
+            handle(self, a, record, length, before, out)
         return out
+
+    # one method per kind of record the trace reads (``_HANDLERS``): a dictionary of types
+    # rather than a ``match`` over a dozen classes, since most records are of the last kinds
+
+    def _on_started(self, a: _Agent, rec: SessionStarted, length: int, before: int | None,
+                    out: list[Span]) -> None:
+        self._open(a, rec.at, before, out, first=True)
+
+    def _on_resumed(self, a: _Agent, rec: SessionResumed, length: int, before: int | None,
+                    out: list[Span]) -> None:
+        self._open(a, rec.at, before, out, first=False)
+
+    def _on_ended(self, a: _Agent, rec: SessionEnded, length: int, before: int | None,
+                  out: list[Span]) -> None:
+        self._close(a, rec.reason, out)
+
+    def _on_turn(self, a: _Agent, rec: TurnStarted, length: int, before: int | None,
+                 out: list[Span]) -> None:
+        a.turn = rec.turn
+
+    def _on_call(self, a: _Agent, rec: ProviderCall, length: int, before: int | None,
+                 out: list[Span]) -> None:
+        self._call(a, rec, out)
+
+    def _on_message(self, a: _Agent, rec: AssistantMessage, length: int, before: int | None,
+                    out: list[Span]) -> None:
+        self._message(a, rec, length, out)
+
+    def _on_results(self, a: _Agent, rec: ToolResults, length: int, before: int | None,
+                    out: list[Span]) -> None:
+        self._results(a, rec, length)
+
+    def _on_prompt(self, a: _Agent, rec: UserPrompt, length: int, before: int | None,
+                   out: list[Span]) -> None:
+        a.in_hand = rec.turn
+        a.bytes[rec.turn] = length
+        seg = self._segment(a)
+        if self.content and seg is not None and sc.INPUT_MESSAGES not in seg.attributes:
+            seg.attributes[sc.INPUT_MESSAGES] = json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": rec.text}]}])
+
+    def _on_inherited(self, a: _Agent, rec: Inherited, length: int, before: int | None,
+                      out: list[Span]) -> None:
+        for link in rec.turns:
+            a.bytes[link.row.id] = link.row.bytes
+
+    def _on_evicted(self, a: _Agent, rec: Evicted, length: int, before: int | None,
+                    out: list[Span]) -> None:
+        self._grow(a, length)
+        r = rec.residue
+        lo, hi = r.span
+        weight = sum(b for t, b in a.bytes.items() if lo <= t <= hi and t not in a.withdrawn)
+        attrs: dict[str, Any] = {"mnemon.residue.from": lo, "mnemon.residue.to": hi,
+                                 "mnemon.residue.bytes": weight, "mnemon.residue.by": r.by}
+        if r.note is not None:  # the model's words: content
+            attrs["mnemon.residue.note_bytes"] = len(r.note.encode("utf-8"))
+            if self.content:
+                attrs["mnemon.residue.note"] = r.note
+        self._event(a, "mnemon.eviction", attrs)
+
+    def _on_marked(self, a: _Agent, rec: Marked, length: int, before: int | None,
+                   out: list[Span]) -> None:
+        self._grow(a, length)
+        self._event(a, "mnemon.mark", {
+            "mnemon.block": f"{rec.block[0]}.{rec.block[1]}",
+            "mnemon.replacement.bytes": len(rec.replacement.encode("utf-8"))})
+
+    def _on_swept(self, a: _Agent, rec: Swept, length: int, before: int | None,
+                  out: list[Span]) -> None:
+        self._grow(a, length)
+        self._event(a, "mnemon.sweep", {"mnemon.blocks": [f"{t}.{b}" for t, b in rec.blocks]})
+
+    def _on_steering(self, a: _Agent, rec: Steering, length: int, before: int | None,
+                     out: list[Span]) -> None:
+        self._grow(a, length)
+
+    def _on_asked(self, a: _Agent, rec: ApprovalRequested, length: int, before: int | None,
+                  out: list[Span]) -> None:
+        attrs: dict[str, Any] = {"mnemon.call.id": rec.call_id, sc.TOOL_NAME: rec.tool}
+        if rec.rule is not None:
+            attrs["mnemon.approval.rule"] = rec.rule
+        if rec.reason is not None:  # the policy's words, not the model's
+            attrs["mnemon.approval.reason"] = rec.reason
+        self._event(a, "mnemon.approval.requested", attrs)
+
+    def _on_decided(self, a: _Agent, rec: ApprovalDecided, length: int, before: int | None,
+                    out: list[Span]) -> None:
+        attrs: dict[str, Any] = {"mnemon.call.id": rec.call_id,
+                                 "mnemon.approval.decision": rec.decision,
+                                 "mnemon.approval.edited": rec.input is not None}
+        if rec.by is not None:
+            attrs["mnemon.approval.by"] = rec.by
+        if rec.reason is not None and self.content:  # a person's words: content
+            attrs["mnemon.approval.reason"] = rec.reason
+        self._event(a, "mnemon.approval.decided", attrs)
+
+    def _on_cleared(self, a: _Agent, rec: Cleared, length: int, before: int | None,
+                    out: list[Span]) -> None:
+        a.withdrawn.update(a.bytes)
+        self._event(a, "mnemon.clear", {})
+
+    def _on_rewound(self, a: _Agent, rec: Rewound, length: int, before: int | None,
+                    out: list[Span]) -> None:
+        a.withdrawn.update(t for t in a.bytes if t > rec.to)
+        self._event(a, "mnemon.rewind", {"mnemon.rewind.to": rec.to})
 
     def finish(self) -> list[Span]:
         """End what is still open at each agent's last time (``mnemon.agent.state`` =
@@ -354,7 +398,11 @@ class TraceBuilder:
             reasoning = usage.reasoning_tokens
             if isinstance(reasoning, int):  # unset unless the provider reported it apart
                 attrs[sc.REASONING] = reasoning
-            attrs["mnemon.cost_usd"] = round(cost_usd(usage, model or a.model, "5m"), 9)
+            priced = model or a.model
+            price = self._prices.get(priced)
+            if price is None:
+                price = self._prices[priced] = price_for(priced)
+            attrs["mnemon.cost_usd"] = round(cost_at(price, usage, "5m"), 9)
         span = Span(a.trace, span_id, seg.span_id if seg is not None else None,
                     f"chat {request_model}" if request_model else "chat", sc.CLIENT, start,
                     attrs)
@@ -364,10 +412,10 @@ class TraceBuilder:
 
     def _call(self, a: _Agent, rec: ProviderCall, out: list[Span]) -> None:
         a.calls += 1
-        end = time_ns(rec.at) or a.last_ns or 0
+        end = self._now or a.last_ns or 0  # the record's time, read by ``feed``
         start = end - int(rec.latency_s * 1e9)
         turn = None if rec.purpose is not None else a.turn
-        span = self._chat(a, ids.chat_span_id(self.run, a.id, turn, rec.attempt, rec.at),
+        span = self._chat(a, a.ids.chat(turn, rec.attempt, rec.at),
                           start, end, rec.attempt, rec.usage, rec.model)
         if rec.purpose is not None:
             span.attributes["mnemon.purpose"] = rec.purpose
@@ -386,7 +434,7 @@ class TraceBuilder:
         a.chat = None
         if span is None and a.calls == 0:  # a log with no ProviderCall: the message's usage
             t = a.last_ns or 0
-            span = self._chat(a, ids.chat_span_id(self.run, a.id, rec.turn, 0, None), t, t, 0,
+            span = self._chat(a, a.ids.chat(rec.turn, 0, None), t, t, 0,
                               rec.usage, rec.model)
         if span is not None:
             if rec.model:
@@ -415,7 +463,7 @@ class TraceBuilder:
             if self.content:
                 attrs[sc.TOOL_ARGUMENTS] = (b.input if isinstance(b.input, str)
                                             else compact(b.input).decode("utf-8"))
-            tool = a.tools[b.id] = Span(a.trace, ids.tool_span_id(self.run, a.id, rec.turn, b.id),
+            tool = a.tools[b.id] = Span(a.trace, a.ids.tool(rec.turn, b.id),
                                         seg.span_id if seg is not None else None,
                                         f"execute_tool {b.name}", sc.INTERNAL, start, attrs)
             tool.static = static
@@ -442,6 +490,29 @@ class TraceBuilder:
                 span.end_ns = max(span.start_ns, end)
                 out.append(span)
             a.ended_tools.clear()
+
+
+_HANDLERS: dict[type, Any] = {
+    SessionStarted: TraceBuilder._on_started, SessionResumed: TraceBuilder._on_resumed,
+    SessionEnded: TraceBuilder._on_ended, TurnStarted: TraceBuilder._on_turn,
+    ProviderCall: TraceBuilder._on_call, AssistantMessage: TraceBuilder._on_message,
+    ToolResults: TraceBuilder._on_results, UserPrompt: TraceBuilder._on_prompt,
+    Inherited: TraceBuilder._on_inherited, Evicted: TraceBuilder._on_evicted,
+    Marked: TraceBuilder._on_marked, Swept: TraceBuilder._on_swept,
+    Steering: TraceBuilder._on_steering, ApprovalRequested: TraceBuilder._on_asked,
+    ApprovalDecided: TraceBuilder._on_decided, Cleared: TraceBuilder._on_cleared,
+    Rewound: TraceBuilder._on_rewound,
+}
+
+
+def _handler_of(kind: type) -> Any:
+    """The handler of a subclass of a record kind (its nearest kind's), or None: a record the
+    trace does not read."""
+    for base in kind.__mro__[1:]:
+        if base in _HANDLERS:
+            _HANDLERS[kind] = _HANDLERS[base]
+            return _HANDLERS[kind]
+    return None
 
 
 def _int(v: Any) -> int:

@@ -52,7 +52,6 @@ class LiveTracer:
         self.runs: dict[Path, TraceBuilder] = {}
         # each agent log's builder and agent id by its path, found once (not per record)
         self._logs: dict[Any, tuple[TraceBuilder, str]] = {}
-        self._met: set[tuple[int, str]] = set()
         # appended on the agent's path, taken from the other end by the thread: a deque's
         # append and popleft are atomic, so nothing noted is lost between the two
         self._noted: deque[tuple] = deque()
@@ -77,20 +76,22 @@ class LiveTracer:
         return placed
 
     def tap(self, alog: Any, record: Any, locus: Any) -> None:
-        """``AgentLog.tap(agent_log, record, locus)``: never raises into the append."""
-        try:
-            placed = self._logs.get(alog.path)
-            if placed is None:
-                placed = self._place(alog)
-                # an agent met first through a resume: its opening, from its table
-                started = record if isinstance(record, SessionStarted) else alog.ctx.started
-                self._noted.append((placed[0], placed[1], started, -1))
-            self._noted.append((placed[0], placed[1], record, locus[1]))
-            if len(self._noted) >= self.batch:
-                with self._wake:
-                    self._wake.notify()
-        except Exception as e:  # a trace must never fail a run
-            self._fault(e)
+        """``AgentLog.tap(agent_log, record, locus)``: only noted — where the log belongs and
+        what it holds is the thread's to find — and never raises into the append."""
+        noted = self._noted
+        noted.append((alog, record, locus))
+        if len(noted) >= self.batch:
+            with self._wake:
+                self._wake.notify()
+
+    def _feed(self, alog: Any, record: Any, locus: Any, done: list[Span]) -> None:
+        placed = self._logs.get(alog.path)
+        if placed is None:
+            placed = self._place(alog)
+            # an agent met first through a resume: its opening, from its table
+            placed[0].meet(placed[1], record if isinstance(record, SessionStarted)
+                           else alog.ctx.started)
+        done += placed[0].feed(placed[1], record, locus[1])
 
     def _fault(self, e: Exception) -> None:
         self.faults += 1
@@ -103,13 +104,10 @@ class LiveTracer:
         with self._lock:
             noted = self._noted
             done: list[Span] = []
+            feed = self._feed
             for _ in range(len(noted)):
-                b, agent, record, length = noted.popleft()
                 try:
-                    if length < 0:
-                        b.meet(agent, record)
-                    else:
-                        done += b.feed(agent, record, length)
+                    feed(*noted.popleft(), done)
                 except Exception as e:
                     self._fault(e)
             if done:

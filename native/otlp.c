@@ -1,0 +1,442 @@
+/* orchestrator.tracing._otlp: OTLP protobuf ``Span`` messages written in C.
+ *
+ * span_bytes(span) -> bytes: the same bytes as the pure-Python ``tracing.protobuf.py_span_bytes``
+ * for a ``tracing.spans.Span`` (the tests check both against each other on generated spans and
+ * decode them with opentelemetry-proto). framed(field, parts) -> bytes: each of ``parts`` as one
+ * length-delimited field ``field``, joined (the spans of a ``ScopeSpans``).
+ *
+ * Why C: live tracing encodes two spans per turn of every agent in the process, and the issue's
+ * goal is at most a quarter more harness CPU per turn; the Python encoder, even with its caches,
+ * took ~4-8 us per span, this takes well under one.
+ *
+ * Anything this encoder does not take exactly as the Python one does (an id that is not plain
+ * hex, an integer outside 64 bits, a key that is not a str, attributes that are not a dict)
+ * raises; the caller then encodes the span in Python, which gives its own answer or error.
+ *
+ * Field numbers: opentelemetry/proto/trace/v1/trace.proto (Span: 1 trace_id, 2 span_id,
+ * 4 parent_span_id, 5 name, 6 kind, 7 start_time_unix_nano, 8 end_time_unix_nano, 9 attributes,
+ * 11 events, 13 links, 15 status; Event: 1 time, 2 name, 3 attributes; Link: 1 trace_id,
+ * 2 span_id, 4 attributes; Status: 2 message, 3 code) and common/v1/common.proto (KeyValue:
+ * 1 key, 2 value; AnyValue: 1 string, 2 bool, 3 int, 4 double, 5 array; ArrayValue: 1 values).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The output: first on the caller's stack (a span is a few hundred bytes), on the heap once it
+ * outgrows it. */
+typedef struct {
+    unsigned char *p;
+    Py_ssize_t n, cap;
+    int heap;
+} Buf;
+
+#define STACK_BYTES 4096
+
+static int grow(Buf *b, Py_ssize_t more) {
+    if (b->n + more <= b->cap) return 0;
+    Py_ssize_t cap = b->cap * 2;
+    while (cap < b->n + more) cap *= 2;
+    unsigned char *p = b->heap ? PyMem_Realloc(b->p, (size_t)cap) : PyMem_Malloc((size_t)cap);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (!b->heap) memcpy(p, b->p, (size_t)b->n);
+    b->p = p;
+    b->cap = cap;
+    b->heap = 1;
+    return 0;
+}
+
+static int put(Buf *b, const void *s, Py_ssize_t n) {
+    if (grow(b, n) < 0) return -1;
+    memcpy(b->p + b->n, s, (size_t)n);
+    b->n += n;
+    return 0;
+}
+
+static int varint_len(uint64_t v) {
+    int k = 1;
+    while (v > 0x7F) {
+        v >>= 7;
+        k++;
+    }
+    return k;
+}
+
+static void write_varint(unsigned char *p, uint64_t v) {
+    while (v > 0x7F) {
+        *p++ = (unsigned char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    *p = (unsigned char)v;
+}
+
+static int put_varint(Buf *b, uint64_t v) {
+    if (grow(b, 10) < 0) return -1;
+    write_varint(b->p + b->n, v);
+    b->n += varint_len(v);
+    return 0;
+}
+
+static int put_tag(Buf *b, int field, int wire) {
+    return put_varint(b, ((uint64_t)field << 3) | (uint64_t)wire);
+}
+
+static int put_fixed64(Buf *b, uint64_t v) {
+    if (grow(b, 8) < 0) return -1;
+    for (int i = 0; i < 8; i++) b->p[b->n + i] = (unsigned char)(v >> (8 * i));
+    b->n += 8;
+    return 0;
+}
+
+/* A length-delimited field whose payload is written next: its tag and one byte for the length;
+ * close_ld writes the length and moves the payload when the length needs more bytes. */
+static Py_ssize_t open_ld(Buf *b, int field) {
+    if (put_tag(b, field, 2) < 0 || grow(b, 1) < 0) return -1;
+    b->n += 1;
+    return b->n;
+}
+
+static int close_ld(Buf *b, Py_ssize_t start) {
+    uint64_t len = (uint64_t)(b->n - start);
+    int k = varint_len(len);
+    if (k > 1) {
+        if (grow(b, k - 1) < 0) return -1;
+        memmove(b->p + start + k - 1, b->p + start, (size_t)len);
+        b->n += k - 1;
+    }
+    write_varint(b->p + start - 1, len);
+    return 0;
+}
+
+static int put_bytes_field(Buf *b, int field, const void *s, Py_ssize_t n) {
+    if (put_tag(b, field, 2) < 0 || put_varint(b, (uint64_t)n) < 0) return -1;
+    return put(b, s, n);
+}
+
+static int put_str(Buf *b, int field, PyObject *s) {
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "not a str");
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!u) return -1;
+    return put_bytes_field(b, field, u, n);
+}
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* An id (hex digits, as bytes.fromhex reads them without spaces) as a bytes field. */
+static int put_hex(Buf *b, int field, PyObject *s) {
+    if (!PyUnicode_Check(s) || PyUnicode_READY(s) < 0 || !PyUnicode_IS_ASCII(s)) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "not an ASCII hex id");
+        return -1;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    const char *h = (const char *)PyUnicode_DATA(s);
+    if (n % 2 || n > 256) {
+        PyErr_SetString(PyExc_ValueError, "not a hex id");
+        return -1;
+    }
+    unsigned char raw[128];
+    for (Py_ssize_t i = 0; i < n / 2; i++) {
+        int hi = hexval(h[2 * i]), lo = hexval(h[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            PyErr_SetString(PyExc_ValueError, "not a hex id");
+            return -1;
+        }
+        raw[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return put_bytes_field(b, field, raw, n / 2);
+}
+
+/* A Python int as the 64-bit value the Python encoder writes: a negative one in two's
+ * complement, one from 2^63 to 2^64 as it is; wider ones raise. */
+static int as_u64(PyObject *v, uint64_t *out) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (!overflow) {
+        *out = (uint64_t)x;
+        return 0;
+    }
+    if (overflow < 0) {
+        PyErr_SetString(PyExc_OverflowError, "int below -2^63");
+        return -1;
+    }
+    unsigned long long u = PyLong_AsUnsignedLongLong(v);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint64_t)u;
+    return 0;
+}
+
+static int put_any(Buf *b, PyObject *v, int depth);
+
+static int put_any(Buf *b, PyObject *v, int depth) {
+    if (depth > 32) {
+        PyErr_SetString(PyExc_ValueError, "attribute nested too deep");
+        return -1;
+    }
+    if (PyBool_Check(v)) {
+        if (put_tag(b, 2, 0) < 0) return -1;
+        return put_varint(b, v == Py_True ? 1 : 0);
+    }
+    if (PyLong_Check(v)) {
+        uint64_t u;
+        if (as_u64(v, &u) < 0 || put_tag(b, 3, 0) < 0) return -1;
+        return put_varint(b, u);
+    }
+    if (PyFloat_Check(v)) {
+        double d = PyFloat_AS_DOUBLE(v);
+        uint64_t u;
+        memcpy(&u, &d, 8);
+        if (put_tag(b, 4, 1) < 0) return -1;
+        return put_fixed64(b, u);
+    }
+    if (PyList_Check(v) || PyTuple_Check(v)) {
+        PyObject *seq = PySequence_Fast(v, "not a sequence");
+        if (!seq) return -1;
+        Py_ssize_t arr = open_ld(b, 5);
+        int rc = arr < 0 ? -1 : 0;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+            Py_ssize_t one = open_ld(b, 1);
+            if (one < 0 || put_any(b, PySequence_Fast_GET_ITEM(seq, i), depth + 1) < 0 ||
+                close_ld(b, one) < 0)
+                rc = -1;
+        }
+        Py_DECREF(seq);
+        if (rc == 0) rc = close_ld(b, arr);
+        return rc;
+    }
+    if (PyUnicode_Check(v)) return put_str(b, 1, v);
+    PyObject *s = PyObject_Str(v);
+    if (!s) return -1;
+    int rc = put_str(b, 1, s);
+    Py_DECREF(s);
+    return rc;
+}
+
+/* Every item of ``attrs`` (a dict, in its order) as a KeyValue in field ``field``. */
+static int put_attributes(Buf *b, int field, PyObject *attrs) {
+    if (!PyDict_Check(attrs)) {
+        PyErr_SetString(PyExc_TypeError, "attributes are not a dict");
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(attrs, &pos, &k, &v)) {
+        Py_ssize_t kv = open_ld(b, field);
+        if (kv < 0 || put_str(b, 1, k) < 0) return -1;
+        Py_ssize_t val = open_ld(b, 2);
+        if (val < 0 || put_any(b, v, 0) < 0 || close_ld(b, val) < 0 || close_ld(b, kv) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *S_trace_id, *S_span_id, *S_parent_id, *S_name, *S_kind, *S_start_ns, *S_end_ns,
+    *S_attributes, *S_events, *S_links, *S_status, *S_status_message, *S_time_ns;
+
+static int put_u64_field(Buf *b, int field, int wire, PyObject *v) {
+    if (!PyLong_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "not an int");
+        return -1;
+    }
+    if (wire == 1) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(v);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+        if (put_tag(b, field, 1) < 0) return -1;
+        return put_fixed64(b, (uint64_t)u);
+    }
+    uint64_t u;
+    if (as_u64(v, &u) < 0 || put_tag(b, field, 0) < 0) return -1;
+    return put_varint(b, u);
+}
+
+/* Field ``field`` of ``span`` read and written by ``fn``: the attribute's reference dropped. */
+#define ATTR(obj, name, stmt)                          \
+    do {                                               \
+        PyObject *a_ = PyObject_GetAttr((obj), (name)); \
+        if (!a_) goto fail;                            \
+        int rc_ = (stmt);                              \
+        Py_DECREF(a_);                                 \
+        if (rc_ < 0) goto fail;                        \
+    } while (0)
+
+static int put_events(Buf *b, PyObject *events) {
+    PyObject *seq = PySequence_Fast(events, "events are not a sequence");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t m = open_ld(b, 11);
+        if (m < 0) goto fail;
+        ATTR(e, S_time_ns, put_u64_field(b, 1, 1, a_));
+        ATTR(e, S_name, put_str(b, 2, a_));
+        ATTR(e, S_attributes, put_attributes(b, 3, a_));
+        if (close_ld(b, m) < 0) goto fail;
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+static int put_links(Buf *b, PyObject *links) {
+    PyObject *seq = PySequence_Fast(links, "links are not a sequence");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ln = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t m = open_ld(b, 13);
+        if (m < 0) goto fail;
+        ATTR(ln, S_trace_id, put_hex(b, 1, a_));
+        ATTR(ln, S_span_id, put_hex(b, 2, a_));
+        ATTR(ln, S_attributes, put_attributes(b, 4, a_));
+        if (close_ld(b, m) < 0) goto fail;
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+static int put_parent(Buf *b, PyObject *parent) {
+    int truth = PyObject_IsTrue(parent);
+    if (truth < 0) return -1;
+    return truth ? put_hex(b, 4, parent) : 0;
+}
+
+static int put_status(Buf *b, PyObject *span) {
+    Py_ssize_t m = open_ld(b, 15);
+    if (m < 0) return -1;
+    PyObject *msg = PyObject_GetAttr(span, S_status_message);
+    if (!msg) return -1;
+    int truth = PyObject_IsTrue(msg);
+    int rc = truth < 0 ? -1 : truth ? put_str(b, 2, msg) : 0;
+    Py_DECREF(msg);
+    if (rc < 0) return -1;
+    PyObject *code = PyObject_GetAttr(span, S_status);
+    if (!code) return -1;
+    truth = PyObject_IsTrue(code);
+    rc = truth < 0 ? -1 : truth ? put_u64_field(b, 3, 0, code) : 0;
+    Py_DECREF(code);
+    if (rc < 0) return -1;
+    return close_ld(b, m);
+}
+
+static int encode_span(Buf *b, PyObject *span) {
+    ATTR(span, S_trace_id, put_hex(b, 1, a_));
+    ATTR(span, S_span_id, put_hex(b, 2, a_));
+    ATTR(span, S_parent_id, put_parent(b, a_));
+    ATTR(span, S_name, put_str(b, 5, a_));
+    ATTR(span, S_kind, put_u64_field(b, 6, 0, a_));
+    ATTR(span, S_start_ns, put_u64_field(b, 7, 1, a_));
+    ATTR(span, S_end_ns, put_u64_field(b, 8, 1, a_));
+    ATTR(span, S_attributes, put_attributes(b, 9, a_));
+    ATTR(span, S_events, put_events(b, a_));
+    ATTR(span, S_links, put_links(b, a_));
+    return put_status(b, span);
+fail:
+    return -1;
+}
+
+PyDoc_STRVAR(span_bytes_doc,
+             "span_bytes(span) -> bytes: an OTLP protobuf Span message for a tracing.spans.Span.");
+
+static PyObject *span_bytes(PyObject *self, PyObject *span) {
+    unsigned char stack[STACK_BYTES];
+    Buf b = {stack, 0, STACK_BYTES, 0};
+    PyObject *out = encode_span(&b, span) < 0 ? NULL
+                    : PyBytes_FromStringAndSize((const char *)b.p, b.n);
+    if (b.heap) PyMem_Free(b.p);
+    return out;
+}
+
+PyDoc_STRVAR(framed_doc,
+             "framed(field, parts) -> bytes: each bytes of parts as one length-delimited field "
+             "number field, joined.");
+
+static PyObject *framed(PyObject *self, PyObject *args) {
+    int field;
+    PyObject *parts;
+    if (!PyArg_ParseTuple(args, "iO:framed", &field, &parts)) return NULL;
+    if (field < 1 || field > 536870911) {
+        PyErr_SetString(PyExc_ValueError, "field number out of range");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(parts, "parts is not a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), total = 0;
+    int tag = varint_len(((uint64_t)field << 3) | 2);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyBytes_Check(p)) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "a part is not bytes");
+            return NULL;
+        }
+        Py_ssize_t len = PyBytes_GET_SIZE(p);
+        total += tag + varint_len((uint64_t)len) + len;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (!out) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t len = PyBytes_GET_SIZE(p);
+        write_varint(w, ((uint64_t)field << 3) | 2);
+        w += tag;
+        write_varint(w, (uint64_t)len);
+        w += varint_len((uint64_t)len);
+        memcpy(w, PyBytes_AS_STRING(p), (size_t)len);
+        w += len;
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"span_bytes", span_bytes, METH_O, span_bytes_doc},
+    {"framed", framed, METH_VARARGS, framed_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_otlp",
+                                 "OTLP protobuf spans written in C (tracing.protobuf).", -1,
+                                 methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__otlp(void) {
+#define INTERN(var, s) \
+    if (!(var = PyUnicode_InternFromString(s))) return NULL
+    INTERN(S_trace_id, "trace_id");
+    INTERN(S_span_id, "span_id");
+    INTERN(S_parent_id, "parent_id");
+    INTERN(S_name, "name");
+    INTERN(S_kind, "kind");
+    INTERN(S_start_ns, "start_ns");
+    INTERN(S_end_ns, "end_ns");
+    INTERN(S_attributes, "attributes");
+    INTERN(S_events, "events");
+    INTERN(S_links, "links");
+    INTERN(S_status, "status");
+    INTERN(S_status_message, "status_message");
+    INTERN(S_time_ns, "time_ns");
+    return PyModule_Create(&mod);
+}
