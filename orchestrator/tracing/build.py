@@ -59,7 +59,8 @@ def error_type(error: str) -> str:
 class _Agent:
     __slots__ = ("id", "parent", "kind", "depth", "provider", "model", "max_tokens", "system",
                  "root", "trace", "segments", "open", "last_ns", "turn", "chat", "calls",
-                 "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "static", "ids")
+                 "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "static", "ids",
+                 "names")
 
     def __init__(self, agent: str, started: SessionStarted | None, run: str):
         self.id = agent
@@ -84,6 +85,7 @@ class _Agent:
         self.bytes: dict[int, int] = {}  # turn → its weight as recorded (line lengths)
         self.withdrawn: set[int] = set()
         self.static: dict[tuple, tuple] = {}  # the attributes its spans of one kind share
+        self.names: dict[Any, str] = {}  # its spans' names: by request model, by ("tool", name)
 
 
 class TraceBuilder:
@@ -135,14 +137,17 @@ class TraceBuilder:
 
     # ------------------------------------------------------------------ feeding
 
-    def feed(self, agent: str, record: Any, length: int = 0) -> list[Span]:
+    def feed(self, agent: str, record: Any, length: int = 0,
+             out: list[Span] | None = None) -> list[Span]:
         """Take one record of ``agent``'s log (``length``: its line's bytes, for the weights
-        an eviction event reports); answer the spans it finished."""
+        an eviction event reports); answer the spans it finished — appended to ``out`` when
+        given (a live tracer collects a batch's spans in one list)."""
         a = self.agents.get(agent)
         if a is None:
             self.meet(agent, record if isinstance(record, SessionStarted) else None)
             a = self.agents[agent]
-        out: list[Span] = []
+        if out is None:
+            out = []
         kind = type(record)
         before = a.last_ns
         at = getattr(record, "at", None)
@@ -403,9 +408,11 @@ class TraceBuilder:
             if price is None:
                 price = self._prices[priced] = price_for(priced)
             attrs["mnemon.cost_usd"] = round(cost_at(price, usage, "5m"), 9)
-        span = Span(a.trace, span_id, seg.span_id if seg is not None else None,
-                    f"chat {request_model}" if request_model else "chat", sc.CLIENT, start,
-                    attrs)
+        name = a.names.get(request_model)
+        if name is None:
+            name = a.names[request_model] = f"chat {request_model}" if request_model else "chat"
+        span = Span(a.trace, span_id, seg.span_id if seg is not None else None, name, sc.CLIENT,
+                    start, attrs)
         span.static = static
         span.end_ns = max(end, start)
         return span
@@ -457,6 +464,7 @@ class TraceBuilder:
                 static = a.static[("tool", b.name)] = (
                     (sc.OPERATION, "execute_tool"), (sc.TOOL_NAME, b.name),
                     (sc.TOOL_TYPE, "function"), (sc.AGENT_ID, a.id))
+                a.names[("tool", b.name)] = f"execute_tool {b.name}"
             attrs = dict(static)
             attrs[sc.TOOL_CALL_ID] = b.id
             attrs["mnemon.turn"] = rec.turn
@@ -465,7 +473,7 @@ class TraceBuilder:
                                             else compact(b.input).decode("utf-8"))
             tool = a.tools[b.id] = Span(a.trace, a.ids.tool(rec.turn, b.id),
                                         seg.span_id if seg is not None else None,
-                                        f"execute_tool {b.name}", sc.INTERNAL, start, attrs)
+                                        a.names[("tool", b.name)], sc.INTERNAL, start, attrs)
             tool.static = static
             if b.name == "agents_synod" and isinstance(b.input, dict) and seg is not None:
                 seg.events.append(Event("mnemon.synod", start, {

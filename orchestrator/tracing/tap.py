@@ -91,7 +91,7 @@ class LiveTracer:
             # an agent met first through a resume: its opening, from its table
             placed[0].meet(placed[1], record if isinstance(record, SessionStarted)
                            else alog.ctx.started)
-        done += placed[0].feed(placed[1], record, locus[1])
+        placed[0].feed(placed[1], record, locus[1], done)
 
     def _fault(self, e: Exception) -> None:
         self.faults += 1
