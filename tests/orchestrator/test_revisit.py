@@ -3,7 +3,7 @@ over a long, slow tail is cut again, within its bounds, and the session costs le
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mnemon.orchestrator import weighing
@@ -48,10 +48,13 @@ def test_a_short_session_after_the_cut_is_not_revisited(tmp_path):
     assert [c["event"] for c in _cuts(events)] == ["harness eviction"]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(burst=st.lists(st.integers(2_000, 40_000), min_size=3, max_size=30),
-       tail=st.lists(st.integers(100, 3_000), min_size=0, max_size=120),
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(burst=st.lists(st.one_of(st.integers(2_000, 12_000), st.integers(20_000, 120_000)),
+                      min_size=3, max_size=80),
+       tail=st.lists(st.integers(100, 1_500), min_size=0, max_size=150),
        window=st.sampled_from([32_000, 64_000]))
+@example(burst=[10_000] * 20, tail=[400] * 150, window=64_000)  # revisits (the test above)
+@example(burst=[8_000] * 21, tail=[900] * 116, window=64_000)  # four, one after another
 def test_revisits_keep_their_bounds_on_generated_sessions(tmp_path_factory, burst, tail, window):
     """Over generated sessions (bursts of large reads, then tails of small ones): a revisit comes
     no sooner than REVISIT_MIN_REQUESTS after any cut, takes nothing newer than the last cut,
