@@ -89,13 +89,13 @@ def weigh_revisit(e: Economy, used_tokens: float, kept_tokens: float, verbatim_t
     x = max(0.0, used_tokens - e.fixed_tokens - kept_tokens)
     rewrite = e.fixed_tokens + kept_tokens
     scale = float(requests_so_far)
-    if e.growth_tokens <= 0:
+    if e.growth_tokens <= 0:  # the line is never reached: the guard's horizon, no later cut
         horizon = later = MAX_REQUESTS
     else:
         horizon = max(0.0, (e.due_tokens - used_tokens) / e.growth_tokens)
         later = horizon + x / e.growth_tokens
     gain = e.read_mult * (x * within(scale, 0.0, horizon)
-                          - (e.due_tokens - used_tokens) * within(scale, horizon, later))
+                          - e.growth_tokens * horizon * within(scale, horizon, later))
     spared = outlasts(scale, horizon) - outlasts(scale, later)
     cost = e.write_mult * rewrite * (1.0 - spared)
     pays = (since_cut >= REVISIT_MIN_REQUESTS and verbatim_tokens >= e.floor_tokens

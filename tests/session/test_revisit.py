@@ -30,7 +30,7 @@ def _expected_by_steps(e: Economy, used: float, kept: float, scale: float) -> fl
     reads = 0.0
     # before the line the revisit saves x a request; after it, until its own later cut, the
     # due cut would have left the context g·H lower (midpoints, each piece on its own)
-    for lo, hi, saved in ((0.0, horizon, x), (horizon, later, -(e.due_tokens - used))):
+    for lo, hi, saved in ((0.0, horizon, x), (horizon, later, -e.growth_tokens * horizon)):
         steps = 10_000
         dt = (hi - lo) / steps
         for i in range(steps):
@@ -77,6 +77,9 @@ def test_bounds_and_direction(e, at, keep_share, more, since, scale):
         assert r.gain > REVISIT_MARGIN * r.cost > 0  # the expectation is for it, with margin
     # never under the floor, whatever the figures
     assert not weigh_revisit(e, used, kept, e.floor_tokens - 1, since, scale).pays
+    # never at or past the eviction line: that is the due cut's (or a held one's) place
+    past = weigh_revisit(e, e.due_tokens * (1 + at), kept, e.floor_tokens, since, scale)
+    assert past.gain <= 0 and not past.pays
     # taking more (keeping less) never turns a revisit that pays into one that does not
     r2 = weigh_revisit(e, used, kept * (1 - more), e.floor_tokens, since, scale)
     assert r2.gain >= r.gain - 1e-6 and r2.cost <= r.cost + 1e-6
