@@ -60,6 +60,8 @@ class AgentNode:
         self.tokens_per_byte: float | None = None
         self.evictions = 0
         self.short_at: int | None = None  # the request of the last cut that fell short (weighing)
+        self.cut_at: int | None = None  # the request of the last harness cut (the revisit)
+        self.cut_reach = 0  # the newest turn id at that cut: a revisit takes nothing newer
         self.sweeps = 0
         self.started = False  # its loop has begun (a resumed child waits for its parent's)
         self.resumed = False  # reopened from its log: a turn that ended the agent ends it again

@@ -18,10 +18,11 @@ import structlog
 
 from ..providers.prices import price_for
 from ..session.constants import EVICT_THRESHOLD_BYTES
-from ..session.eviction import (AUTO, due_line, eviction_due, falls_short, held_off,
+from ..session.eviction import (AUTO, Plan, due_line, eviction_due, falls_short, held_off,
                                  overflow_near, plan_eviction, pressure_reminder, short_of_target)
 from ..session.keep import Economy
 from ..session.records import Evicted, Residue, Steering, Swept
+from ..session.revisit import REVISIT_MIN_REQUESTS, weigh_revisit
 from ..session.sweep import READ_MULT, WRITE_MULT, Gate, candidates, effective_horizon, gate
 
 if TYPE_CHECKING:
@@ -150,13 +151,7 @@ def weigh(env: "AgentEnv", node: "AgentNode") -> None:
                 not overflow_near(used, s.context_window, node.growth.per_request):
             plan = None  # it could not make room yet: the next turn can (decision 0268)
         if plan is not None:
-            sweep_pending(node)
-            before = ctx.history_bytes()
-            node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness"),
-                                    plan=plan.figures))
-            node.evictions += 1
-            node.edited = True
-            env.on_edit(node, "evict", before)
+            cut(env, node, plan)
             # a cut that left the context above the line holds the next one off (decision 0268)
             short = short_of_target(used_tokens(node), s.context_window, ctx.history_bytes())
             node.short_at = node.turns_taken if short else None
@@ -165,8 +160,50 @@ def weigh(env: "AgentEnv", node: "AgentNode") -> None:
                      short=short, since_short=since, growth=node.growth.per_request,
                      turn=node.turns_taken)
             return
+    if revisit(env, node, used):
+        return
     if ctx.marks:
         sweep_if_pays(env, node)
+
+
+def cut(env: "AgentEnv", node: "AgentNode", plan: Plan) -> None:
+    """Make a harness cut: pending marks swept first (that region is rewritten anyway), the
+    Evicted record with the plan's figures, and where the cut stood for a later revisit."""
+    sweep_pending(node)
+    before = node.ctx.history_bytes()
+    node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness"),
+                            plan=plan.figures))
+    node.evictions += 1
+    node.edited = True
+    env.on_edit(node, "evict", before)
+    node.cut_at, node.cut_reach = node.turns_taken, node.ctx.reach
+
+
+def revisit(env: "AgentEnv", node: "AgentNode", used: int) -> bool:
+    """Between evictions: cut again what the last harness cut kept, when the tail estimated from
+    the session so far makes that cheaper than carrying it to the eviction line
+    (``session.revisit``, decision 0303). Only under ``keep = "auto"``, only items already in
+    the frontier at that cut, never within ``REVISIT_MIN_REQUESTS`` of it."""
+    if node.cut_at is None or node.turns_taken - node.cut_at < REVISIT_MIN_REQUESTS:
+        return False
+    e = economy(env, node, used)
+    if e is None:
+        return False
+    plan = plan_eviction(node.ctx, AUTO, e)
+    if plan is None or plan.figures is None or plan.span[1] > node.cut_reach:
+        return False
+    since = node.turns_taken - node.cut_at
+    weighed = weigh_revisit(e, used, plan.figures.kept_tokens, plan.figures.verbatim_tokens, since,
+                            node.turns_taken)
+    if not weighed.pays:
+        return False
+    reach = node.cut_reach
+    cut(env, node, plan)
+    log.info("harness revisit", span=list(plan.span), bytes_out=plan.bytes_out, used_tokens=used,
+             taken=round(weighed.taken_tokens), gain=round(weighed.gain), cost=round(weighed.cost),
+             verbatim=plan.figures.verbatim_tokens, floor=e.floor_tokens, last_cut_reach=reach,
+             since_cut=since, turn=node.turns_taken)
+    return True
 
 
 def pressure(env: "AgentEnv", node: "AgentNode") -> None:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
 from pathlib import Path
 
+import structlog
+from structlog.testing import capture_logs
+
 from mnemon.lineage.runroot import agent_source, make_loader
+from mnemon.orchestrator import logs
 from mnemon.session.agentlog import AgentLog
 from mnemon.session.records import (
     AssistantMessage,
@@ -53,3 +59,16 @@ def door_open(path):
 
     door = open_door(path)
     return door, door.torn
+
+
+@contextmanager
+def harness_events():
+    """The structlog events the loop logs, captured: ``capture_logs`` alone sees none where the
+    logs are quiet (``logs.quiet`` filters below CRITICAL before any processor runs), so the
+    filter is opened for the block and the logs made quiet again after it."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with capture_logs() as events:
+            yield events
+    finally:
+        logs.quiet()

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from structlog.testing import capture_logs
 
-from tests.helpers import door_open
+from tests.helpers import door_open, harness_events
 from mnemon.lineage.view import open_agent
 from mnemon.orchestrator.replay import strategies as S
 from mnemon.orchestrator.cli import main
@@ -374,7 +373,7 @@ def test_no_churn_on_sessions_with_very_large_tool_results(tmp_path_factory, siz
     """Decision 0268 over generated sessions: a harness eviction that leaves the context above
     the eviction line is made only when the next request would not fit the window otherwise, and
     the one after it waits HOLD_REQUESTS requests unless the window would overflow."""
-    with capture_logs() as events:
+    with harness_events() as events:
         replay(_sized_traj(sizes), tmp_path_factory.mktemp("churn") / "r", "evict",
                window=window)
     cuts = [e for e in events if e["event"] == "harness eviction"]
