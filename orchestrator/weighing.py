@@ -22,7 +22,7 @@ from ..session.eviction import (AUTO, Plan, due_line, eviction_due, falls_short,
                                  overflow_near, plan_eviction, pressure_reminder, short_of_target)
 from ..session.keep import Economy
 from ..session.records import Evicted, Residue, Steering, Swept
-from ..session.revisit import REVISIT_MIN_REQUESTS, weigh_revisit
+from ..session.revisit import REVISIT_MIN_REQUESTS, may_pay, weigh_revisit
 from ..session.sweep import READ_MULT, WRITE_MULT, Gate, candidates, effective_horizon, gate
 
 if TYPE_CHECKING:
@@ -187,12 +187,12 @@ def revisit(env: "AgentEnv", node: "AgentNode", used: int) -> bool:
     if node.cut_at is None or node.turns_taken - node.cut_at < REVISIT_MIN_REQUESTS:
         return False
     e = economy(env, node, used)
-    if e is None:
+    since = node.turns_taken - node.cut_at
+    if e is None or not may_pay(e, used, since, node.turns_taken):
         return False
     plan = plan_eviction(node.ctx, AUTO, e)
     if plan is None or plan.figures is None or plan.span[1] > node.cut_reach:
         return False
-    since = node.turns_taken - node.cut_at
     weighed = weigh_revisit(e, used, plan.figures.kept_tokens, plan.figures.verbatim_tokens, since,
                             node.turns_taken)
     if not weighed.pays:

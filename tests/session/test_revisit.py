@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mnemon.session.keep import Economy
-from mnemon.session.revisit import (REVISIT_MARGIN, REVISIT_MIN_REQUESTS, outlasts,
+from mnemon.session.revisit import (REVISIT_MARGIN, REVISIT_MIN_REQUESTS, may_pay, outlasts,
                                     weigh_revisit, within)
 
 economies = st.builds(
@@ -104,3 +104,16 @@ def test_a_long_tail_pays_and_a_short_one_does_not():
     # without growth the line is never reached: the horizon is the guard's
     flat = weigh_revisit(replace(e, growth_tokens=0.0), 20_000, 7000, 6800, 30, 80)
     assert flat.gain > 0
+
+
+@settings(max_examples=500, deadline=None)
+@given(economies, st.floats(0.0, 120_000.0), st.floats(0.0, 60_000.0), st.floats(0.0, 20_000.0),
+       st.integers(0, 40), st.integers(1, 600))
+def test_the_quick_bound_never_refuses_a_revisit_that_pays(e, used, extra, more_verbatim,
+                                                           since, so_far):
+    """``may_pay`` answers before any plan is made; whatever cut the plan would bring (it
+    keeps at least the floor), if that cut pays, the bound said it might."""
+    verbatim = e.floor_tokens + more_verbatim
+    kept = verbatim + extra
+    if weigh_revisit(e, used, kept, verbatim, since, so_far).pays:
+        assert may_pay(e, used, since, so_far)
