@@ -41,8 +41,10 @@ Three figures (docs/performance.md, "Orchestrator"):
     off) and ``on`` (live tracing as ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns it on: every record
     through the span builder, the batching thread and the OTLP/HTTP protobuf body
     (``tracing.ship``), sent to a receiver in another process on loopback — the sending thread
-    and the tracer's close counted in the process's CPU). Goals: off within noise of before; on at most
-    1.25× off. ``--dir /dev/shm`` puts the run roots on tmpfs.
+    and the tracer's close counted in the process's CPU). Then the same off and on for one
+    agent at ``--context-tokens`` (``--context-turns`` turns, the configuration of (a)): its
+    process CPU per turn. Goals: off within noise of before; on at most 1.25× off.
+    ``--dir /dev/shm`` puts the run roots on tmpfs.
 
 The swarm is followed by the **floor** (``--only floor`` in its own process, skipped with
 ``--no-floor``): issue 17's bare Trio program with as many tasks and turns, so the harness's
