@@ -264,12 +264,10 @@ class TimedProvider:
         pass
 
 
-async def overhead_phase(base: Path, trajs, *, context_tokens: int, turns: int,
-                         window: int) -> dict:
-    root = base / "overhead"
+def reading(trajs, turns: int):
+    """(a)'s tool and policy: ``read_output`` answers one more real tool output; the policy
+    asks for the next one ``turns + 1`` times, then answers."""
     outs = tool_outputs(trajs)
-    clock = Clock()
-    logs.configure(root if root.exists() else _mkroot(root), verbose=False)
 
     async def read_output(i: int) -> str:
         """Read one more output of the task at hand (a real tool output)."""
@@ -281,6 +279,16 @@ async def overhead_phase(base: Path, trajs, *, context_tokens: int, turns: int,
             return [Text(f"Step {k}: reading the next output."),
                     ToolUse(f"o{k}", "read_output", {"i": k})], "tool_use"
         return [Text("done")], "end_turn"
+
+    return read_output, policy
+
+
+async def overhead_phase(base: Path, trajs, *, context_tokens: int, turns: int,
+                         window: int) -> dict:
+    root = base / "overhead"
+    clock = Clock()
+    logs.configure(root if root.exists() else _mkroot(root), verbose=False)
+    read_output, policy = reading(trajs, turns)
 
     settings = Settings(system=system_of(trajs), model="claude-sonnet-4-5",
                         context_window=window, max_turns=turns + 10, concurrency=4)
@@ -731,18 +739,7 @@ async def _context_run(root: Path, trajs, *, context_tokens: int, turns: int,
                        window: int) -> dict:
     """One agent at a ``context_tokens`` context taking ``turns`` turns (the configuration of
     (a)); its process CPU per turn, less the scripted provider's cache model."""
-    outs = tool_outputs(trajs)
-
-    async def read_output(i: int) -> str:
-        """Read one more output of the task at hand (a real tool output)."""
-        return outs[i % len(outs)]
-
-    def policy(request, state):
-        k = state["k"] = state.get("k", 0) + 1
-        if k <= turns + 1:
-            return [Text(f"Step {k}: reading the next output."),
-                    ToolUse(f"o{k}", "read_output", {"i": k})], "tool_use"
-        return [Text("done")], "end_turn"
+    read_output, policy = reading(trajs, turns)
 
     settings = Settings(system=system_of(trajs), model="claude-sonnet-4-5",
                         context_window=window, max_turns=turns + 10, concurrency=4)

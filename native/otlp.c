@@ -274,44 +274,39 @@ static int put_u64_field(Buf *b, int field, int wire, PyObject *v) {
         if (rc_ < 0) goto fail;                        \
     } while (0)
 
-static int put_events(Buf *b, PyObject *events) {
-    PyObject *seq = PySequence_Fast(events, "events are not a sequence");
-    if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *e = PySequence_Fast_GET_ITEM(seq, i);
-        Py_ssize_t m = open_ld(b, 11);
-        if (m < 0) goto fail;
-        ATTR(e, S_time_ns, put_u64_field(b, 1, 1, a_));
-        ATTR(e, S_name, put_str(b, 2, a_));
-        ATTR(e, S_attributes, put_attributes(b, 3, a_));
-        if (close_ld(b, m) < 0) goto fail;
-    }
-    Py_DECREF(seq);
+/* An Event message's fields (trace.proto: 1 time, 2 name, 3 attributes). */
+static int event_fields(Buf *b, PyObject *e) {
+    ATTR(e, S_time_ns, put_u64_field(b, 1, 1, a_));
+    ATTR(e, S_name, put_str(b, 2, a_));
+    ATTR(e, S_attributes, put_attributes(b, 3, a_));
     return 0;
 fail:
-    Py_DECREF(seq);
     return -1;
 }
 
-static int put_links(Buf *b, PyObject *links) {
-    PyObject *seq = PySequence_Fast(links, "links are not a sequence");
-    if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *ln = PySequence_Fast_GET_ITEM(seq, i);
-        Py_ssize_t m = open_ld(b, 13);
-        if (m < 0) goto fail;
-        ATTR(ln, S_trace_id, put_hex(b, 1, a_));
-        ATTR(ln, S_span_id, put_hex(b, 2, a_));
-        ATTR(ln, S_attributes, put_attributes(b, 4, a_));
-        if (close_ld(b, m) < 0) goto fail;
-    }
-    Py_DECREF(seq);
+/* A Link message's fields (1 trace_id, 2 span_id, 4 attributes). */
+static int link_fields(Buf *b, PyObject *ln) {
+    ATTR(ln, S_trace_id, put_hex(b, 1, a_));
+    ATTR(ln, S_span_id, put_hex(b, 2, a_));
+    ATTR(ln, S_attributes, put_attributes(b, 4, a_));
     return 0;
 fail:
-    Py_DECREF(seq);
     return -1;
+}
+
+/* Each item of ``items`` as one message in field ``field``, its fields written by ``fields``. */
+static int put_messages(Buf *b, int field, PyObject *items, int (*fields)(Buf *, PyObject *)) {
+    PyObject *seq = PySequence_Fast(items, "not a sequence");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        Py_ssize_t m = open_ld(b, field);
+        if (m < 0 || fields(b, PySequence_Fast_GET_ITEM(seq, i)) < 0 || close_ld(b, m) < 0)
+            rc = -1;
+    }
+    Py_DECREF(seq);
+    return rc;
 }
 
 static int put_parent(Buf *b, PyObject *parent) {
@@ -347,8 +342,8 @@ static int encode_span(Buf *b, PyObject *span) {
     ATTR(span, S_start_ns, put_u64_field(b, 7, 1, a_));
     ATTR(span, S_end_ns, put_u64_field(b, 8, 1, a_));
     ATTR(span, S_attributes, put_attributes(b, 9, a_));
-    ATTR(span, S_events, put_events(b, a_));
-    ATTR(span, S_links, put_links(b, a_));
+    ATTR(span, S_events, put_messages(b, 11, a_, event_fields));
+    ATTR(span, S_links, put_messages(b, 13, a_, link_fields));
     return put_status(b, span);
 fail:
     return -1;
