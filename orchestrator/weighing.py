@@ -184,10 +184,12 @@ def revisit(env: "AgentEnv", node: "AgentNode", used: int) -> bool:
     the session so far makes that cheaper than carrying it to the eviction line
     (``session.revisit``, decision 0303). Only under ``keep = "auto"``, only items already in
     the frontier at that cut, never within ``REVISIT_MIN_REQUESTS`` of it."""
-    if node.cut_at is None or node.turns_taken - node.cut_at < REVISIT_MIN_REQUESTS:
+    if node.cut_at is None:
+        return False
+    since = node.turns_taken - node.cut_at
+    if since < REVISIT_MIN_REQUESTS:  # before the economy is even read
         return False
     e = economy(env, node, used)
-    since = node.turns_taken - node.cut_at
     if e is None or not may_pay(e, used, since, node.turns_taken):
         return False
     plan = plan_eviction(node.ctx, AUTO, e)

@@ -188,18 +188,6 @@ class TraceBuilder:
                  out: list[Span]) -> None:
         a.turn = rec.turn
 
-    def _on_call(self, a: _Agent, rec: ProviderCall, length: int, before: int | None,
-                 out: list[Span]) -> None:
-        self._call(a, rec, out)
-
-    def _on_message(self, a: _Agent, rec: AssistantMessage, length: int, before: int | None,
-                    out: list[Span]) -> None:
-        self._message(a, rec, length, out)
-
-    def _on_results(self, a: _Agent, rec: ToolResults, length: int, before: int | None,
-                    out: list[Span]) -> None:
-        self._results(a, rec, length)
-
     def _on_prompt(self, a: _Agent, rec: UserPrompt, length: int, before: int | None,
                    out: list[Span]) -> None:
         a.in_hand = rec.turn
@@ -417,7 +405,8 @@ class TraceBuilder:
         span.end_ns = max(end, start)
         return span
 
-    def _call(self, a: _Agent, rec: ProviderCall, out: list[Span]) -> None:
+    def _on_call(self, a: _Agent, rec: ProviderCall, length: int, before: int | None,
+                 out: list[Span]) -> None:
         a.calls += 1
         end = self._now or a.last_ns or 0  # the record's time, read by ``feed``
         start = end - int(rec.latency_s * 1e9)
@@ -434,7 +423,8 @@ class TraceBuilder:
         else:
             a.chat = span
 
-    def _message(self, a: _Agent, rec: AssistantMessage, length: int, out: list[Span]) -> None:
+    def _on_message(self, a: _Agent, rec: AssistantMessage, length: int, before: int | None,
+                    out: list[Span]) -> None:
         a.in_hand = rec.turn
         a.bytes[rec.turn] = length
         span = a.chat
@@ -480,7 +470,8 @@ class TraceBuilder:
                     "mnemon.synod.n": _int(b.input.get("n")),
                     "mnemon.synod.reduce": str(b.input.get("reduce", "vote"))}))
 
-    def _results(self, a: _Agent, rec: ToolResults, length: int) -> None:
+    def _on_results(self, a: _Agent, rec: ToolResults, length: int, before: int | None,
+                    out: list[Span]) -> None:
         self._grow(a, length)
         for r in rec.results:
             span = a.tools.pop(r.tool_use_id, None)

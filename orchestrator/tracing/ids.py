@@ -19,12 +19,15 @@ def run_key(run_json: dict) -> str:
                       sort_keys=True, separators=(",", ":"))
 
 
+def _hex(h: blake2b) -> str:
+    d = h.digest()
+    if not any(d):  # an all-zero id is invalid in OTLP (never met: 2^-64)
+        d = b"\x01" + d[1:]
+    return d.hex()
+
+
 def _digest(*parts: object, size: int) -> str:
-    h = blake2b("\x1f".join([str(p) for p in parts]).encode("utf-8"),
-                digest_size=size).digest()
-    if not any(h):  # an all-zero id is invalid in OTLP (never met: 2^-64)
-        h = b"\x01" + h[1:]
-    return h.hex()
+    return _hex(blake2b("\x1f".join([str(p) for p in parts]).encode("utf-8"), digest_size=size))
 
 
 def trace_id(run: str, root_agent: str) -> str:
@@ -51,11 +54,6 @@ def tool_span_id(run: str, agent: str, turn: int, call_id: str) -> str:
     return _digest("mnemon-tool", run, agent, turn, call_id, size=8)
 
 
-def _hex(h: "blake2b") -> str:
-    d = h.digest()
-    if not any(d):
-        d = b"\x01" + d[1:]
-    return d.hex()
 
 
 class AgentIds:
