@@ -52,6 +52,7 @@ class Plan:
     bytes_out: int  # frontier bytes the cut takes
     bytes_kept: int
     figures: PlanFigures | None = None  # the cost-aware choice, when ``keep`` is "auto"
+    added_bytes: int = 0  # what the cut writes: its residue message and its Evicted line
 
     @property
     def first(self) -> int:
@@ -101,12 +102,14 @@ def plan_eviction(ctx: Context, keep: float | str = KEEP,
     first = _valid_cut(ctx, frontier, sums, cut)
     if first is None:
         return None
+    bare = Plan(first[0], total - spent, spent,
+                 added_bytes=_added(first[0], first[1].message_bytes, 0))
     if keep != AUTO or economy is None:
-        return Plan(first[0], total - spent, spent)
+        return bare
     # the figures lengthen the Evicted line: a ceiling that cannot carry them is planned bare
     ceiling = _valid_cut(ctx, frontier, sums, cut, PLAN_LINE_BYTES)
     if ceiling is None:
-        return Plan(first[0], total - spent, spent)
+        return bare
     # candidates from the ceiling on, until the first that keeps less than the floor
     floor = min(economy.floor_tokens, verbatim[cut] * economy.tokens_per_byte)
     cuts = [ceiling[1]]
@@ -119,7 +122,8 @@ def plan_eviction(ctx: Context, keep: float | str = KEEP,
     cuts = _with_reread_chances(ctx, frontier, sizes, cuts)
     best, figures = choose(economy, cuts, total)
     span = (item_span(frontier[0])[0], item_span(frontier[best.index - 1])[1])
-    return Plan(span, total - kept[best.index], kept[best.index], figures)
+    return Plan(span, total - kept[best.index], kept[best.index], figures,
+                _added(span, best.message_bytes, PLAN_LINE_BYTES))
 
 
 class _Sums:
@@ -157,11 +161,16 @@ def _valid_cut(ctx: Context, frontier: list, sums: _Sums, cut: int,
         labels = newest_labels(frontier[:cut])
     entry = ResidueEntry(span, None, "harness", sums.weight[cut], labels=labels)
     message = len(residue_message(ctx, entry).encode("utf-8"))
-    added = message + figures_bytes + len(
-        encode(Evicted(residue=Residue(span=span, note=None, by="harness"))))
-    if sums.kept[0] - sums.kept[cut] <= added:
+    if sums.kept[0] - sums.kept[cut] <= _added(span, message, figures_bytes):
         return None
     return span, Cut(cut, sums.kept[cut], sums.verbatim[cut], message)
+
+
+def _added(span: tuple[int, int], message_bytes: int, figures_bytes: int) -> int:
+    """What a cut writes into the history: its residue message, and the Evicted line (with its
+    figures) that the turn in hand grows by."""
+    return message_bytes + figures_bytes + len(
+        encode(Evicted(residue=Residue(span=span, note=None, by="harness"))))
 
 
 def _with_reread_chances(ctx: Context, frontier: list, sizes: list[int],
@@ -262,11 +271,12 @@ def short_of_target(used_tokens: int, window: int | None, history_bytes: int) ->
 def falls_short(plan: Plan, used_tokens: int, history_bytes: int, tokens_per_byte: float,
                 window: int | None) -> bool:
     """Whether ``plan`` would leave the context at or above the eviction line (what it keeps,
-    and what every request carries besides the history): usually the turn in hand is too large
-    to leave yet, and the turn after it can take it."""
+    what the cut writes — its residue message and Evicted line — and what every request carries
+    besides the history): usually the turn in hand is too large to leave yet, and the turn
+    after it can take it."""
     fixed = max(0.0, used_tokens - history_bytes * tokens_per_byte)
-    return short_of_target(int(fixed + plan.bytes_kept * tokens_per_byte), window,
-                           plan.bytes_kept)
+    after = plan.bytes_kept + plan.added_bytes
+    return short_of_target(int(fixed + after * tokens_per_byte), window, after)
 
 
 def overflow_near(used_tokens: int, window: int | None, growth_tokens: float | None) -> bool:

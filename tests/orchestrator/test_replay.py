@@ -365,6 +365,17 @@ def test_a_cut_that_cannot_make_room_waits_for_the_next_turn(tmp_path):
     assert res.summary()["edits"] == 1
 
 
+def test_what_a_cut_writes_counts_when_it_is_weighed(tmp_path):
+    """A cut's residue message and Evicted line stay in the context: a cut that takes less than
+    they add back to a context just over the line cannot bring it under, so it waits (found by
+    the property below: a 70 KB result in hand, the cut of the 310-byte one before it)."""
+    with harness_events() as events:
+        replay(_sized_traj([310, 70_741, 100, 100, 100]), tmp_path / "r", "evict",
+               window=32_000)
+    cuts = [e for e in events if e["event"] == "harness eviction"]
+    assert cuts and not any(e["short"] for e in cuts), cuts
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sizes=st.lists(st.one_of(st.integers(100, 4_000), st.integers(20_000, 120_000)),
                       min_size=5, max_size=40),
