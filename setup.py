@@ -89,7 +89,8 @@ setup(
                   optional=True),
         Extension("mnemon.session._scan", sources=["native/scan.c"], extra_compile_args=CFLAGS,
                   optional=True),
-        Extension("mnemon.orchestrator.tracing._otlp", sources=["native/otlp.c"],
+        Extension("mnemon.orchestrator.tracing._otlp",
+                  sources=["native/otlp.c", "native/otlp_build.c"], depends=["native/otlp_wire.h"],
                   extra_compile_args=CFLAGS, optional=True),
     ],
 )

@@ -44,7 +44,7 @@ from . import ids
 from . import semconv as sc
 from .spans import Event, Link, Span, time_ns
 
-__all__ = ["TraceBuilder"]
+__all__ = ["TraceBuilder", "HANDLED"]
 
 ERROR_TYPE_MAX = 64
 
@@ -54,6 +54,70 @@ def error_type(error: str) -> str:
     ``RateLimited``)."""
     head = error.split(":", 1)[0].strip() or "_OTHER"
     return head if len(head) <= ERROR_TYPE_MAX and " " not in head else "_OTHER"
+
+
+def failed(reason: str) -> str | None:
+    """The ``error.type`` of an agent that ended ``failed[: detail]``; None for any other end."""
+    if not reason.startswith("failed"):
+        return None
+    detail = reason.partition(":")[2].strip()
+    return error_type(detail) if detail else "failed"
+
+
+# The attributes of the events on an agent's span, one function per record kind: the Python
+# builder's and the C one's (``native_build``), so that both say the same.
+
+def eviction_attrs(rec: Evicted, weight: int, content: bool) -> dict[str, Any]:
+    """``mnemon.eviction``: the span evicted, its recorded weight, who evicted it; the model's
+    note by its length, and its words only with ``content``."""
+    r = rec.residue
+    lo, hi = r.span
+    attrs: dict[str, Any] = {"mnemon.residue.from": lo, "mnemon.residue.to": hi,
+                             "mnemon.residue.bytes": weight, "mnemon.residue.by": r.by}
+    if r.note is not None:  # the model's words: content
+        attrs["mnemon.residue.note_bytes"] = len(r.note.encode("utf-8"))
+        if content:
+            attrs["mnemon.residue.note"] = r.note
+    return attrs
+
+
+def mark_attrs(rec: Marked) -> dict[str, Any]:
+    return {"mnemon.block": f"{rec.block[0]}.{rec.block[1]}",
+            "mnemon.replacement.bytes": len(rec.replacement.encode("utf-8"))}
+
+
+def sweep_attrs(rec: Swept) -> dict[str, Any]:
+    return {"mnemon.blocks": [f"{t}.{b}" for t, b in rec.blocks]}
+
+
+def asked_attrs(rec: ApprovalRequested) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"mnemon.call.id": rec.call_id, sc.TOOL_NAME: rec.tool}
+    if rec.rule is not None:
+        attrs["mnemon.approval.rule"] = rec.rule
+    if rec.reason is not None:  # the policy's words, not the model's
+        attrs["mnemon.approval.reason"] = rec.reason
+    return attrs
+
+
+def decided_attrs(rec: ApprovalDecided, content: bool) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"mnemon.call.id": rec.call_id,
+                             "mnemon.approval.decision": rec.decision,
+                             "mnemon.approval.edited": rec.input is not None}
+    if rec.by is not None:
+        attrs["mnemon.approval.by"] = rec.by
+    if rec.reason is not None and content:  # a person's words: content
+        attrs["mnemon.approval.reason"] = rec.reason
+    return attrs
+
+
+def rewind_attrs(rec: Rewound) -> dict[str, Any]:
+    return {"mnemon.rewind.to": rec.to}
+
+
+def synod_attrs(input: dict[str, Any]) -> dict[str, Any]:
+    """``mnemon.synod``: a synod asked for (``agents_synod``'s input)."""
+    return {"mnemon.synod.n": _int(input.get("n")),
+            "mnemon.synod.reduce": str(input.get("reduce", "vote"))}
 
 
 class _Agent:
@@ -205,28 +269,19 @@ class TraceBuilder:
     def _on_evicted(self, a: _Agent, rec: Evicted, length: int, before: int | None,
                     out: list[Span]) -> None:
         self._grow(a, length)
-        r = rec.residue
-        lo, hi = r.span
+        lo, hi = rec.residue.span
         weight = sum(b for t, b in a.bytes.items() if lo <= t <= hi and t not in a.withdrawn)
-        attrs: dict[str, Any] = {"mnemon.residue.from": lo, "mnemon.residue.to": hi,
-                                 "mnemon.residue.bytes": weight, "mnemon.residue.by": r.by}
-        if r.note is not None:  # the model's words: content
-            attrs["mnemon.residue.note_bytes"] = len(r.note.encode("utf-8"))
-            if self.content:
-                attrs["mnemon.residue.note"] = r.note
-        self._event(a, "mnemon.eviction", attrs)
+        self._event(a, "mnemon.eviction", eviction_attrs(rec, weight, self.content))
 
     def _on_marked(self, a: _Agent, rec: Marked, length: int, before: int | None,
                    out: list[Span]) -> None:
         self._grow(a, length)
-        self._event(a, "mnemon.mark", {
-            "mnemon.block": f"{rec.block[0]}.{rec.block[1]}",
-            "mnemon.replacement.bytes": len(rec.replacement.encode("utf-8"))})
+        self._event(a, "mnemon.mark", mark_attrs(rec))
 
     def _on_swept(self, a: _Agent, rec: Swept, length: int, before: int | None,
                   out: list[Span]) -> None:
         self._grow(a, length)
-        self._event(a, "mnemon.sweep", {"mnemon.blocks": [f"{t}.{b}" for t, b in rec.blocks]})
+        self._event(a, "mnemon.sweep", sweep_attrs(rec))
 
     def _on_steering(self, a: _Agent, rec: Steering, length: int, before: int | None,
                      out: list[Span]) -> None:
@@ -234,23 +289,11 @@ class TraceBuilder:
 
     def _on_asked(self, a: _Agent, rec: ApprovalRequested, length: int, before: int | None,
                   out: list[Span]) -> None:
-        attrs: dict[str, Any] = {"mnemon.call.id": rec.call_id, sc.TOOL_NAME: rec.tool}
-        if rec.rule is not None:
-            attrs["mnemon.approval.rule"] = rec.rule
-        if rec.reason is not None:  # the policy's words, not the model's
-            attrs["mnemon.approval.reason"] = rec.reason
-        self._event(a, "mnemon.approval.requested", attrs)
+        self._event(a, "mnemon.approval.requested", asked_attrs(rec))
 
     def _on_decided(self, a: _Agent, rec: ApprovalDecided, length: int, before: int | None,
                     out: list[Span]) -> None:
-        attrs: dict[str, Any] = {"mnemon.call.id": rec.call_id,
-                                 "mnemon.approval.decision": rec.decision,
-                                 "mnemon.approval.edited": rec.input is not None}
-        if rec.by is not None:
-            attrs["mnemon.approval.by"] = rec.by
-        if rec.reason is not None and self.content:  # a person's words: content
-            attrs["mnemon.approval.reason"] = rec.reason
-        self._event(a, "mnemon.approval.decided", attrs)
+        self._event(a, "mnemon.approval.decided", decided_attrs(rec, self.content))
 
     def _on_cleared(self, a: _Agent, rec: Cleared, length: int, before: int | None,
                     out: list[Span]) -> None:
@@ -260,7 +303,7 @@ class TraceBuilder:
     def _on_rewound(self, a: _Agent, rec: Rewound, length: int, before: int | None,
                     out: list[Span]) -> None:
         a.withdrawn.update(t for t in a.bytes if t > rec.to)
-        self._event(a, "mnemon.rewind", {"mnemon.rewind.to": rec.to})
+        self._event(a, "mnemon.rewind", rewind_attrs(rec))
 
     def finish(self) -> list[Span]:
         """End what is still open at each agent's last time (``mnemon.agent.state`` =
@@ -352,9 +395,9 @@ class TraceBuilder:
         seg.end_ns = max(end, seg.start_ns)
         if reason is not None:
             seg.attributes["mnemon.agent.end_reason"] = reason
-            if reason.startswith("failed"):
-                detail = reason.partition(":")[2].strip()
-                seg.fail(error_type(detail) if detail else "failed", reason)
+            failure = failed(reason)
+            if failure is not None:
+                seg.fail(failure, reason)
         a.open = None
         if not self.hold:
             out.append(seg)
@@ -466,9 +509,7 @@ class TraceBuilder:
                                         a.names[("tool", b.name)], sc.INTERNAL, start, attrs)
             tool.static = static
             if b.name == "agents_synod" and isinstance(b.input, dict) and seg is not None:
-                seg.events.append(Event("mnemon.synod", start, {
-                    "mnemon.synod.n": _int(b.input.get("n")),
-                    "mnemon.synod.reduce": str(b.input.get("reduce", "vote"))}))
+                seg.events.append(Event("mnemon.synod", start, synod_attrs(b.input)))
 
     def _on_results(self, a: _Agent, rec: ToolResults, length: int, before: int | None,
                     out: list[Span]) -> None:
@@ -502,6 +543,14 @@ _HANDLERS: dict[type, Any] = {
     ApprovalDecided: TraceBuilder._on_decided, Cleared: TraceBuilder._on_cleared,
     Rewound: TraceBuilder._on_rewound,
 }
+
+
+#: the kinds of record the trace reads, in the order the C builder numbers them
+#: (``native/otlp_build.c``, ``K_STARTED`` = 1 …)
+HANDLED: tuple[type, ...] = (SessionStarted, SessionResumed, SessionEnded, TurnStarted,
+                             ProviderCall, AssistantMessage, ToolResults, UserPrompt, Inherited,
+                             Evicted, Marked, Swept, Steering, ApprovalRequested,
+                             ApprovalDecided, Cleared, Rewound)
 
 
 def _handler_of(kind: type) -> Any:

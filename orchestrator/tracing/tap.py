@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ...lineage.runroot import read_run_json
 from ...session.records import SessionStarted
-from . import ids, semconv
+from . import ids, native_build, semconv
 from .build import TraceBuilder
 from .spans import Span
 
@@ -25,6 +25,10 @@ __all__ = ["LiveTracer", "Sink"]
 
 
 class Sink(Protocol):
+    """Where finished spans go. One that also has ``takes_encoded`` (true) and
+    ``add_encoded(list[bytes])`` takes spans already encoded as protobuf ``Span`` messages,
+    which the C builder writes."""
+
     exported: int
     dropped: int
 
@@ -34,32 +38,48 @@ class Sink(Protocol):
 
 
 class LiveTracer:
-    """One builder per run root met. ``tap`` only notes each record (a list append, on the
-    agent's own path); a thread of the tracer's feeds the noted records to the builders in
-    batches — every ``delay_s``, or sooner once ``batch`` records wait — and hands the spans
-    they finish to the sink. Done in batches, the builder's work runs warm in the processor's
-    caches, at about half the cost of doing it record by record between the loop's own steps
-    (docs/performance.md, "Traces"). ``close`` feeds what is left, ends what is still open
-    (the agents of a stopped service) and closes the sink."""
+    """One builder per run root met, two ways.
+
+    - **The C builder** (``native_build``: built, no ``content``, a sink that takes encoded
+      spans — the Shipper over OTLP/HTTP protobuf, what the commands use): ``tap`` feeds each
+      record to it at once, on the agent's own path, while the record is still in the cache; it
+      writes the spans it finishes as protobuf bytes, handed to the sink ``handover`` at a time
+      and, by a thread of the tracer's, every ``delay_s``. A few microseconds per turn
+      (docs/performance.md, "Traces").
+    - **The Python builder** (``build.TraceBuilder``: message content, an SDK sink, or no C
+      builder here): ``tap`` only notes each record (a list append); the tracer's thread feeds
+      the noted records to the builders in batches — every ``delay_s``, or sooner once
+      ``batch`` records wait — and hands the spans they finish to the sink.
+
+    ``close`` feeds what is left, ends what is still open (the agents of a stopped service) and
+    closes the sink. ``native``: None for the C builder where it can serve, False for the
+    Python one."""
 
     def __init__(self, sink: Sink, *, content: bool = False, latest_only: bool | None = None,
-                 delay_s: float = 1.0, batch: int = 1024):
+                 delay_s: float = 1.0, batch: int = 1024, handover: int = 256,
+                 native: bool | None = None):
         self.sink = sink
         self.content = content
         self.latest_only = semconv.latest_only() if latest_only is None else latest_only
         self.delay_s = delay_s
         self.batch = batch
-        self.runs: dict[Path, TraceBuilder] = {}
+        self.handover = handover
+        self.native = (native is not False and native_build.AVAILABLE and not content
+                       and bool(getattr(sink, "takes_encoded", False)))
+        self.runs: dict[Path, Any] = {}
         # each agent log's builder and agent id by its path, found once (not per record)
-        self._logs: dict[Any, tuple[TraceBuilder, str]] = {}
+        self._logs: dict[Any, tuple[Any, str]] = {}
         # appended on the agent's path, taken from the other end by the thread: a deque's
         # append and popleft are atomic, so nothing noted is lost between the two
         self._noted: deque[tuple] = deque()
         self.spans = 0
         self.faults = 0
-        self._lock = threading.Lock()  # the builders: the thread's, and ``close``'s
+        self._lock = threading.Lock()  # the builders: the agents' path, the thread's, ``close``'s
         self._wake = threading.Condition()
         self._closing = False
+        if self.native:
+            self.tap = self._tap_native  # type: ignore[method-assign]
+            self.flush = self._flush_native  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self._run, name="mnemon-trace-builder",
                                         daemon=True)
         self._thread.start()
@@ -69,8 +89,9 @@ class LiveTracer:
         root = path.parents[2]
         b = self.runs.get(root)
         if b is None:
-            b = TraceBuilder(ids.run_key(read_run_json(root)), content=self.content,
-                             latest_only=self.latest_only)
+            run = ids.run_key(read_run_json(root))
+            b = (native_build.builder(run, latest_only=self.latest_only) if self.native else
+                 TraceBuilder(run, content=self.content, latest_only=self.latest_only))
             self.runs[root] = b
         placed = self._logs[alog.path] = (b, path.parent.name)
         return placed
@@ -83,6 +104,36 @@ class LiveTracer:
         if len(noted) >= self.batch:
             with self._wake:
                 self._wake.notify()
+
+    def _tap_native(self, alog: Any, record: Any, locus: Any) -> None:
+        """``tap`` with the C builder: the record fed at once; its spans handed to the sink
+        ``handover`` at a time. Never raises into the append."""
+        try:
+            with self._lock:
+                placed = self._logs.get(alog.path)
+                if placed is None:
+                    placed = self._place(alog)
+                    placed[0].meet(placed[1], record if isinstance(record, SessionStarted)
+                                   else alog.ctx.started)
+                if placed[0].feed(placed[1], record, locus[1]) >= self.handover:
+                    self._hand(placed[0].take())
+        except Exception as e:
+            self._fault(e)
+
+    def _hand(self, encoded: list[bytes]) -> None:
+        """Encoded spans to the sink (the lock held)."""
+        self.spans += len(encoded)
+        try:
+            self.sink.add_encoded(encoded)  # type: ignore[attr-defined]
+        except Exception as e:  # a sink's fault is not the run's either
+            self._fault(e)
+
+    def _flush_native(self) -> None:
+        with self._lock:
+            for b in self.runs.values():
+                encoded = b.take()
+                if encoded:
+                    self._hand(encoded)
 
     def _feed(self, alog: Any, record: Any, locus: Any, done: list[Span]) -> None:
         placed = self._logs.get(alog.path)
@@ -120,7 +171,7 @@ class LiveTracer:
     def _run(self) -> None:
         while True:
             with self._wake:
-                if not self._closing and len(self._noted) < self.batch:
+                if not self._closing and (self.native or len(self._noted) < self.batch):
                     self._wake.wait(self.delay_s)
                 if self._closing:
                     return
@@ -135,7 +186,9 @@ class LiveTracer:
             self.flush()
             with self._lock:
                 rest = [s for b in self.runs.values() for s in b.finish()]
-            if rest:
+                if rest and self.native:
+                    self._hand(rest)
+            if rest and not self.native:
                 self.spans += len(rest)
                 self.sink.add(rest)
         finally:

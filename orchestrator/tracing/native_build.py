@@ -1,0 +1,96 @@
+"""The trace builder of a live run in C (``native/otlp_build.c``, in the ``_otlp`` extension):
+``build.TraceBuilder``'s mapping for what a live run sends without message content, writing
+each finished span as OTLP protobuf bytes. ``tap.LiveTracer`` feeds it on the agent's own path
+as each record is appended; ``mnemon trace``, ``--trace-content`` and an SDK sink keep the
+Python builder, which stays the reference: the tests feed generated logs to both and compare
+every span's bytes.
+
+What the C builder asks of Python is here (``Hooks``): the span ids (``ids``), a call's price
+(``providers.prices``, each model's price found once), ``error.type``, the attributes of the
+events on an agent's span (``build``'s functions), a record time in another format than the
+log's own, and the number of each kind of record.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ...providers.prices import Price, cost_at, price_for
+from ...session.records import (ApprovalDecided, ApprovalRequested, Evicted, Marked, Rewound,
+                                Swept, ToolUse)
+from . import build, ids
+from . import semconv as sc
+from .spans import time_ns
+
+try:
+    from ._otlp import Builder as _CBuilder
+except ImportError:  # not built here (no C compiler where it was installed), or an older build
+    _CBuilder = None
+
+#: the C builder is built and not turned off (``MNEMON_NO_NATIVE=1``)
+AVAILABLE: bool = _CBuilder is not None and os.environ.get("MNEMON_NO_NATIVE") != "1"
+
+#: what the C builder reads of a record's type (``kind_of``): a record with ``at``
+HAS_AT = 0x100
+
+
+class Hooks:
+    """What one C builder calls back into Python for; one per builder (its prices)."""
+
+    trace_id = staticmethod(ids.trace_id)
+    agent_span_id = staticmethod(ids.agent_span_id)
+    agent_ids = ids.AgentIds
+    error_type = staticmethod(build.error_type)
+    failed = staticmethod(build.failed)
+    time_ns = staticmethod(time_ns)
+    provider_name = staticmethod(sc.provider_name)
+    synod = staticmethod(build.synod_attrs)
+    tool_use = ToolUse
+
+    def __init__(self, content: bool = False):
+        self._content = content
+        self._prices: dict[str | None, Price] = {}
+
+    def cost(self, model: str | None, usage: Any) -> float:
+        """``mnemon.cost_usd`` of a call, as the Python builder rounds it."""
+        price = self._prices.get(model)
+        if price is None:
+            price = self._prices[model] = price_for(model)
+        return round(cost_at(price, usage, "5m"), 9)
+
+    @staticmethod
+    def kind_of(kind: type) -> int:
+        """The C builder's number for a record type (its nearest handled kind's, 0 for one the
+        trace does not read), with ``HAS_AT`` when its records carry a time."""
+        number = 0
+        for base in kind.__mro__:
+            if base in build.HANDLED:
+                number = build.HANDLED.index(base) + 1
+                break
+        return number | (HAS_AT if hasattr(kind, "at") else 0)
+
+    def event(self, number: int, record: Any, weight: int) -> dict[str, Any]:
+        """The attributes of the event a record of kind ``number`` puts on the agent's span."""
+        kind = build.HANDLED[number - 1]
+        if kind is Evicted:
+            return build.eviction_attrs(record, weight, self._content)
+        if kind is Marked:
+            return build.mark_attrs(record)
+        if kind is Swept:
+            return build.sweep_attrs(record)
+        if kind is ApprovalRequested:
+            return build.asked_attrs(record)
+        if kind is ApprovalDecided:
+            return build.decided_attrs(record, self._content)
+        if kind is Rewound:
+            return build.rewind_attrs(record)
+        raise ValueError(f"no event for a record of kind {kind.__name__}")
+
+
+def builder(run: str, *, latest_only: bool) -> Any:
+    """A C builder of the run ``run`` (``ids.run_key``); raises RuntimeError where there is none
+    (check ``AVAILABLE``)."""
+    if not AVAILABLE:
+        raise RuntimeError("the C trace builder is not built or is turned off")
+    return _CBuilder(run, latest_only, Hooks())
