@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import select
 import sys
 import threading
 import time
@@ -39,14 +40,21 @@ from .send import headers_from_env, traces_url
 from .spans import Span
 
 QUIET_S = 30.0
+#: how often the sender's thread steps a request without blocking (``plainpost``)
+TICK_S = 0.2
 #: how long ``close`` waits for the last batches before it gives up on them (counted)
 GRACE_S = 3.0
 PROTOCOLS = ("http/protobuf", "http/json")
 
 
-def _plain(url: str, timeout_s: float) -> Poster | None:
+def _why(e: Exception) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())[:200]
+
+
+def _plain(url: str) -> Poster | None:
     """The sender for an ``http://`` URL reached directly (no ``HTTP_PROXY`` applies to it, as
-    httpx reads the variables): ``plainpost.Poster``; None for any other (httpx then)."""
+    httpx reads the variables): ``plainpost.Poster``, which never blocks; None for any other
+    (httpx, in the sender's thread)."""
     u = urlsplit(url)
     if u.scheme != "http" or not u.hostname:
         return None
@@ -58,8 +66,7 @@ def _plain(url: str, timeout_s: float) -> Poster | None:
         port = u.port or 80
     except ValueError:
         return None
-    return Poster(u.hostname, port, (u.path or "/") + (f"?{u.query}" if u.query else ""),
-                  timeout_s)
+    return Poster(u.hostname, port, (u.path or "/") + (f"?{u.query}" if u.query else ""))
 
 
 class ConfigError(Exception):
@@ -113,14 +120,22 @@ class Shipper:
         self._queue: deque[Any] = deque()
         self._wake = threading.Condition()
         self._closing = False
-        # a plain-HTTP receiver reached directly (no proxy): one kept connection, a request
-        # in one call (``plainpost``: the sender's thread gives the interpreter lock away as
-        # seldom as it can); else httpx, as ``mnemon trace`` sends
-        self._plain = _plain(url, timeout_s) if transport is None else None
+        self.timeout_s = timeout_s
+        # A plain-HTTP receiver reached directly (no proxy): ``plainpost``, which never blocks,
+        # stepped by whoever hands spans over and by the thread a few times a second (``_pump``)
+        # — the sender then rarely wants the interpreter lock; else httpx in the thread (TLS, a
+        # proxy, a test's transport), as ``mnemon trace`` sends.
+        self._poster = _plain(url) if transport is None else None
+        self._io = threading.Lock()  # the poster: held by one pumping thread at a time
+        self._inflight = 0  # spans in the request under way
+        self._began = 0.0  # when it began (monotonic)
+        self._last_begin = time.monotonic()
         # no TLS context to build (certificates read: ~20 ms) for a plain-HTTP receiver
-        self._client = None if self._plain is not None else httpx.Client(
+        self._client = None if self._poster is not None else httpx.Client(
             timeout=timeout_s, transport=transport, verify=url.startswith("https:"))
-        self._thread = threading.Thread(target=self._run, name="mnemon-traces", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run if self._poster is None else self._tick, name="mnemon-traces",
+            daemon=True)
         self._thread.start()
 
     @classmethod
@@ -151,9 +166,7 @@ class Shipper:
             q.extend([encode(s) for s in spans])
         else:
             q.extend(spans)
-        if len(q) >= self.batch:
-            with self._wake:
-                self._wake.notify()
+        self._queued()
 
     @property
     def takes_encoded(self) -> bool:
@@ -170,7 +183,12 @@ class Shipper:
             self.dropped += len(spans) - max(room, 0)
             spans = spans[:max(room, 0)]
         q.extend(spans)
-        if len(q) >= self.batch:
+        self._queued()
+
+    def _queued(self) -> None:
+        if self._poster is not None:
+            self._pump()
+        elif len(self._queue) >= self.batch:
             with self._wake:
                 self._wake.notify()
 
@@ -181,13 +199,13 @@ class Shipper:
             self._closing = True
             self._wake.notify()
         self._thread.join(GRACE_S + 0.5)
-        if self._thread.is_alive():  # a receiver that does not answer: what is left is lost
+        if self._poster is not None:
+            self._drain(time.monotonic() + GRACE_S)
+        elif self._thread.is_alive():  # a receiver that does not answer: what is left is lost
             self.dropped += len(self._queue)
             self._queue.clear()
-        elif self._client is not None:
-            self._client.close()
         else:
-            self._plain.close()  # type: ignore[union-attr]
+            self._client.close()  # type: ignore[union-attr]
         if self.dropped:
             self._warn(f"mnemon: traces: {self.dropped} of {self.dropped + self.exported} "
                        f"spans dropped (the receiver at {self.url} did not take them)")
@@ -208,30 +226,118 @@ class Shipper:
             if closing and not self._queue:
                 return
 
+    def _body(self, spans: list[Any]) -> bytes:
+        if self.protocol == "http/protobuf":
+            body = protobuf.request_bytes((), self.resource, encoded=spans)
+        else:
+            body = json.dumps(otlp.request(spans, self.resource),
+                              separators=(",", ":")).encode("utf-8")
+        return gzip.compress(body, compresslevel=5) if self.gzip else body
+
     def _send(self, spans: list[Any]) -> None:
         if time.monotonic() < self._resting_until:
             self.dropped += len(spans)
             return
         try:
-            if self.protocol == "http/protobuf":
-                body = protobuf.request_bytes((), self.resource, encoded=spans)
-            else:
-                body = json.dumps(otlp.request(spans, self.resource),
-                                  separators=(",", ":")).encode("utf-8")
-            if self.gzip:
-                body = gzip.compress(body, compresslevel=5)
-            if self._plain is not None:
-                status = self._plain.post(body, self.headers)
-            else:
-                status = self._client.post(self.url, content=body,  # type: ignore[union-attr]
-                                           headers=self.headers).status_code
+            status = self._client.post(self.url, content=self._body(spans),  # type: ignore
+                                       headers=self.headers).status_code
             ok, why = 200 <= status < 300, f"HTTP {status}"
         except Exception as e:  # the receiver's fault, or ours: never the run's
-            ok, why = False, " ".join(f"{type(e).__name__}: {e}".split())[:200]
-        if ok:
-            self.exported += len(spans)
+            ok, why = False, _why(e)
+        self._result(len(spans), ok, why)
+
+    # ------------------------------------------------------------------ never blocking
+
+    def _pump(self, partial: bool = False) -> None:
+        """Step the request under way; begin the next once its answer is in and a batch waits
+        (``partial``: fewer spans than a batch too). Never blocks: a caller that finds another
+        pumping goes on, and so does one that finds the socket not ready."""
+        p = self._poster
+        if p is None or not self._io.acquire(blocking=False):
             return
-        self.dropped += len(spans)
+        try:
+            while True:
+                if p.busy:
+                    try:
+                        status = p.step()
+                    except Exception as e:  # the receiver's fault, or ours: never the run's
+                        self._result(self._inflight, False, _why(e))
+                        continue
+                    if status is None:
+                        if time.monotonic() - self._began <= self.timeout_s:
+                            return
+                        p.abandon()
+                        self._result(self._inflight, False,
+                                     f"no answer in {self.timeout_s:g} s")
+                        continue
+                    self._result(self._inflight, 200 <= status < 300, f"HTTP {status}")
+                    continue
+                q = self._queue
+                if not q or len(q) < self.batch and not partial:
+                    return
+                if not p.ready and time.monotonic() >= self._resting_until:
+                    return  # the address is the thread's to find
+                spans = [q.popleft() for _ in range(min(self.batch, len(q)))]
+                if time.monotonic() < self._resting_until:
+                    self.dropped += len(spans)
+                    continue
+                self._last_begin = self._began = time.monotonic()
+                try:
+                    p.begin(self._body(spans), self.headers)
+                except Exception as e:
+                    self._result(len(spans), False, _why(e))
+                    continue
+                self._inflight = len(spans)
+        finally:
+            self._io.release()
+
+    def _tick(self) -> None:
+        """The thread of a ``Poster``: find the receiver's address, then a few times a second
+        step what is under way and send a partial batch once ``delay_s`` has passed."""
+        p = self._poster
+        assert p is not None
+        while True:
+            if not p.ready and time.monotonic() >= self._resting_until:
+                try:
+                    p.resolve()
+                except Exception as e:
+                    self._result(0, False, _why(e))
+            self._pump(partial=time.monotonic() - self._last_begin >= self.delay_s)
+            with self._wake:
+                if self._closing:
+                    return
+                self._wake.wait(min(self.delay_s, TICK_S))
+                if self._closing:
+                    return
+
+    def _drain(self, deadline: float) -> None:
+        """At close: send what is queued until ``deadline``; what is left then is dropped."""
+        p = self._poster
+        assert p is not None
+        if not p.ready and time.monotonic() >= self._resting_until:
+            try:
+                p.resolve()
+            except Exception as e:
+                self._result(0, False, _why(e))
+        while time.monotonic() < deadline:
+            self._pump(partial=True)
+            if not p.busy and (not self._queue or not p.ready):
+                break
+            if p.busy and p.sock is not None:
+                select.select([p.sock], [p.sock] if p.sending else [], [],
+                              max(0.0, min(0.05, deadline - time.monotonic())))
+        if p.busy:
+            p.abandon()
+            self.dropped += self._inflight
+        self.dropped += len(self._queue)
+        self._queue.clear()
+        p.close()
+
+    def _result(self, n: int, ok: bool, why: str) -> None:
+        if ok:
+            self.exported += n
+            return
+        self.dropped += n
         self._resting_until = time.monotonic() + QUIET_S
         if not self._warned:
             self._warned = True
