@@ -39,9 +39,10 @@ Three figures (docs/performance.md, "Orchestrator"):
     harness CPU per turn measured side by side, in one process, alternating: ``before`` (the
     log's append as it was before the records' tap existed), ``off`` (the tap unset: tracing
     off) and ``on`` (live tracing as ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns it on: every record
-    through the span builder, the batching thread and the OTLP/HTTP protobuf body
-    (``tracing.ship``), sent to a receiver in another process on loopback — the sending thread
-    and the tracer's close counted in the process's CPU). Then the same off and on for one
+    through the span builder — the C one where it is built (``MNEMON_NO_NATIVE=1``: the
+    Python one) — and the OTLP/HTTP protobuf sender (``tracing.ship``), sent to a receiver in
+    another process on loopback; the tracer's and the sender's threads and the tracer's close
+    counted in the process's CPU). Then the same off and on for one
     agent at ``--context-tokens`` (``--context-turns`` turns, the configuration of (a)): its
     process CPU per turn. Goals: off within noise of before; on at most 1.25× off.
     ``--dir /dev/shm`` puts the run roots on tmpfs.
