@@ -8,9 +8,10 @@ builder only where it can serve (a protobuf sink, no content)."""
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
-import msgspec
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -29,10 +30,13 @@ from mnemon.session.records import (ApprovalDecided, ApprovalRequested, Assistan
                                     Swept, Text, Thinking, ToolResult, ToolResults, ToolUse,
                                     TurnStarted, Usage, UserPrompt, decode)
 from tests.conftest import EXAMPLES
+from tests.tracing.conftest import make_demo
 
 pytestmark = pytest.mark.skipif(not native_build.AVAILABLE,
                                 reason="the C trace builder is not built here")
 
+#: the C builder's type (None where it is not built: the module is skipped)
+CBuilder = native_build._CBuilder
 RUN = ids.run_key({"created_at": "2026-12-02T00:00:00Z", "started_by": "tests"})
 AGENTS = ("root", "c1", "c2", "g1")
 #: 2026-12-02T00:00:00Z, in microseconds: every generated time is after it (or a little before,
@@ -44,14 +48,14 @@ MODELS = (None, "", "claude-sonnet-4-5", "claude-haiku-4-5-20251001", "gpt-5", "
 # --------------------------------------------------------------------------- the comparison
 
 
-def compare(steps, *, latest_only: bool, premet=(), takes=None) -> int:
+def compare(steps, *, latest_only: bool, premet=(), takes=None, run: str = RUN) -> int:
     """Feed ``steps`` (``(agent, record, length)``) to both builders, after meeting ``premet``
     (``(agent, SessionStarted or None)``); assert the C builder's spans (every ``take``, then
     ``finish``) are the Python builder's, encoded as each ``feed`` answers them. A record one
     builder refuses, the other refuses too, and the spans up to it agree. Answers the number of
     spans compared."""
-    py = TraceBuilder(RUN, content=False, latest_only=latest_only, hold_agents=False)
-    c = native_build.builder(RUN, latest_only=latest_only)
+    py = TraceBuilder(run, content=False, latest_only=latest_only, hold_agents=False)
+    c = native_build.builder(run, latest_only=latest_only)
     for agent, started in premet:
         py.meet(agent, started)
         c.meet(agent, started)
@@ -369,3 +373,125 @@ def test_generated_runs_give_the_same_bytes(run):
     steps, premet, takes = run
     for latest_only in (False, True):
         compare(steps, latest_only=latest_only, premet=premet, takes=takes)
+
+
+# --------------------------------------------------------------------------- recorded runs
+
+
+def _logs(root: Path) -> dict[str, list]:
+    """Each agent's records as its log holds them, with their lines' lengths."""
+    return {agent: [(agent, decode(line), len(line))
+                    for _, line in iter_lines(root / agent_source(agent))]
+            for agent in list_agents(root)}
+
+
+def _round_robin(logs: dict[str, list]) -> list:
+    """The agents' records taken one from each in turn, as concurrent agents append them."""
+    steps, queues = [], [list(log) for log in logs.values()]
+    while any(queues):
+        for q in queues:
+            if q:
+                steps.append(q.pop(0))
+    return steps
+
+
+def _recorded_runs(demo: Path) -> list[Path]:
+    return sorted(p.parent for p in EXAMPLES.glob("*/run.json")) + [demo]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    """The demo's run root (a parent forking a child that forks a grandchild, tools, usage)."""
+    return make_demo(tmp_path_factory.mktemp("demo") / "run")
+
+
+def test_recorded_runs_give_the_same_bytes(demo):
+    for root in _recorded_runs(demo):
+        run = ids.run_key(read_run_json(root))
+        logs = _logs(root)
+        assert logs, root
+        for latest_only in (False, True):
+            # log after log, every agent met first with its opening (as ``mnemon trace`` reads)
+            premet = [(agent, log[0][1] if isinstance(log[0][1], SessionStarted) else None)
+                      for agent, log in logs.items() if log]
+            n = compare([s for log in logs.values() for s in log], latest_only=latest_only,
+                        premet=premet, run=run)
+            # interleaved, each agent met at its first record (as a live run feeds them)
+            m = compare(_round_robin(logs), latest_only=latest_only, run=run, takes=[False])
+            assert n == m > 0, root
+
+
+# --------------------------------------------------------------------------- the live tracer
+
+
+class Collected:
+    """A sink that keeps what it is given: spans (``add``) and, when ``takes_encoded``,
+    encoded spans (``add_encoded``)."""
+
+    def __init__(self, takes_encoded: bool):
+        if takes_encoded:
+            self.takes_encoded = True
+        self.exported = self.dropped = 0
+        self.spans: list = []
+        self.encoded: list[bytes] = []
+        self.closed = False
+
+    def add(self, spans):
+        self.spans += spans
+
+    def add_encoded(self, spans):
+        self.encoded += spans
+
+    def close(self):
+        self.closed = True
+
+
+def _shipper(**kw) -> Shipper:
+    return Shipper("http://127.0.0.1:9/v1/traces", resource={}, headers={}, **kw)
+
+
+def test_the_live_tracer_takes_the_c_builder_for_a_protobuf_shipper_only():
+    shipper = _shipper()
+    tracer = LiveTracer(shipper, latest_only=False)
+    try:
+        assert tracer.native and tracer.tap == tracer._tap_native
+    finally:
+        tracer.close()
+    for sink, kw in [(_shipper(), {"content": True}),  # content: Python's alone writes it
+                     (_shipper(protocol="http/json"), {}),  # JSON: spans, not bytes
+                     (Collected(takes_encoded=False), {}),  # an SDK-like sink: spans
+                     (_shipper(), {"native": False})]:
+        tracer = LiveTracer(sink, latest_only=False, **kw)
+        try:
+            assert not tracer.native, (sink, kw)
+        finally:
+            tracer.close()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_live_tracer_sends_the_builders_spans(tmp_path, demo, native):
+    """Records tapped as a live run appends them reach the sink as the builder makes them: the
+    C builder's bytes where it serves, else the Python builder's spans — the same bytes."""
+    root = tmp_path / "run"
+    shutil.copytree(demo, root)
+    logs = _logs(root)
+    steps = _round_robin(logs)
+    sink = Collected(takes_encoded=True)
+    tracer = LiveTracer(sink, latest_only=False, native=None if native else False,
+                        delay_s=60)
+    assert tracer.native is native
+    for agent, rec, length in steps:
+        alog = SimpleNamespace(path=str(root / agent_source(agent)),
+                               ctx=SimpleNamespace(started=logs[agent][0][1]))
+        tracer.tap(alog, rec, (0, length, "0" * 16))
+    tracer.close()
+    assert sink.closed
+    (builder,) = tracer.runs.values()
+    assert isinstance(builder, CBuilder if native else TraceBuilder)
+    sent = sink.encoded if native else [py_span_bytes(s) for s in sink.spans]
+    assert not (sink.spans if native else sink.encoded)
+    py = TraceBuilder(ids.run_key(read_run_json(root)), latest_only=False)
+    want = [py_span_bytes(s) for agent, rec, length in steps
+            for s in py.feed(agent, rec, length)] + [py_span_bytes(s) for s in py.finish()]
+    _same(sent, want)
+    assert tracer.spans == len(want) > 0 and tracer.faults == 0
