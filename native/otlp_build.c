@@ -992,7 +992,9 @@ static int on_inherited(Agent *a, PyObject *rec) {
 }
 
 /* A record's time in nanoseconds, as spans.time_ns reads it: the log's own format here, any
- * other through the hook. ``*has`` 0 when absent or unreadable. */
+ * other through the hook. ``*has`` 0 when absent or unreadable. A time after 2261 does not fit
+ * the signed 64 bits kept here: the hook's answer then raises, and the record is not traced
+ * (Python's builder would write it, as an unsigned fixed64, up to 2554). */
 static int days_from_civil(int64_t y, int64_t m, int64_t d, int64_t *out) {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;
@@ -1023,7 +1025,7 @@ static int read_time(Builder *self, PyObject *at, int *has, int64_t *ns) {
             s[19] == '.' && s[26] == 'Z' && digits(s, 4, &Y) == 0 && digits(s + 5, 2, &M) == 0 &&
             digits(s + 8, 2, &D) == 0 && digits(s + 11, 2, &h) == 0 &&
             digits(s + 14, 2, &mi) == 0 && digits(s + 17, 2, &se) == 0 &&
-            digits(s + 20, 6, &us) == 0 && Y >= 1 && M >= 1 && M <= 12) {
+            digits(s + 20, 6, &us) == 0 && Y >= 1 && Y <= 2261 && M >= 1 && M <= 12) {
             int64_t days;
             days_from_civil(Y, M, 1, &days);
             days += D - 1;

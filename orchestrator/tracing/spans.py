@@ -71,13 +71,10 @@ def time_ns(at: str | None) -> int | None:
     writes it; an offset or fewer digits are read too); None when absent or unreadable."""
     if not at or len(at) < 19:
         return None
-    if len(at) == 27 and at[26] == "Z" and at[19] == ".":  # as ``now_iso`` writes it
-        sec = _seconds.get(at[:19])
+    if len(at) == 27 and at[26] == "Z" and at[19] == "." and at[20:26].isdecimal():
+        sec = _seconds.get(at[:19])  # as ``now_iso`` writes it: its second read once
         if sec is not None:
-            try:
-                return sec * 1_000_000_000 + int(at[20:26]) * 1000
-            except ValueError:
-                return None
+            return sec * 1_000_000_000 + int(at[20:26]) * 1000
     head = at[:19]
     sec = _seconds.get(head)
     if sec is None:
@@ -94,7 +91,7 @@ def time_ns(at: str | None) -> int | None:
     if rest.startswith("."):
         digits = ""
         for ch in rest[1:]:
-            if not ch.isdigit():
+            if not ch.isdecimal():
                 break
             digits += ch
         frac = int((digits + "000000000")[:9]) if digits else 0

@@ -15,6 +15,7 @@ from mnemon.orchestrator.tracing import ids, semconv
 from mnemon.orchestrator.tracing.build import TraceBuilder, error_type
 from mnemon.orchestrator.tracing.otlp import request
 from mnemon.orchestrator.tracing.runlogs import read_run
+from mnemon.orchestrator.tracing import spans as spans_module
 from mnemon.orchestrator.tracing.spans import time_ns
 from mnemon.session.records import (ApprovalDecided, ApprovalRequested, AssistantMessage,
                                     Evicted, ProviderCall, Residue,
@@ -413,3 +414,15 @@ def test_reasoning_tokens_where_the_provider_reports_them():
     (chat,) = out
     assert chat.attributes["gen_ai.usage.reasoning.output_tokens"] == 30
     assert chat.attributes["gen_ai.provider.name"] == "openai"
+
+
+@pytest.mark.parametrize("at", ["2026-12-02T01:00:00.-00001Z", "2026-12-02T01:00:00.00²001Z",
+                                "2026-12-02T01:00:00.0000 1Z", "2026-12-02T01:00:00.²Z"])
+def test_a_record_time_reads_the_same_whether_its_second_was_read_before(at):
+    """A time in the log's own shape whose fraction is not digits: the same answer the first
+    time and after the same second was read (it was 60 s late the first time, 1 µs early after);
+    a digit that is not a decimal one is no time rather than an error."""
+    spans_module._seconds.clear()
+    first = time_ns(at)
+    assert time_ns("2026-12-02T01:00:00.000001Z") == 1_796_173_200_000_001_000
+    assert time_ns(at) == first
