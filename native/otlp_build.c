@@ -191,6 +191,7 @@ typedef struct {
     int64_t in_hand;
     Weight *w; /* turn -> its weight as recorded */
     Py_ssize_t nw, capw;
+    int64_t top; /* the largest turn in w */
     PyObject *chat_static, *tool_static, *names; /* dicts: encoded shared attributes, names */
 } Agent;
 
@@ -245,9 +246,11 @@ static Weight *weight_of(Agent *a, int64_t turn) {
     return NULL;
 }
 
-/* a.bytes[turn] = bytes (add: += bytes, from 0). */
+/* a.bytes[turn] = bytes (add: += bytes, from 0). Turns come in increasing order but for an
+ * agent's first records (an inherited table) and a rewind: a turn past the last one met is
+ * new, with no search (a child inherits hundreds of turns). */
 static int weigh(Agent *a, int64_t turn, int64_t bytes, int add) {
-    Weight *w = weight_of(a, turn);
+    Weight *w = a->nw && turn <= a->top ? weight_of(a, turn) : NULL;
     if (w) {
         w->bytes = add ? w->bytes + bytes : bytes;
         return 0;
@@ -256,6 +259,7 @@ static int weigh(Agent *a, int64_t turn, int64_t bytes, int add) {
     a->w[a->nw].turn = turn;
     a->w[a->nw].bytes = bytes;
     a->w[a->nw].withdrawn = 0;
+    if (!a->nw || turn > a->top) a->top = turn;
     a->nw++;
     return 0;
 }
