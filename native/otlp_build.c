@@ -694,9 +694,8 @@ fail:
 
 static PyObject *attr(PyObject *o, PyObject *name) { return PyObject_GetAttr(o, name); }
 
-static int on_call(Builder *self, Agent *a, PyObject *rec) {
-    a->calls++;
-    int64_t end = self->has_now && self->now ? self->now : last_or(a, 0);
+/* A ProviderCall's ``int(latency_s * 1e9)``: read once a record, by ``feed``. */
+static int latency_ns(PyObject *rec, int64_t *out) {
     PyObject *lat = attr(rec, S_latency_s);
     if (!lat) return -1;
     double l = PyFloat_AsDouble(lat);
@@ -707,7 +706,23 @@ static int on_call(Builder *self, Agent *a, PyObject *rec) {
         PyErr_SetString(PyExc_OverflowError, "a call's latency out of range");
         return -1;
     }
-    int64_t start = end - (int64_t)ns;
+    *out = (int64_t)ns;
+    return 0;
+}
+
+/* ``o.name`` as a 64-bit int (a turn, a row's id or bytes). */
+static int int_attr(PyObject *o, PyObject *name, int64_t *out) {
+    PyObject *v = attr(o, name);
+    if (!v) return -1;
+    int rc = as_i64(v, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int on_call(Builder *self, Agent *a, PyObject *rec, int64_t lat_ns) {
+    a->calls++;
+    int64_t end = self->has_now && self->now ? self->now : last_or(a, 0);
+    int64_t start = end - lat_ns;
     PyObject *purpose = NULL, *attempt = NULL, *at = NULL, *sid = NULL, *usage = NULL,
              *model = NULL, *error = NULL;
     CSpan *s = NULL;
@@ -984,12 +999,10 @@ static int on_inherited(Agent *a, PyObject *rec) {
     int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
         PyObject *row = attr(PySequence_Fast_GET_ITEM(seq, i), S_row);
-        PyObject *id = row ? attr(row, S_id) : NULL, *bytes = row ? attr(row, S_bytes) : NULL;
         int64_t t, n;
-        rc = id && bytes && as_i64(id, &t) == 0 && as_i64(bytes, &n) == 0 ? weigh(a, t, n, 0) : -1;
+        rc = row && int_attr(row, S_id, &t) == 0 && int_attr(row, S_bytes, &n) == 0
+                 ? weigh(a, t, n, 0) : -1;
         Py_XDECREF(row);
-        Py_XDECREF(id);
-        Py_XDECREF(bytes);
     }
     Py_DECREF(seq);
     return rc;
@@ -1094,21 +1107,10 @@ static int feed(Builder *self, PyObject *agent, PyObject *rec, Py_ssize_t length
         Py_INCREF(at);
     }
     int rc = -1;
+    int64_t lat_ns = 0;
+    if (kind == K_CALL && latency_ns(rec, &lat_ns) < 0) goto done;
     if (self->has_now) {
-        int64_t begin = self->now;
-        if (kind == K_CALL) {
-            PyObject *lat = attr(rec, S_latency_s);
-            if (!lat) goto done;
-            double l = PyFloat_AsDouble(lat);
-            Py_DECREF(lat);
-            if (l == -1.0 && PyErr_Occurred()) goto done;
-            double ns = l * 1e9;
-            if (!(ns > -9.2e18 && ns < 9.2e18)) {
-                PyErr_SetString(PyExc_OverflowError, "a call's latency out of range");
-                goto done;
-            }
-            begin = self->now - (int64_t)ns;
-        }
+        int64_t begin = kind == K_CALL ? self->now - lat_ns : self->now;
         if (a->nended && end_tools(self, a, has_before && before > begin ? before : begin) < 0)
             goto done;
         a->last_ns = has_before && before > self->now ? before : self->now;
@@ -1141,7 +1143,7 @@ static int feed(Builder *self, PyObject *agent, PyObject *rec, Py_ssize_t length
         break;
     }
     case K_CALL:
-        rc = on_call(self, a, rec);
+        rc = on_call(self, a, rec, lat_ns);
         break;
     case K_MESSAGE:
         rc = on_message(self, a, rec, length);
@@ -1150,12 +1152,8 @@ static int feed(Builder *self, PyObject *agent, PyObject *rec, Py_ssize_t length
         rc = on_results(self, a, rec, length);
         break;
     case K_PROMPT: {
-        PyObject *t = attr(rec, S_turn);
         int64_t t64;
-        if (!t) break;
-        int r = as_i64(t, &t64);
-        Py_DECREF(t);
-        if (r < 0) break;
+        if (int_attr(rec, S_turn, &t64) < 0) break;
         a->has_in_hand = 1;
         a->in_hand = t64;
         rc = weigh(a, t64, length, 0);
@@ -1187,12 +1185,8 @@ static int feed(Builder *self, PyObject *agent, PyObject *rec, Py_ssize_t length
         rc = agent_event(a, "mnemon.clear", NULL);
         break;
     case K_REWOUND: {
-        PyObject *to = attr(rec, S_to);
         int64_t t;
-        if (!to) break;
-        int r = as_i64(to, &t);
-        Py_DECREF(to);
-        if (r < 0) break;
+        if (int_attr(rec, S_to, &t) < 0) break;
         for (Py_ssize_t i = 0; i < a->nw; i++)
             if (a->w[i].turn > t) a->w[i].withdrawn = 1;
         rc = py_event(self, a, kind, "mnemon.rewind", rec, 0);
