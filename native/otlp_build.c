@@ -7,8 +7,9 @@
  * ProviderCall, AssistantMessage, ToolResults) are read and written here. What is rare or
  * needs Python's own arithmetic comes from the hooks the Python side passes in: the span ids
  * (BLAKE2b over the run and agent, tracing/ids.py), a call's price (providers/prices.py), the
- * attributes of the events on an agent's span, error.type, and a record time in any other
- * format than the one the log writes.
+ * attributes of the events on an agent's span, the cut of a text a model or a person chose to
+ * its class (an end reason, a call's error, a tool's name: build.ended, build.call_error,
+ * build.tool_name), and a record time in any other format than the one the log writes.
  *
  * Why C: tracing fed the Python builder two spans per turn of every agent; it cost 18-45 us per
  * turn of harness CPU in a running swarm, the issue's goal allows about 35. Here, fed on the
@@ -174,6 +175,7 @@ typedef struct {
 
 typedef struct {
     PyObject *id, *parent, *kind, *depth, *provider, *model, *ids; /* parent, depth: or None */
+    PyObject *offered; /* the tool names it was offered (frozenset), or None: hooks.offered */
     unsigned char trace[16];
     CSpan **segs; /* every invoke_agent span, oldest first */
     Py_ssize_t nsegs, capsegs;
@@ -204,6 +206,7 @@ static void agent_free(Agent *a) {
     Py_XDECREF(a->provider);
     Py_XDECREF(a->model);
     Py_XDECREF(a->ids);
+    Py_XDECREF(a->offered);
     for (Py_ssize_t i = 0; i < a->nsegs; i++) span_free(a->segs[i]);
     PyMem_Free(a->segs);
     Py_XDECREF(a->turn);
@@ -281,8 +284,8 @@ typedef struct {
     PyObject *agents;   /* agent id -> capsule(Agent) */
     PyObject *kinds;    /* type -> int (kind | HAS_AT) */
     PyObject *kind_of;  /* hook: type -> int, for a type not met yet */
-    PyObject *trace_id, *agent_span_id, *agent_ids, *cost, *error_type, *failed, *time_ns,
-        *provider_name, *event, *synod, *tool_use;
+    PyObject *trace_id, *agent_span_id, *agent_ids, *cost, *call_error, *ended, *time_ns,
+        *provider_name, *event, *synod, *tool_use, *offered, *tool_name;
     PyObject *out; /* list of encoded spans, taken by ``take`` */
     int has_now;
     int64_t now;
@@ -435,6 +438,7 @@ static Agent *meet(Builder *self, PyObject *agent, PyObject *started) {
     Py_DECREF(provider);
     if (!a->provider) goto fail;
     if (!(a->model = field_or_none(started, S_model))) goto fail;
+    if (!(a->offered = PyObject_CallOneArg(self->offered, started))) goto fail;
     if (!(a->ids = PyObject_CallFunctionObjArgs(self->agent_ids, self->run, agent, NULL)))
         goto fail;
     if (PyDict_SetItem(self->agents, agent, cap) < 0) goto fail;
@@ -511,11 +515,18 @@ static int close_seg(Builder *self, Agent *a, PyObject *reason, int has_end, int
     }
     seg->end = end > seg->start ? end : seg->start;
     if (reason && reason != Py_None) {
-        if (kv(&seg->attrs, 9, "mnemon.agent.end_reason", reason) < 0) return -1;
-        PyObject *type = PyObject_CallOneArg(self->failed, reason);
-        if (!type) return -1;
-        int rc = type == Py_None ? 0 : span_fail(seg, type, reason);
-        Py_DECREF(type);
+        /* (end_reason, error.type or None): a failure's detail cut to its class */
+        PyObject *cut = PyObject_CallOneArg(self->ended, reason);
+        if (!cut) return -1;
+        if (!PyTuple_Check(cut) || PyTuple_GET_SIZE(cut) != 2) {
+            Py_DECREF(cut);
+            PyErr_SetString(PyExc_TypeError, "hooks.ended must answer a pair");
+            return -1;
+        }
+        PyObject *shown = PyTuple_GET_ITEM(cut, 0), *type = PyTuple_GET_ITEM(cut, 1);
+        int rc = kv(&seg->attrs, 9, "mnemon.agent.end_reason", shown);
+        if (rc == 0 && type != Py_None) rc = span_fail(seg, type, shown);
+        Py_DECREF(cut);
         if (rc < 0) return -1;
     }
     a->open = NULL;
@@ -736,10 +747,15 @@ static int on_call(Builder *self, Agent *a, PyObject *rec, int64_t lat_ns) {
     if (!(s = chat_span(self, a, sid, start, end, attempt, usage, model))) goto done;
     if (purpose != Py_None && kv(&s->attrs, 9, "mnemon.purpose", purpose) < 0) goto done;
     if (error != Py_None) {
-        PyObject *type = PyObject_CallOneArg(self->error_type, error);
-        if (!type) goto done;
-        int r = span_fail(s, type, error);
-        Py_DECREF(type);
+        /* (error.type, status message): the provider's own words cut to their class */
+        PyObject *cut = PyObject_CallOneArg(self->call_error, error);
+        if (!cut) goto done;
+        int r = -1;
+        if (PyTuple_Check(cut) && PyTuple_GET_SIZE(cut) == 2)
+            r = span_fail(s, PyTuple_GET_ITEM(cut, 0), PyTuple_GET_ITEM(cut, 1));
+        else
+            PyErr_SetString(PyExc_TypeError, "hooks.call_error must answer a pair");
+        Py_DECREF(cut);
         if (r < 0) goto done;
         rc = emit_free(self, s);
         s = NULL;
@@ -841,14 +857,18 @@ static int on_message(Builder *self, Agent *a, PyObject *rec, Py_ssize_t length)
         PyObject *known = PyDict_GetItemWithError(a->tool_static, name);
         if (!known) {
             if (PyErr_Occurred()) goto block_done;
+            /* the name the model wrote, as the trace may show it (hooks.tool_name) */
+            PyObject *shown = PyObject_CallFunctionObjArgs(self->tool_name, name, a->offered, NULL);
+            if (!shown) goto block_done;
             Buf b = heapbuf();
             int r = kv_cstr(&b, 9, "gen_ai.operation.name", "execute_tool");
-            if (r == 0) r = kv(&b, 9, "gen_ai.tool.name", name);
+            if (r == 0) r = kv(&b, 9, "gen_ai.tool.name", shown);
             if (r == 0) r = kv_cstr(&b, 9, "gen_ai.tool.type", "function");
             if (r == 0) r = kv(&b, 9, "gen_ai.agent.id", a->id);
             PyObject *bytes = r < 0 ? NULL : PyBytes_FromStringAndSize((const char *)b.p, b.n);
             PyMem_Free(b.p);
-            PyObject *sname = bytes ? PyUnicode_FromFormat("execute_tool %S", name) : NULL;
+            PyObject *sname = bytes ? PyUnicode_FromFormat("execute_tool %S", shown) : NULL;
+            Py_DECREF(shown);
             known = sname ? PyTuple_Pack(2, bytes, sname) : NULL;
             Py_XDECREF(bytes);
             Py_XDECREF(sname);
@@ -960,10 +980,12 @@ static int on_results(Builder *self, Agent *a, PyObject *rec, Py_ssize_t length)
     return rc;
 }
 
-/* An event whose attributes the Python side makes (``hooks.event(kind, record, weight)``). */
+/* An event whose attributes the Python side makes (``hooks.event(kind, record, weight,
+ * offered)``). */
 static int py_event(Builder *self, Agent *a, int kind, const char *name, PyObject *rec,
                     long long weight) {
-    PyObject *attrs = PyObject_CallFunction(self->event, "iOL", kind, rec, weight);
+    PyObject *attrs = PyObject_CallFunction(self->event, "iOLO", kind, rec, weight,
+                                            a->offered ? a->offered : Py_None);
     if (!attrs) return -1;
     int rc = agent_event(a, name, attrs);
     Py_DECREF(attrs);
@@ -1223,13 +1245,15 @@ static PyObject *Builder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     HOOK(agent_span_id, "agent_span_id");
     HOOK(agent_ids, "agent_ids");
     HOOK(cost, "cost");
-    HOOK(error_type, "error_type");
-    HOOK(failed, "failed");
+    HOOK(call_error, "call_error");
+    HOOK(ended, "ended");
     HOOK(time_ns, "time_ns");
     HOOK(provider_name, "provider_name");
     HOOK(event, "event");
     HOOK(synod, "synod");
     HOOK(tool_use, "tool_use");
+    HOOK(offered, "offered");
+    HOOK(tool_name, "tool_name");
 #undef HOOK
     return (PyObject *)self;
 fail:
@@ -1246,13 +1270,15 @@ static void Builder_dealloc(Builder *self) {
     Py_XDECREF(self->agent_span_id);
     Py_XDECREF(self->agent_ids);
     Py_XDECREF(self->cost);
-    Py_XDECREF(self->error_type);
-    Py_XDECREF(self->failed);
+    Py_XDECREF(self->call_error);
+    Py_XDECREF(self->ended);
     Py_XDECREF(self->time_ns);
     Py_XDECREF(self->provider_name);
     Py_XDECREF(self->event);
     Py_XDECREF(self->synod);
     Py_XDECREF(self->tool_use);
+    Py_XDECREF(self->offered);
+    Py_XDECREF(self->tool_name);
     Py_XDECREF(self->out);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }

@@ -26,7 +26,10 @@ Per agent:
 
 Message content — prompts, answers, tool arguments and results, the system prompt, eviction
 notes — is left out
-unless ``content`` (``--trace-content``), as the conventions ask.
+unless ``content`` (``--trace-content``), as the conventions ask; so is every other text a
+model or a person chose, cut to its class: a failure's detail (``failed: output``, a provider
+call's error as its class), a tool name the agent was not offered, a synod's reduction that is
+none of mnemon's, an approval's decider that is none of mnemon's (``_OTHER``).
 """
 
 from __future__ import annotations
@@ -48,12 +51,30 @@ __all__ = ["TraceBuilder", "HANDLED"]
 
 ERROR_TYPE_MAX = 64
 
+#: the ends mnemon records with no detail after them
+END_REASONS = frozenset({"done", "max_turns", "budget", "cancelled"})
+#: who decides an approval, as mnemon records it (``ApprovalDecided.by``)
+DECIDERS = frozenset({"api", "callback", "chat", "timeout", "on_ask"})
+#: the reductions of ``agents_synod``
+REDUCTIONS = frozenset({"vote", "merge"})
+#: what stands for a value a model or a person chose, without ``content``
+OTHER = "_OTHER"
+
+
+def _word(s: str) -> bool:
+    """A class name's shape (an exception's class, ``provider``, ``output``): a letter or
+    ``_``, then letters, digits, ``_ . -``; at most ``ERROR_TYPE_MAX`` characters. The text a
+    model or a person writes after it never has this shape as a whole."""
+    if not s or len(s) > ERROR_TYPE_MAX or not (s[0].isascii() and (s[0].isalpha() or s[0] == "_")):
+        return False
+    return all(c.isascii() and (c.isalnum() or c in "_.-") for c in s)
+
 
 def error_type(error: str) -> str:
     """A low-cardinality ``error.type`` from a recorded error (``"RateLimited: 429 …"`` →
-    ``RateLimited``)."""
-    head = error.split(":", 1)[0].strip() or "_OTHER"
-    return head if len(head) <= ERROR_TYPE_MAX and " " not in head else "_OTHER"
+    ``RateLimited``): its head when that has a class name's shape, else ``_OTHER``."""
+    head = error.split(":", 1)[0].strip()
+    return head if _word(head) else OTHER
 
 
 def failed(reason: str) -> str | None:
@@ -62,6 +83,52 @@ def failed(reason: str) -> str | None:
         return None
     detail = reason.partition(":")[2].strip()
     return error_type(detail) if detail else "failed"
+
+
+def ended(reason: str, content: bool) -> tuple[str, str | None]:
+    """``(mnemon.agent.end_reason, error.type or None)`` of an agent's recorded end. A
+    failure's detail can quote the model (``failed: output: $.code: "…"``) or a provider's
+    message (``failed: provider: …``): without ``content`` the reason is cut to its class
+    (``failed: output``), which is also the span's status message."""
+    kind = failed(reason)
+    if content:
+        return reason, kind
+    if kind is not None:
+        return (f"failed: {kind}" if reason.partition(":")[2].strip() else "failed"), kind
+    return (reason if reason in END_REASONS else error_type(reason)), None
+
+
+def call_error(error: str, content: bool) -> tuple[str, str]:
+    """``(error.type, status message)`` of a failed provider call: the recorded error quotes
+    the provider's own message, so without ``content`` the message is its class alone."""
+    kind = error_type(error)
+    return kind, (error if content else kind)
+
+
+def offered(started: SessionStarted | None) -> frozenset[str] | None:
+    """The names of the tools an agent was offered, as its ``SessionStarted`` lists them; None
+    when it lists none (a foreign log, or the agent not met from its opening record)."""
+    tools = started.tools if started is not None else None
+    if tools is None:
+        return None
+    names = set()
+    for t in tools:
+        name = t.get("name") if isinstance(t, dict) else getattr(t, "name", None)
+        if isinstance(name, str):
+            names.add(name)
+    return frozenset(names)
+
+
+def tool_name(name: Any, table: frozenset[str] | None, content: bool) -> str:
+    """A called tool's name as the trace shows it. The model writes the name of the tool it
+    calls, and can write any: a name the agent was not offered is the model's text, so it is
+    ``_OTHER`` without ``content``. With no table recorded, a name in the shape the providers
+    allow a tool's (``_word``) is shown."""
+    if not isinstance(name, str):
+        return OTHER
+    if content or (name in table if table is not None else _word(name)):
+        return name
+    return OTHER
 
 
 # The attributes of the events on an agent's span, one function per record kind: the Python
@@ -90,8 +157,12 @@ def sweep_attrs(rec: Swept) -> dict[str, Any]:
     return {"mnemon.blocks": [f"{t}.{b}" for t, b in rec.blocks]}
 
 
-def asked_attrs(rec: ApprovalRequested) -> dict[str, Any]:
-    attrs: dict[str, Any] = {"mnemon.call.id": rec.call_id, sc.TOOL_NAME: rec.tool}
+def asked_attrs(rec: ApprovalRequested, table: frozenset[str] | None,
+                content: bool) -> dict[str, Any]:
+    """``mnemon.approval.requested``: the call, its tool (``tool_name``), the policy's rule
+    and reason (configuration, not content); never the call's arguments."""
+    attrs: dict[str, Any] = {"mnemon.call.id": rec.call_id,
+                             sc.TOOL_NAME: tool_name(rec.tool, table, content)}
     if rec.rule is not None:
         attrs["mnemon.approval.rule"] = rec.rule
     if rec.reason is not None:  # the policy's words, not the model's
@@ -103,8 +174,8 @@ def decided_attrs(rec: ApprovalDecided, content: bool) -> dict[str, Any]:
     attrs: dict[str, Any] = {"mnemon.call.id": rec.call_id,
                              "mnemon.approval.decision": rec.decision,
                              "mnemon.approval.edited": rec.input is not None}
-    if rec.by is not None:
-        attrs["mnemon.approval.by"] = rec.by
+    if rec.by is not None:  # mnemon's names for who decided; another is a person's text
+        attrs["mnemon.approval.by"] = rec.by if content or rec.by in DECIDERS else OTHER
     if rec.reason is not None and content:  # a person's words: content
         attrs["mnemon.approval.reason"] = rec.reason
     return attrs
@@ -114,17 +185,20 @@ def rewind_attrs(rec: Rewound) -> dict[str, Any]:
     return {"mnemon.rewind.to": rec.to}
 
 
-def synod_attrs(input: dict[str, Any]) -> dict[str, Any]:
-    """``mnemon.synod``: a synod asked for (``agents_synod``'s input)."""
+def synod_attrs(input: dict[str, Any], content: bool) -> dict[str, Any]:
+    """``mnemon.synod``: a synod asked for (``agents_synod``'s input, which the model
+    writes: a reduction that is not one of ``REDUCTIONS`` is ``_OTHER`` without ``content``)."""
+    reduce = input.get("reduce", "vote")
     return {"mnemon.synod.n": _int(input.get("n")),
-            "mnemon.synod.reduce": str(input.get("reduce", "vote"))}
+            "mnemon.synod.reduce": (str(reduce) if content or (isinstance(reduce, str)
+                                                        and reduce in REDUCTIONS) else OTHER)}
 
 
 class _Agent:
     __slots__ = ("id", "parent", "kind", "depth", "provider", "model", "max_tokens", "system",
                  "root", "trace", "segments", "open", "last_ns", "turn", "chat", "calls",
                  "tools", "ended_tools", "in_hand", "bytes", "withdrawn", "static", "ids",
-                 "names")
+                 "names", "offered")
 
     def __init__(self, agent: str, started: SessionStarted | None, run: str):
         self.id = agent
@@ -135,6 +209,7 @@ class _Agent:
         self.provider = started.provider if started is not None else None
         self.model = started.model if started is not None else None
         self.system = started.system if started is not None else None
+        self.offered = offered(started)  # the tool names it was offered, or None
         self.root = agent
         self.trace = ""
         self.segments: list[Span] = []  # every invoke_agent span of this agent, oldest first
@@ -289,7 +364,7 @@ class TraceBuilder:
 
     def _on_asked(self, a: _Agent, rec: ApprovalRequested, length: int, before: int | None,
                   out: list[Span]) -> None:
-        self._event(a, "mnemon.approval.requested", asked_attrs(rec))
+        self._event(a, "mnemon.approval.requested", asked_attrs(rec, a.offered, self.content))
 
     def _on_decided(self, a: _Agent, rec: ApprovalDecided, length: int, before: int | None,
                     out: list[Span]) -> None:
@@ -394,10 +469,10 @@ class TraceBuilder:
         a.tools.clear()
         seg.end_ns = max(end, seg.start_ns)
         if reason is not None:
-            seg.attributes["mnemon.agent.end_reason"] = reason
-            failure = failed(reason)
+            shown, failure = ended(reason, self.content)
+            seg.attributes["mnemon.agent.end_reason"] = shown
             if failure is not None:
-                seg.fail(failure, reason)
+                seg.fail(failure, shown)
         a.open = None
         if not self.hold:
             out.append(seg)
@@ -459,7 +534,7 @@ class TraceBuilder:
         if rec.purpose is not None:
             span.attributes["mnemon.purpose"] = rec.purpose
         if rec.error is not None:
-            span.fail(error_type(rec.error), rec.error)
+            span.fail(*call_error(rec.error, self.content))
             out.append(span)
         elif turn is None:
             out.append(span)
@@ -494,10 +569,11 @@ class TraceBuilder:
                 continue
             static = a.static.get(("tool", b.name))
             if static is None:
+                shown = tool_name(b.name, a.offered, self.content)
                 static = a.static[("tool", b.name)] = (
-                    (sc.OPERATION, "execute_tool"), (sc.TOOL_NAME, b.name),
+                    (sc.OPERATION, "execute_tool"), (sc.TOOL_NAME, shown),
                     (sc.TOOL_TYPE, "function"), (sc.AGENT_ID, a.id))
-                a.names[("tool", b.name)] = f"execute_tool {b.name}"
+                a.names[("tool", b.name)] = f"execute_tool {shown}"
             attrs = dict(static)
             attrs[sc.TOOL_CALL_ID] = b.id
             attrs["mnemon.turn"] = rec.turn
@@ -509,7 +585,8 @@ class TraceBuilder:
                                         a.names[("tool", b.name)], sc.INTERNAL, start, attrs)
             tool.static = static
             if b.name == "agents_synod" and isinstance(b.input, dict) and seg is not None:
-                seg.events.append(Event("mnemon.synod", start, synod_attrs(b.input)))
+                seg.events.append(Event("mnemon.synod", start,
+                                        synod_attrs(b.input, self.content)))
 
     def _on_results(self, a: _Agent, rec: ToolResults, length: int, before: int | None,
                     out: list[Span]) -> None:

@@ -6,9 +6,11 @@ Python builder, which stays the reference: the tests feed generated logs to both
 every span's bytes.
 
 What the C builder asks of Python is here (``Hooks``): the span ids (``ids``), a call's price
-(``providers.prices``, each model's price found once), ``error.type``, the attributes of the
-events on an agent's span (``build``'s functions), a record time in another format than the
-log's own, and the number of each kind of record.
+(``providers.prices``, each model's price found once), the cut of a text a model or a person
+chose to its class (an end reason, a call's error, a tool's name: ``build.ended``,
+``call_error``, ``tool_name``), the attributes of the events on an agent's span (``build``'s
+functions), a record time in another format than the log's own, and the number of each kind
+of record.
 """
 
 from __future__ import annotations
@@ -41,16 +43,30 @@ class Hooks:
     trace_id = staticmethod(ids.trace_id)
     agent_span_id = staticmethod(ids.agent_span_id)
     agent_ids = ids.AgentIds
-    error_type = staticmethod(build.error_type)
-    failed = staticmethod(build.failed)
     time_ns = staticmethod(time_ns)
     provider_name = staticmethod(sc.provider_name)
-    synod = staticmethod(build.synod_attrs)
+    offered = staticmethod(build.offered)
     tool_use = ToolUse
 
     def __init__(self, content: bool = False):
         self._content = content
         self._prices: dict[str | None, Price] = {}
+
+    def ended(self, reason: str) -> tuple[str, str | None]:
+        """``(end_reason, error.type or None)`` of an agent's end (``build.ended``)."""
+        return build.ended(reason, self._content)
+
+    def call_error(self, error: str) -> tuple[str, str]:
+        """``(error.type, status message)`` of a failed call (``build.call_error``)."""
+        return build.call_error(error, self._content)
+
+    def tool_name(self, name: Any, table: frozenset[str] | None) -> str:
+        """A called tool's name as the trace shows it (``build.tool_name``); asked once per
+        name and agent."""
+        return build.tool_name(name, table, self._content)
+
+    def synod(self, input: dict[str, Any]) -> dict[str, Any]:
+        return build.synod_attrs(input, self._content)
 
     def cost(self, model: str | None, usage: Any) -> float:
         """``mnemon.cost_usd`` of a call, as the Python builder rounds it."""
@@ -70,8 +86,10 @@ class Hooks:
                 break
         return number | (HAS_AT if hasattr(kind, "at") else 0)
 
-    def event(self, number: int, record: Any, weight: int) -> dict[str, Any]:
-        """The attributes of the event a record of kind ``number`` puts on the agent's span."""
+    def event(self, number: int, record: Any, weight: int,
+              table: frozenset[str] | None) -> dict[str, Any]:
+        """The attributes of the event a record of kind ``number`` puts on the agent's span
+        (``table``: the tool names its agent was offered, ``offered``)."""
         kind = build.HANDLED[number - 1]
         if kind is Evicted:
             return build.eviction_attrs(record, weight, self._content)
@@ -80,7 +98,7 @@ class Hooks:
         if kind is Swept:
             return build.sweep_attrs(record)
         if kind is ApprovalRequested:
-            return build.asked_attrs(record)
+            return build.asked_attrs(record, table, self._content)
         if kind is ApprovalDecided:
             return build.decided_attrs(record, self._content)
         if kind is Rewound:

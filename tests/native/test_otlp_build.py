@@ -207,7 +207,11 @@ def agent_log(draw, agent: str, others: tuple[str, ...]) -> tuple[list, SessionS
             at=at(), system=draw(st.sampled_from([None, "be brief"])),
             provider=draw(st.sampled_from([None, "anthropic", "openai", "scripted", "odd one"])),
             model=draw(st.sampled_from(MODELS)),
-            depth=draw(st.sampled_from([None, 0, 1, 2, 7])))
+            depth=draw(st.sampled_from([None, 0, 1, 2, 7])),
+            # the tools it was offered: a name outside them is the model's text (``_OTHER``)
+            tools=draw(st.sampled_from([None, [], [{"name": "read_document"}, {"name": "bash"}],
+                                        [{"name": "agents_start"}, {"name": "agents_synod"},
+                                         {"name": "ünï"}, {"nom": "x"}]])))
         add(started)
     foreign = draw(st.integers(0, 5)) == 0  # a log with no ProviderCall at all
     turn = 0
@@ -230,7 +234,9 @@ def agent_log(draw, agent: str, others: tuple[str, ...]) -> tuple[list, SessionS
                     if not last or draw(st.integers(0, 6)) == 0:
                         error = draw(st.sampled_from([
                             "RateLimited: 429 too many requests", "Overloaded: 529",
-                            "timed out", "", "ServerError", "x" * 70 + ": long"]))
+                            "timed out", "", "ServerError", "x" * 70 + ": long",
+                            "BadRequest: 400 your prompt 'PATIENT Jane Doe' was refused",
+                            "2fast: no"]))
                     add(ProviderCall(
                         attempt=attempt,
                         latency_s=draw(st.floats(0, 90, allow_nan=False)),
@@ -263,7 +269,8 @@ def agent_log(draw, agent: str, others: tuple[str, ...]) -> tuple[list, SessionS
                         serial += 1
                         asked.append(f"call-{agent}-{serial}")
                         blocks.append(ToolUse(asked[-1], draw(st.sampled_from(
-                            ["read_document", "agents_start", "bash", "ünï"])), {"a": 1}))
+                            ["read_document", "agents_start", "bash", "ünï",
+                             "made up by the model", "PATIENT_Jane_Doe"])), {"a": 1}))
                 add(AssistantMessage(
                     turn=turn, blocks=blocks,
                     stop_reason=draw(st.sampled_from([None, "", "end_turn", "tool_use"])),
@@ -316,7 +323,8 @@ def agent_log(draw, agent: str, others: tuple[str, ...]) -> tuple[list, SessionS
         elif what == "approval":
             call = draw(st.sampled_from(asked)) if asked else "call-x"
             if draw(st.booleans()):
-                add(ApprovalRequested(call_id=call, tool="bash", input={"cmd": "ls"},
+                add(ApprovalRequested(call_id=call, input={"cmd": "ls"},
+                                      tool=draw(st.sampled_from(["bash", "PATIENT_Jane_Doe"])),
                                       rule=draw(st.sampled_from([None, "ask-bash"])),
                                       reason=draw(st.sampled_from([None, "writes files"])),
                                       at=at()))
@@ -325,7 +333,8 @@ def agent_log(draw, agent: str, others: tuple[str, ...]) -> tuple[list, SessionS
                                     decision=draw(st.sampled_from(["approve", "reject"])),
                                     reason=draw(st.sampled_from([None, "no"])),
                                     input=draw(st.sampled_from([None, {"cmd": "pwd"}])),
-                                    by=draw(st.sampled_from([None, "api", "chat"])), at=at()))
+                                    by=draw(st.sampled_from([None, "api", "chat", "Jane Doe"])),
+                                    at=at()))
         elif what == "summary":  # a request that opens no turn
             if not foreign:
                 add(ProviderCall(attempt=1, latency_s=draw(st.floats(0, 10)),
@@ -335,7 +344,9 @@ def agent_log(draw, agent: str, others: tuple[str, ...]) -> tuple[list, SessionS
         elif what == "end":
             add(SessionEnded(reason=draw(st.sampled_from([
                 "done", "done", "failed: RateLimited: 429 slow down", "failed",
-                "failed: bad thing happened", "failed:", "cancelled", "budget"])), at=at()))
+                "failed: bad thing happened", "failed:", "cancelled", "budget",
+                'failed: output: $.code: "PATIENT Jane Doe"', "failed: provider: HTTP 400: no",
+                "failedPATIENT", "stopped by Jane Doe"])), at=at()))
         else:  # resumed: after an end, or without one (the process stopped: a crash)
             add(SessionResumed(at=draw(st.one_of(st.none(), a_time(clock.tick(draw)))),
                                records=draw(st.sampled_from([None, 12]))))
