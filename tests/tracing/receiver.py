@@ -62,6 +62,7 @@ class Receiver:
     def __init__(self, status: int = 200):
         self.status = status
         self.bodies: list[dict[str, Any]] = []
+        self.raw: list[bytes] = []  # every body as it came, gzip undone: what a backend stores
         self.requests: list[str] = []
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
@@ -76,6 +77,7 @@ class Receiver:
                     body = gzip.decompress(body)
                 ctype = self.headers.get("Content-Type", "")
                 with owner._lock:
+                    owner.raw.append(body)
                     owner.requests.append(ctype)
                     owner.paths.append(self.path)
                     owner.headers.append(dict(self.headers))
