@@ -18,6 +18,7 @@ from ..session.constants import GREP_HITS
 from ..session.door import Door
 from ..session.errors import LogRefused, Refusal
 from .cli import Failure, UserError
+from .terminal import shown
 
 
 def _open(path: str) -> Door:
@@ -87,7 +88,7 @@ def _print_read(turns: list[dict], as_json: bool) -> None:
     for t in turns:
         print(f"== turn {t['turn']}  ({t['source']})")
         for rec in t["records"]:
-            print(json.dumps(rec, ensure_ascii=False))
+            print(shown(json.dumps(rec, ensure_ascii=False)))
 
 
 def _print_grep(ans: dict, as_json: bool) -> None:
@@ -95,7 +96,7 @@ def _print_grep(ans: dict, as_json: bool) -> None:
         print(json.dumps(ans))
         return
     for h in ans["hits"]:
-        print(f"{h['turn']:>7}: {h['line']}")
+        print(f"{h['turn']:>7}: {shown(h['line'])}")
     n, total = len(ans["hits"]), ans["total"]
     more = f" (showing the first {GREP_HITS} — narrow it)" if total > n else ""
     print(f"{total} matching line{'s' if total != 1 else ''}{more}")

@@ -26,6 +26,7 @@ from rich.table import Table
 from ...session.errors import Refusal, SessionError
 from ..node import AgentNode
 from ..report import cost_columns
+from ..terminal import shown
 from .approval import ApprovalPrompt
 from .commands import HELP, ChatInputError, SlashCommand, parse_line
 from .session import ChatSession
@@ -81,6 +82,10 @@ def _showing_tools(show: Any) -> Any:
             show(node)
 
     return ShowTools()
+
+
+def _same(text: str) -> str:
+    return text
 
 
 class MarkdownStream:
@@ -141,12 +146,15 @@ class Terminal:
         self.streamed = False
         self.markdown = console.is_terminal if markdown is None else markdown
         self.stream = MarkdownStream(console)
+        # text a model wrote: its terminal controls escaped on a terminal (``terminal.shown``)
+        self.safe = shown if console.is_terminal else _same
 
     # ------------------------------------------------------------------ output
 
     def on_text(self, agent: str, text: str) -> None:
         if agent == self.chat.agent and self.chat.in_flight:
             self.streamed = True
+            text = self.safe(text)
             if self.markdown:
                 self.stream.add(text)
             else:
@@ -170,13 +178,13 @@ class Terminal:
             self._end_stream()
         elif node.answer:
             if self.markdown:
-                self.console.print(Markdown(node.answer, hyperlinks=False))
+                self.console.print(Markdown(self.safe(node.answer), hyperlinks=False))
             else:
-                self.console.print(node.answer, markup=False, highlight=False)
+                self.console.print(self.safe(node.answer), markup=False, highlight=False)
         if node.reason == "cancelled":
             self.console.print("[yellow]turn cancelled[/] (the session goes on)")
         elif node.reason != "done":
-            self.console.print(f"[red]agent {node.id} ended: {escape(node.reason or '?')}[/]")
+            self.console.print(f"[red]agent {node.id} ended: {escape(self.safe(node.reason or '?'))}[/]")
         self.console.print(f"[dim]{node.id} · {node.turns_taken} requests · "
                            f"${self.chat.sup.cost_usd:.4f} so far[/]")
 
@@ -188,15 +196,15 @@ class Terminal:
             self.streamed = False
         for name, failed in _tool_lines(node):
             mark = "[red]✗[/]" if failed else "[green]✓[/]"
-            self.console.print(f"  [dim]↳ {escape(name)}[/] {mark}")
+            self.console.print(f"  [dim]↳ {escape(self.safe(name))}[/] {mark}")
 
     def fork_ended(self, child: AgentNode) -> None:
-        head = f"\n[bold]fork {child.id}[/] ({escape(child.reason or '?')}):"
+        head = f"\n[bold]fork {child.id}[/] ({escape(self.safe(child.reason or '?'))}):"
         if self.markdown and child.answer:
             self.console.print(head)
-            self.console.print(Markdown(child.answer, hyperlinks=False))
+            self.console.print(Markdown(self.safe(child.answer), hyperlinks=False))
         else:
-            self.console.print(f"{head} {escape(child.answer or '(no answer)')}")
+            self.console.print(f"{head} {escape(self.safe(child.answer or '(no answer)'))}")
 
     # ------------------------------------------------------------------ the loop
 

@@ -9,6 +9,7 @@ import trio
 from ..approvals import reject_every_ask
 from ..cli import COMMANDS, Failure, UserError
 from ..options import add_provider_args, provider_from, run_root_from, settings_from
+from ..terminal import for_stream, shown
 from ..tracing.switch import live_tracing
 from ..typed.load import OutputError, check_for, load_output
 
@@ -70,14 +71,15 @@ def run(args) -> int:
         if output is not None:
             line["output"] = node.output
         print(json.dumps(line))
-    if node.reason.startswith("failed"):
-        raise Failure(f"the agent ended with {node.reason} (logs in {root})")
+    if node.reason.startswith("failed"):  # the reason may quote the model: escaped
+        raise Failure(f"the agent ended with {shown(node.reason)} (logs in {root})")
     if not args.json:
         if output is not None:  # one line of JSON: the output
-            print(json.dumps(node.output, ensure_ascii=False, separators=(",", ":")))
-        else:
-            print(node.answer or "")
-        sys.stderr.write(f"mnemon: {node.reason}; logs in {root}\n")
+            print(for_stream(json.dumps(node.output, ensure_ascii=False, separators=(",", ":")),
+                             sys.stdout))
+        else:  # the model's text: escaped on a terminal, as it came into a pipe
+            print(for_stream(node.answer or "", sys.stdout))
+        sys.stderr.write(f"mnemon: {shown(node.reason)}; logs in {root}\n")
     return 0
 
 

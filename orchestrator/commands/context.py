@@ -12,6 +12,7 @@ from ...session.context import Turn
 from ...session.render import render, residue_message
 
 from ..cli import COMMANDS, Failure, UserError
+from ..terminal import shown
 
 
 def add_parser(sub) -> None:
@@ -50,7 +51,7 @@ def run(args) -> int:
         if args.json:
             print(json.dumps(out))
         else:
-            print(json.dumps(out, indent=2, ensure_ascii=False))
+            print(shown(json.dumps(out, indent=2, ensure_ascii=False)))
         return 0
     s = survey(ctx)
     if args.json:

@@ -19,6 +19,7 @@ from ...session.log import iter_lines
 from ..cli import COMMANDS, UserError
 from ..jobs.results import read_results
 from ..jobs.table import to_csv, to_jsonl
+from ..terminal import for_stream
 
 
 def add_parser(sub) -> None:
@@ -86,7 +87,9 @@ def run(args) -> int:
             raise UserError(str(e)) from None
         file = root / "results.jsonl"
         rows = list(read_results(file).values()) if file.is_file() else rows_from_logs(root)
-    sys.stdout.write(to_csv(rows) if args.format == "csv" else to_jsonl(rows))
+    # CSV holds the answers as they came: escaped on a terminal, raw into a pipe (a program's)
+    sys.stdout.write(for_stream(to_csv(rows), sys.stdout) if args.format == "csv"
+                     else to_jsonl(rows))
     return 0
 
 

@@ -10,6 +10,7 @@ from ...lineage.runroot import RunRootError, find_run_root, read_run_json
 from ...lineage.tree import build_tree, format_node, walk
 
 from ..cli import COMMANDS, UserError
+from ..terminal import shown
 
 
 def add_parser(sub) -> None:
@@ -41,5 +42,5 @@ def run(args) -> int:
         print(f"{root}: no agents")
         return 0
     for n, prefix in nodes:
-        print(format_node(n, prefix))
+        print(shown(format_node(n, prefix)))
     return 0

@@ -22,6 +22,7 @@ from ...session.records import Inherited, decode
 from ...session.resume import fold_file
 
 from ..cli import COMMANDS, UserError
+from ..terminal import shown
 
 
 def add_parser(sub) -> None:
@@ -96,5 +97,5 @@ def run(args) -> int:
         if report["ok"]:
             print(f"ok: {report['agents']} log(s) fold and every pointer matches")
         for p in report["problems"]:
-            print(f"{p['path']}:{p['line']}: {p['error']}")
+            print(shown(f"{p['path']}:{p['line']}: {p['error']}"))
     return 0 if report["ok"] else 1
