@@ -192,3 +192,48 @@ def test_verify_flags_what_the_cut_leaves(tmp_path, capsys):
     assert got == {("agents/a2/record.jsonl", 1), ("agents/a2/record.jsonl", 3)}, report
     errors = " ".join(p["error"] for p in report["problems"])
     assert "Inherited" in errors and "no user turn before it" in errors
+
+
+# ---------------------------------------------------------------- property
+
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.text(max_size=300), min_size=1, max_size=6),
+       change=st.sampled_from(["none", "truncate", "grow", "flip"]),
+       where=st.integers(min_value=0, max_value=1 << 16))
+def test_any_change_under_the_writer_is_refused_and_none_is_not(tmp_path_factory, texts,
+                                                                  change, where):
+    """For any records written and any change to the file after them — cut back to any size,
+    grown by any line, any byte of the last record flipped — the next append is refused and
+    writes nothing; with no change it is taken."""
+    path = tmp_path_factory.mktemp("p") / "agents" / "a1" / "record.jsonl"
+    log = RecordLog(path, new=True)
+    log.append(SessionStarted(agent="a1", at="2026-01-01T00:00:00Z"))
+    for t in texts:
+        log.append(Steering(text=t))
+    data = path.read_bytes()
+    last = data[:-1].rfind(b"\n") + 1  # where the last record starts
+    if change == "truncate":
+        cut = where % len(data)
+        with open(path, "r+b") as f:
+            f.truncate(cut)
+    elif change == "grow":
+        with open(path, "ab") as f:
+            f.write(b'{"t":"Steering","text":"%d"}\n' % where)
+    elif change == "flip":
+        i = last + where % (len(data) - last)
+        with open(path, "r+b") as f:
+            f.seek(i)
+            f.write(bytes([data[i] ^ 0x01]))
+    before = path.read_bytes()
+    if change == "none":
+        log.append(Steering(text="taken"))
+        assert path.read_bytes().startswith(before) and len(path.read_bytes()) > len(before)
+    else:
+        with pytest.raises(LogChanged):
+            log.append(Steering(text="refused"))
+        assert path.read_bytes() == before
+    log.close()
