@@ -112,8 +112,13 @@ class _Sum:
 
 
 def agent_cost(path: Path, agent: str, *, display: str | None = None,
-               price_as: str | None = None, ttl: str = "5m") -> AgentCost:
-    """The cost of one agent's log at ``path`` (only its complete lines are read)."""
+               price_as: str | None = None, ttl: str = "5m",
+               damaged: list[str] | None = None) -> AgentCost:
+    """The cost of one agent's log at ``path`` (only its complete lines are read).
+
+    ``damaged``: a line that is not a record is named there (``path:line: …``) and the rest
+    counted, instead of ``CostError`` — a job's re-run counts what a damaged log still shows
+    was spent, and fails only that log's task (decision 0319)."""
     if ttl not in TTLS:
         raise CostError(f"the cache TTL is 5m or 1h, not {ttl!r}")
     shown = display or str(path)
@@ -125,7 +130,11 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
         try:
             rec = _probe.decode(line)
         except DECODE_ERRORS as e:
-            raise CostError(f"{shown}:{lineno}: not a record at offset {off} ({e})") from None
+            why = f"{shown}:{lineno}: not a record at offset {off} ({e})"
+            if damaged is None:
+                raise CostError(why) from None
+            damaged.append(why)
+            continue
         if rec.t == "SessionStarted":
             started_model, role = rec.model, rec.role
         elif rec.t == "ProviderCall" and rec.usage is not None:
@@ -151,17 +160,19 @@ def _natural(agent: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", agent)]
 
 
-def run_cost(path: Path, *, price_as: str | None = None, ttl: str = "5m") -> list[AgentCost]:
+def run_cost(path: Path, *, price_as: str | None = None, ttl: str = "5m",
+             damaged: list[str] | None = None) -> list[AgentCost]:
     """Every agent of a run root (or the one agent an agent directory names), in id order.
 
     Raises ``lineage.runroot.RunRootError`` for a path that is neither, ``CostError`` for a log
-    that cannot be read.
+    that cannot be read (unless ``damaged`` collects its lines: ``agent_cost``).
     """
     root, agents = agents_in(Path(path))
     out = []
     for agent in sorted(agents, key=_natural):
         src = agent_source(agent)
-        out.append(agent_cost(root / src, agent, display=src, price_as=price_as, ttl=ttl))
+        out.append(agent_cost(root / src, agent, display=src, price_as=price_as, ttl=ttl,
+                              damaged=damaged))
     return out
 
 

@@ -538,8 +538,13 @@ def set_aside_unopened(path: Path) -> Path | None:
     from ..session.errors import LogBusy
     from ..session.log import iter_lines
 
-    for _, line in iter_lines(path):
-        if b'"t":"UserPrompt"' in bytes(line):
+    for n, (_, line) in enumerate(iter_lines(path)):
+        raw = bytes(line)
+        # the opening is SessionStarted (and a child's Inherited): a log with any other line,
+        # or a line that is not a record, was opened whole and then damaged — not set aside
+        # here, but refused by its fold naming the line
+        if b'"t":"UserPrompt"' in raw or n >= 2 or not (
+                raw.startswith(b'{"t":"SessionStarted"') or raw.startswith(b'{"t":"Inherited"')):
             return None
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -562,17 +567,22 @@ def set_aside_unopened(path: Path) -> Path | None:
 
 def _has_ended(path: Path) -> bool:
     """Whether a log's last ``SessionEnded`` is not followed by a ``SessionResumed`` (an ended
-    agent given a new prompt reopens): a raw scan, decoding only the lines that name them."""
+    agent given a new prompt reopens): a raw scan, decoding only the lines that name them. A
+    line among them that is not a record is refused naming it (``LogRefused``)."""
+    from ..session.errors import LogRefused
     from ..session.log import iter_lines
-    from ..session.records import SessionEnded, SessionResumed, decode
+    from ..session.records import DECODE_ERRORS, SessionEnded, SessionResumed, decode
 
     ended = False
-    for _, line in iter_lines(path):
+    for n, (off, line) in enumerate(iter_lines(path), 1):
         head = bytes(line[:32])  # the writer puts the tag first; a memoryview has no substring test
-        if b"SessionEnded" in head and isinstance(decode(line), SessionEnded):
-            ended = True
-        elif ended and b"SessionResumed" in head and isinstance(decode(line), SessionResumed):
-            ended = False
+        try:
+            if b"SessionEnded" in head and isinstance(decode(line), SessionEnded):
+                ended = True
+            elif ended and b"SessionResumed" in head and isinstance(decode(line), SessionResumed):
+                ended = False
+        except DECODE_ERRORS as e:
+            raise LogRefused(str(path), n, f"not a record: {e}", off) from None
     return ended
 
 

@@ -66,7 +66,11 @@ class AgentLog:
         stale or damaged one is ignored and the file refolded (``session.checkpoint.reopening``,
         the one place that decides)."""
         log = RecordLog(path, fsync=fsync)  # moves a torn tail aside
-        ctx, key, _ = reopen(path, source, loader=loader)
+        try:
+            ctx, key, _ = reopen(path, source, loader=loader)
+        except BaseException:  # a log that does not fold: its writer (and lock) let go
+            log.close()
+            raise
         agent = cls(path, source, ctx, log, key)
         torn = log.torn
         agent.append(SessionResumed(at=_now(), records=ctx.records_folded,

@@ -7,7 +7,10 @@
     ├── LogCorrupt         bytes that are not a record where a record must be (path, offset)
     │   └── DigestMismatch a Locus whose digest does not match the bytes at its offset
     ├── AncestorUnreadable an ancestor file that is missing or outside the run root
-    └── LogClosed          we closed the log; appending after that is a bug of ours
+    ├── LogClosed          we closed the log; appending after that is a bug of ours
+    └── LogWriteFailed     an append or an fsync failed
+        └── LogChanged     the file is no longer what its writer wrote (truncated, grown,
+                           replaced): nothing more is appended to it
 """
 
 from __future__ import annotations
@@ -59,3 +62,10 @@ class LogWriteFailed(SessionError):
     """An append or an fsync failed (a full disk, an I/O error). The log keeps only whole
     records: a partial line is cut off again; after a failed fsync the log takes no more
     appends, since what the kernel dropped cannot be known."""
+
+
+class LogChanged(LogWriteFailed):
+    """The file changed under its writer — it shrank (log rotation with ``copytruncate``, a
+    ``> file``), grew by bytes the writer did not write, lost its name, or no longer ends with
+    the record the writer wrote last. The writer refuses this append and every later one: a
+    record written past damage it has not seen would leave a log that folds and is wrong."""

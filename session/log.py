@@ -19,11 +19,14 @@ from typing import Literal
 import blake3
 import msgspec
 
-from .errors import DigestMismatch, LogBusy, LogClosed, LogCorrupt, LogWriteFailed
+from .errors import DigestMismatch, LogBusy, LogChanged, LogClosed, LogCorrupt, LogWriteFailed
 from .records import DECODE_ERRORS, Locus, Pointer, Record, decode, encode
 
 Fsync = Literal["none", "turn", "record"]
 CHUNK = 1 << 20
+TAIL = 4096
+"""Bytes at the end of the log the writer keeps and compares before each append: the last
+record it wrote (its last TAIL bytes when longer). One ``pread`` of at most a page."""
 
 
 def digest(line: bytes | memoryview) -> str:
@@ -172,7 +175,7 @@ def unborn(path: Path) -> int | None:
     if not _TMPFILE:
         return None
     try:
-        fd = os.open(folder, _TMPFILE | os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fd = os.open(folder, _TMPFILE | os.O_RDWR | os.O_APPEND | os.O_CLOEXEC, 0o644)
     except OSError:
         return None
     try:
@@ -208,6 +211,13 @@ class RecordLog:
     ``os.write`` on an ``O_APPEND`` descriptor, so a crash leaves at most one torn line.
     An exclusive advisory lock on the file is taken before anything else — a second writer, in
     this process or another, is refused by name before it can touch a torn tail.
+
+    The lock binds only writers that take it: log rotation with ``copytruncate``, a careless
+    ``> record.jsonl`` or an editor can still change the file under us. So before each append
+    the writer checks that the file is still the one it wrote (``_check``: its size against our
+    own offset, and its last bytes against the record we wrote last) and refuses by name when
+    it is not (``LogChanged``): a line appended past damage it has not seen would make a log
+    that folds, verifies and is wrong. One ``fstat`` and one small ``pread`` per append.
     """
 
     def __init__(self, path: Path, *, fsync: Fsync = "none", new: bool = False,
@@ -224,11 +234,12 @@ class RecordLog:
         # is: synced with the file's first durability point, where there is one
         self._dirs: tuple[Path, ...] = (path.parent, path.parent.parent) \
             if new and fsync != "none" else ()
+        self._tail = b""  # the last bytes of the file as we left it (at most TAIL)
         if unborn is not None and new and _name(unborn, path):
             self._size = 0
             self._fd: int | None = unborn
             return
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT  # read too: ``_check`` reads the tail
         try:
             fd = os.open(path, flags, 0o644)
         except FileNotFoundError:  # its directory first (one syscall saved when it exists)
@@ -255,6 +266,8 @@ class RecordLog:
                 self.torn = self._move_aside(torn)
                 size = os.fstat(fd).st_size
             self._size = size
+            if size:
+                self._tail = os.pread(fd, min(size, TAIL), size - min(size, TAIL))
         except BaseException:
             os.close(fd)
             raise
@@ -290,6 +303,7 @@ class RecordLog:
             raise LogClosed(f"{self.path} is closed")
         if self.broken is not None:
             raise LogWriteFailed(f"{self.path}: no more appends after {self.broken}")
+        self._check()
         data = line + b"\n"
         view = memoryview(data)
         try:
@@ -304,7 +318,34 @@ class RecordLog:
             self._fsync()
         locus = (self._size, len(line), digest(line))
         self._size += len(data)
+        self._tail = data if len(data) <= TAIL else data[-TAIL:]
         return locus
+
+    def _check(self) -> None:
+        """Refuse to append unless the file is still what this writer left: as long as our own
+        offset (not cut back by a rotation or a ``> file``, not grown by another writer), still
+        linked (not deleted or replaced by a rename), and ending with the bytes we wrote last.
+        Once refused, the log takes no more appends: what is on disk is no longer ours."""
+        fd = self._fd
+        st = os.fstat(fd)  # type: ignore[arg-type]
+        size = self._size
+        if st.st_size == size and st.st_nlink:
+            tail = self._tail
+            if not tail or os.pread(fd, len(tail), size - len(tail)) == tail:  # type: ignore[arg-type]
+                return
+            what = (f"its last record (the {len(tail)} bytes before offset {size}) is not the "
+                    "one this writer wrote")
+        elif not st.st_nlink:
+            what = "it was deleted or replaced (the file this writer holds has no name left)"
+        elif st.st_size < size:
+            what = (f"it shrank from {size} to {st.st_size} bytes (truncated under its writer: "
+                    "log rotation with copytruncate, a '> file'?)")
+        else:
+            what = (f"it grew from {size} to {st.st_size} bytes that this writer did not "
+                    "write (another writer?)")
+        self.broken = f"the file changed under its writer: {what}"
+        raise LogChanged(f"{self.path}: {self.broken}; nothing was appended — verify it and "
+                         "resume the agent from what it holds")
 
     def _cut_back(self, cause: OSError) -> None:
         try:

@@ -93,6 +93,9 @@ def run(args) -> int:
         logs.shutdown()
         raise UserError(f"{missing} (results in {output}, logs in {root})") from None
     logs.shutdown()
+    for task, why in runner.damaged:  # one line each: the task failed, the others ran (0319)
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in why)
+        sys.stderr.write(f"mnemon: task {task} failed on a damaged log: {shown}\n")
     extra = engine.summary_extra(provider, root) if batch else {}
     if args.json:
         print(json.dumps({**msgspec.to_builtins(summary), **extra}))

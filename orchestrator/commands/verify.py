@@ -44,6 +44,42 @@ def _inherited_line(path: Path) -> tuple[int, Inherited | None]:
     return 0, None
 
 
+def _line_of(path: Path, offset: int) -> int:
+    """The 1-based line that starts at ``offset``."""
+    for n, (off, _) in enumerate(iter_lines(path), 1):
+        if off >= offset:
+            return n
+    return 0
+
+
+def lineage_problems(full: Path, ctx, line: int, link: Inherited | None) -> list[tuple[int, int | None, str]]:
+    """What a log that folds may still say about its lineage that the protocol forbids, found
+    from its table: ``(line, offset, error)``.
+
+    * a mnemon child (``SessionStarted.kind`` ``mnemon``) opens with its ``Inherited`` link —
+      one without it has lost the turns it was forked with (a log cut back to its opening by a
+      rotation with copytruncate or a ``> file``, then written on);
+    * the first turn of a lineage is a user turn — an assistant turn with no user turn before
+      it answers nothing (turns withdrawn by a clear or a rewind still count: they were there).
+
+    Each rule holds for every log mnemon writes, forks, rewinds, clears and imports included
+    (an import opening with an assistant turn gets a user line first); neither is part of the
+    fold, so a log that breaks one still reopens and reads — ``verify`` names it."""
+    out: list[tuple[int, int | None, str]] = []
+    st = ctx.started
+    if st is not None and st.kind == "mnemon" and link is None:
+        out.append((1, 0, "a mnemon child's log with no Inherited link: the turns it was forked "
+                       "with are gone (was the file cut back or rewritten?)"))
+    first = ctx.turns[0] if len(ctx.turns) else None
+    if first is not None and first.role == "assistant":
+        own = first.origin == "own" and bool(first.loci)
+        off = first.loci[0][0] if own else None
+        at = _line_of(full, off) if off is not None else line
+        out.append((at, off, f"assistant turn {first.id} has no user turn before it: a turn order "
+                        "the protocol forbids (was the file cut back or edited?)"))
+    return out
+
+
 def verify(path: Path) -> dict:
     try:
         root, agents = agents_in(path)
@@ -74,6 +110,8 @@ def verify(path: Path) -> dict:
             torn_list.append({"path": src, "offset": torn.offset, "length": torn.length})
         # pointers the fold did not load (departed rows) are checked here
         line, link = _inherited_line(full)
+        for at, off, why in lineage_problems(full, ctx, line, link):
+            problems.append({"path": src, "line": at, "offset": off, "error": why})
         if link is not None:
             for item in link.turns:
                 if item.row.held in ("resident", "swept"):

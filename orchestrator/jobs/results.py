@@ -23,6 +23,16 @@ STATUSES = ("done", "failed", "budget", "cancelled")
 FINAL = frozenset({"done", "failed"})
 """A re-run skips these; a task stopped by a budget or a cancel is resumed from its log."""
 
+DAMAGED = "failed: damaged log: "
+"""How the reason of a task failed on a log that does not read begins (decision 0319): the
+task is failed, and a re-run — once the log is repaired or set aside — tries it again."""
+
+
+def is_final(line: dict) -> bool:
+    """Whether a re-run skips the task this results line is about (``FINAL``, except a task
+    failed on a damaged log)."""
+    return line.get("status") in FINAL and not str(line.get("reason") or "").startswith(DAMAGED)
+
 
 class Result(Struct, kw_only=True):
     task: str

@@ -29,14 +29,16 @@ import trio
 from msgspec import Struct
 
 from ...lineage.runroot import agent_source, list_agents
+from ...session.errors import AncestorUnreadable, LogChanged, LogCorrupt, LogRefused
 from ...session.records import Usage, compact
+from ..costs import CostError
 from ..approvals import reject_every_ask
 from ..node import AgentNode
 from ..supervisor import _open_mcp, Supervisor
 from ..synod import fork_synod, vote as tally, wait_synod
 from ...providers.typed import problems
 from .outputs import outputs_for
-from .results import FINAL, Result, ResultsFile, read_results, rewrite
+from .results import DAMAGED, Result, ResultsFile, is_final, read_results, rewrite
 from .spec import Job
 from .state import children_of, complete, prepare, session_state, tidy
 from .tasks import Task
@@ -135,6 +137,8 @@ class JobRunner:
         # the output types of the task's agent and of its synod's children (None: untyped)
         self.output_type, self.synod_output = outputs_for(job)
         self.typed = self.output_type is not None or self.synod_output is not None
+        #: ``(task, file:line: why)`` of each task failed this run on a log that does not read
+        self.damaged: list[tuple[str, str]] = []
 
     # ------------------------------------------------------------------ the run
 
@@ -148,7 +152,11 @@ class JobRunner:
 
         prior = read_results(self.output)
         if self.count_prior:
-            spent = run_cost(self.root) if self._existing else []
+            seen: list[str] = []  # lines that are not records: counted around, named
+            spent = run_cost(self.root, damaged=seen) if self._existing else []
+            for why in seen:
+                log.warning("a damaged log: a line that is not a record is not counted",
+                            error=why)
             self.sup.usage = sum((Usage(input_tokens=c.input_tokens,
                                         output_tokens=c.output_tokens,
                                         cache_read_tokens=c.cache_read_tokens,
@@ -158,7 +166,7 @@ class JobRunner:
         pending: list[Task] = []
         for t in self.tasks:
             line = prior.get(t.id)
-            if line is not None and line.get("status") in FINAL:
+            if line is not None and is_final(line):
                 self.lines[t.id] = line
                 self.counts.skipped += 1
                 self._count(line["status"])
@@ -255,7 +263,10 @@ class JobRunner:
         nodes: list[AgentNode] = []
         result: Result | None = None
         try:
-            result = await self._run_task(t, nodes)
+            try:
+                result = await self._run_task(t, nodes)
+            except DAMAGE as e:  # this task's logs do not read: it fails alone (0319)
+                result = self._damaged(t, nodes, e)
         finally:  # nothing here awaits: a cancel cannot cut it short
             self.counts.running -= 1
             if result is None and nodes:  # cut off (Ctrl-C) before the task ended: even
@@ -268,6 +279,18 @@ class JobRunner:
                 if n.log is not None:  # None: cancelled before its own servers started
                     n.log.close()
                 self.sup.agents.pop(n.id, None)
+
+    def _damaged(self, t: Task, nodes: list[AgentNode], e: Exception) -> Result:
+        """The result of a task whose log (or an ancestor's) does not read: failed, with one
+        line naming the file and the line; the other tasks run on."""
+        why = damage_line(self.root, e)
+        log.error("task failed: a damaged log", task=t.id, error=why)
+        self.damaged.append((t.id, why))
+        every = _with_descendants(nodes)
+        return Result(task=t.id, status="failed", answer=None, agent=t.agent,
+                      reason=DAMAGED + why, usage=_usage(sum((n.usage for n in every), Usage())),
+                      cost_usd=sum(n.cost_usd for n in every), input=t.row, attempts=1,
+                      typed=self.typed)
 
     def _finish(self, t: Task, result: Result) -> None:
         line = result.as_dict()
@@ -297,7 +320,8 @@ class JobRunner:
 
     async def _run_task(self, t: Task, nodes: list[AgentNode]) -> Result:
         path = self.root / agent_source(t.agent)
-        ended, failures = session_state(path) if t.agent in self._existing else (None, 0)
+        ended, failures = (session_state(path, agent_source(t.agent)) if t.agent in self._existing
+                           else (None, 0))
         retries = self.spec.retries
         if ended is not None and ended.startswith("failed") and failures > retries:
             return self._from_log(t, ended, failures)  # failed for good in an earlier run
@@ -450,6 +474,36 @@ class JobRunner:
             interrupted=self.interrupted, denied=self.sup.approvals.denied,
             asked=self.sup.approvals.asked, approved=self.sup.approvals.approved,
             rejected=self.sup.approvals.rejected)
+
+
+DAMAGE = (LogRefused, LogCorrupt, AncestorUnreadable, LogChanged, CostError)
+"""What a task's logs that do not read raise: the task fails with it, alone."""
+
+
+def damage_line(root: Path, e: Exception) -> str:
+    """One line naming the file and the line of the damage: a refusal at an offset (a digest
+    that does not match) is given the line that starts there."""
+    text = str(e)
+    if isinstance(e, LogCorrupt) and not isinstance(e, LogRefused):
+        line = _line_at(root / e.path, e.offset)
+        if line:
+            text = f"{e.path}:{line}: {e.why} (offset {e.offset})"
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The 1-based line of ``path`` that starts at ``offset``; 0 when none does."""
+    from ...session.log import iter_lines
+
+    try:
+        for n, (off, _) in enumerate(iter_lines(path), 1):
+            if off == offset:
+                return n
+            if off > offset:
+                break
+    except OSError:
+        pass
+    return 0
 
 
 def _with_descendants(nodes: list[AgentNode]) -> list[AgentNode]:

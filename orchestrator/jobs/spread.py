@@ -143,7 +143,7 @@ class Watch:
     def __init__(self, root: Path, run: str, tasks: list, prior: dict[str, dict],
                  base_usd: float):
         from .ledger import Reader, folder_of
-        from .results import FINAL
+        from .results import is_final
 
         self.root = root
         self.folder = root / RESULTS
@@ -151,7 +151,7 @@ class Watch:
         self.reader = Reader(folder_of(root, run))
         self.base_usd = base_usd
         self.final = {t.id: prior[t.id]["status"] for t in tasks
-                      if prior.get(t.id, {}).get("status") in FINAL}
+                      if is_final(prior.get(t.id, {}))}
         self.lines: dict[str, dict] = {}  # this run's, by task
         # each task's status and how many have each, kept as lines arrive: a poll costs what
         # is new, not every task again
@@ -229,7 +229,8 @@ def _spent(root: Path):
     from ...session.records import Usage
     from ..costs import run_cost
 
-    spent = run_cost(root) if list_agents(root) else []
+    # a damaged log counts what it still shows; its task fails alone when it runs (0319)
+    spent = run_cost(root, damaged=[]) if list_agents(root) else []
     usage = sum((Usage(input_tokens=c.input_tokens, output_tokens=c.output_tokens,
                        cache_read_tokens=c.cache_read_tokens,
                        cache_write_tokens=c.cache_write_tokens) for c in spent), Usage())
@@ -280,14 +281,14 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
 
     from ...session.records import Usage
     from .ledger import Reader, clear, folder_of
-    from .results import FINAL, read_results, rewrite
+    from .results import is_final, read_results, rewrite
     from .runner import _usage
 
     log = structlog.get_logger("mnemon.jobs")
     trio.run(provider.aclose)
     root, out, tasks = runner.root, runner.output, runner.tasks
     prior = read_results(out)
-    pending = [t.id for t in tasks if prior.get(t.id, {}).get("status") not in FINAL]
+    pending = [t.id for t in tasks if not is_final(prior.get(t.id, {}))]
     base_usage, base_usd = _spent(root)  # earlier runs: their ledgers are in the logs now
     clear(root)
     run = uuid.uuid4().hex[:8]
@@ -371,7 +372,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
     # fills what is not final
     for f in sorted(files, key=lambda f: f.name.startswith(run + "-")):
         for task, line in read_results(f).items():
-            if lines.get(task, {}).get("status") not in FINAL:
+            if not is_final(lines.get(task, {})):
                 lines[task] = line
     rewrite(out, [lines[t.id] for t in tasks if t.id in lines])
     watch.reader.close()

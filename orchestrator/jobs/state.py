@@ -61,16 +61,21 @@ def hold(root: Path) -> int:
     return fd
 
 
-def session_state(path: Path) -> tuple[str | None, int]:
-    """(the reason of the last SessionEnded if nothing resumed it since, failures so far)."""
-    from ...session.records import SessionEnded, SessionResumed, decode
+def session_state(path: Path, display: str | None = None) -> tuple[str | None, int]:
+    """(the reason of the last SessionEnded if nothing resumed it since, failures so far). A
+    line naming either that is not a record is refused naming it (``LogRefused``)."""
+    from ...session.errors import LogRefused
+    from ...session.records import DECODE_ERRORS, SessionEnded, SessionResumed, decode
 
     ended: str | None = None
     failures = 0
-    for _, view in iter_lines(path):
+    for n, (off, view) in enumerate(iter_lines(path), 1):
         line = bytes(view)
         if b"SessionEnded" in line or b"SessionResumed" in line:
-            rec = decode(line)
+            try:
+                rec = decode(line)
+            except DECODE_ERRORS as e:
+                raise LogRefused(display or str(path), n, f"not a record: {e}", off) from None
             if isinstance(rec, SessionEnded):
                 ended = rec.reason
                 if rec.reason.startswith("failed"):
