@@ -17,7 +17,7 @@ import msgspec
 import structlog
 import trio
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
@@ -498,6 +498,8 @@ def _wrap(fn: Callable[[Request], Awaitable[Any]], spec: Spec):
             return _json(S.ErrorOut(error=" ".join(str(e).split())), 409 if spec.method == "POST" else 400)
         except SessionError as e:
             return _json(S.ErrorOut(error=" ".join(str(e).split())), 500)
+        except ClientDisconnect:
+            raise  # (no one to answer)
         except Exception as e:  # noqa: BLE001 - a fault of ours: still one JSON line, logged
             log.exception("request failed", route=spec.name)
             return _json(S.ErrorOut(error=f"internal error ({type(e).__name__})"), 500)
