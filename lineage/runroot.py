@@ -35,8 +35,17 @@ def now_iso() -> str:
 
 
 def create_run_root(path: Path, started_by: str) -> Path:
-    """Make ``path`` a run root: new, or an existing empty directory."""
-    path = Path(path)
+    """Make ``path`` a run root: new, or an existing empty directory. A path the system will
+    not make one of (under a file, in ``/proc``, not permitted, a NUL in its name) is a
+    ``RunRootError`` naming it: the user's mistake, told in one line on every surface."""
+    try:
+        return _create_run_root(Path(path), started_by)
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or str(e)
+        raise RunRootError(f"cannot make the run root {str(path)!r}: {why}") from None
+
+
+def _create_run_root(path: Path, started_by: str) -> Path:
     if path.exists():
         if not path.is_dir():
             raise RunRootError(f"{path} is not a directory")

@@ -22,8 +22,8 @@ def add_parser(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="--http: address to bind (loopback)")
     p.add_argument("--port", type=int, default=8766, help="--http: port (0: any free port)")
     p.add_argument("--token", default=None,
-                   help="--http: the bearer token (default: $MNEMON_TOKEN, else one is "
-                        "generated and printed once)")
+                   help="--http: the bearer token, at least 16 characters (default: "
+                        "$MNEMON_TOKEN, else one is generated and printed once)")
 
 
 def run(args) -> int:
@@ -44,8 +44,13 @@ def run(args) -> int:
         trio.run(_until_signal, lambda task_status: _started(serve_stdio(server), task_status))
         return 0
     from ..options import listen_from
+    from ..service.listen import BindError, bind
 
     token, generated = listen_from(args)
+    try:
+        sock = bind(args.host, args.port)
+    except BindError as e:
+        raise UserError(str(e)) from None
 
     def ready(binds: list[str]) -> None:
         url = (binds[0] if binds else f"http://{args.host}:{args.port}") + "/mcp"
@@ -56,7 +61,8 @@ def run(args) -> int:
 
     try:
         trio.run(_until_signal, lambda task_status: serve_http(
-            server, token=token, host=args.host, port=args.port, task_status=task_status),
+            server, token=token, host=args.host, port=args.port, sock=sock,
+            task_status=task_status),
             ready)
     except OSError as e:
         raise UserError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None

@@ -23,8 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     p.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
     p.add_argument("--token", default=None,
-                   help="the bearer token (default: $MNEMON_TOKEN, else one is generated and "
-                        "printed once)")
+                   help="the bearer token, at least 16 characters (default: $MNEMON_TOKEN, "
+                        "else one is generated and printed once)")
     p.add_argument("--no-resume", action="store_true",
                    help="over an existing run root, do not resume the agents a crash left "
                         "running (POST /v1/agents/{id}/resume resumes one)")
@@ -36,11 +36,16 @@ def run(args) -> int:
     import trio
 
     from ..._about import __version__
+    from ..service.listen import BindError, bind
     from ..service.runs import Run
     from ..service.server import serve
 
     token, generated = listen_from(args)
     settings = settings_from(args)
+    try:  # bound before anything is written: an address in use leaves no run root behind
+        sock = bind(args.host, args.port)
+    except BindError as e:
+        raise UserError(str(e)) from None
     if args.run_root_ro:
         from ...lineage.runroot import RunRootError, find_run_root, read_run_json
 
@@ -76,7 +81,7 @@ def run(args) -> int:
             trio.run(lambda: serve(run_, token=token, host=args.host, port=args.port,
                                    provider=provider, provider_name=provider_name,
                                    version=__version__, on_ready=ready,
-                                   resume=not args.no_resume))
+                                   resume=not args.no_resume, sock=sock))
     except OSError as e:
         raise UserError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
     sys.stderr.write("mnemon: stopped\n")

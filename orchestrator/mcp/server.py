@@ -4,7 +4,7 @@ Built on the SDK's low-level ``Server`` so every tool carries exactly the schema
 model-facing tool's, with ``agent`` added) and answers exactly the CLI's ``--json`` value, as
 compact JSON text. Blocking reads run in a worker thread, so one long grep stalls no other
 request. Over HTTP every request needs the bearer token, compared as the service compares it
-(``service/auth.py``).
+(``service/auth.py``, the same guard: OAuth discovery answers 404).
 """
 
 from __future__ import annotations
@@ -55,35 +55,26 @@ async def serve_stdio(server: Server) -> None:
 
 
 def require_bearer(app: Any, token: str) -> Any:
-    """An ASGI wrapper answering 401 to any HTTP request without the token."""
-    from ..service.auth import authorized
+    """An ASGI wrapper answering 401 to any HTTP request without the token (naming the mistake:
+    none, or a wrong one), and 404 under ``/.well-known/`` (no OAuth here: an MCP host then says
+    a token is needed instead of trying to register as an OAuth client)."""
+    from ..service.auth import guard
 
-    async def guarded(scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            header = dict(scope.get("headers") or ()).get(b"authorization")
-            if not authorized(header.decode("latin-1") if header else None, token):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body",
-                            "body": b'{"error":"a bearer token is required"}'})
-                return
-        await app(scope, receive, send)
-
-    return guarded
+    return guard(app, token)
 
 
 async def serve_http(server: Server, *, token: str, host: str = "127.0.0.1", port: int = 0,
-                     task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve streamable HTTP at ``/mcp`` until cancelled; ``task_status.started(binds)``."""
-    from hypercorn.config import Config
+                     sock: Any = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve streamable HTTP at ``/mcp`` until cancelled; ``task_status.started(binds)``.
+    ``sock``: the listening socket, bound by the caller (``service.listen.bind``); else
+    ``host:port`` is bound here, first."""
     from hypercorn.trio import serve
 
-    app = require_bearer(server.streamable_http_app(host=host), token)
-    config = Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    config.accesslog = None  # a URL or a header is never logged
-    config.errorlog = None
-    config.graceful_timeout = 2.0
-    await serve(app, config, task_status=task_status)  # type: ignore[arg-type]
+    from ..service.listen import bind, served_config
 
+    app = require_bearer(server.streamable_http_app(host=host), token)
+    sock = bind(host, port) if sock is None else sock
+    try:
+        await serve(app, served_config(sock), task_status=task_status)  # type: ignore[arg-type]
+    finally:
+        sock.close()

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import msgspec
+import structlog
 import trio
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
@@ -25,14 +26,27 @@ from ...session.constants import GREP_TIMEOUT_S
 from ...session.errors import LogRefused, Refusal, SessionError
 from . import control as C
 from . import schema as S
-from .auth import authorized, is_open
+from .auth import guard, is_open
 from .events import BadEventId, parse_positions, stream
 from ..typed.load import OutputError
 from .runs import Conflict, NotFound, Run
 from .jobs import job_results
 from .transcript import LIMIT, MAX_LIMIT, transcript
 
+log = structlog.get_logger("mnemon.service")
+
 MAX_BODY = 1 << 20  # bytes of JSON a request may carry
+
+#: on every answer: the page's policy as a header too (a ``<meta>`` cannot say
+#: ``frame-ancestors``: no other site frames the page to click its buttons), and no sniffing a
+#: JSON or script answer into something else (decision 0323)
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
+       "frame-ancestors 'none'")
+SECURITY_HEADERS = ((b"content-security-policy", CSP.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"x-frame-options", b"DENY"),
+                    (b"referrer-policy", b"no-referrer"))
 
 
 class HTTPError(Exception):
@@ -290,7 +304,16 @@ class Handlers:
     async def decide(self, request: Request) -> Any:
         aid = self._aid(request)
         body = await _body(request, C.DecisionIn)
-        return C.decide(self.run, aid, request.path_params["call_id"], body)
+        call_id = request.path_params["call_id"]
+        try:
+            return C.decide(self.run, aid, call_id, body)
+        except NotFound:
+            # this process's registry knows the requests its agents wait on; an agent that is
+            # not running here (stopped, or recorded before this service started) may still
+            # hold one in its log, which waits for a resume: that is a 409, not a 404
+            door = await self._door(aid)
+            C.refuse_recorded(aid, call_id, door.ctx.approvals.get(call_id))
+            raise
 
     async def decide_in_job(self, request: Request) -> Any:
         body = await _body(request, C.DecisionIn)
@@ -306,13 +329,14 @@ class Handlers:
     async def static(self, request: Request) -> Any:
         name = request.path_params["name"]
         types = {".js": "text/javascript", ".css": "text/css", ".txt": "text/plain"}
-        kind = types.get(Path(name).suffix)
-        if kind is None or "/" in name or name.startswith("."):
+        kind = types.get(Path(name).suffix) if name in _static_names() else None
+        if kind is None:  # (a name is looked up among the package's files, never opened)
             raise HTTPError(404, f"no static file {name!r}")
-        try:
-            return Response(_static(name), media_type=kind + "; charset=utf-8")
-        except FileNotFoundError:
-            raise HTTPError(404, f"no static file {name!r}") from None
+        return Response(_static(name), media_type=kind + "; charset=utf-8")
+
+    async def favicon(self, request: Request) -> Any:
+        # no icon: 204 and no token asked, so a browser's own request is not a 401 each load
+        return Response(status_code=204, headers={"Cache-Control": "max-age=86400"})
 
     async def create_job(self, request: Request) -> Any:
         from .jobs import JobError
@@ -371,6 +395,12 @@ def _survey(aid: str, ctx) -> S.Survey:
     return S.Survey(agent=aid, frontier=frontier, marks=marks, history_bytes=ctx.history_bytes(),
                     used_tokens=ctx.used_tokens(),
                     context_window=started.context_window if started else None)
+
+
+@functools.lru_cache(maxsize=1)
+def _static_names() -> frozenset[str]:
+    return frozenset(f.name for f in (resources.files(__package__) / "static").iterdir()
+                     if f.is_file())
 
 
 @functools.lru_cache(maxsize=None)
@@ -444,6 +474,7 @@ ROUTES: tuple[Spec, ...] = (
 PAGES: tuple[Spec, ...] = (
     Spec("GET", "/", "page", "The page: the run live"),
     Spec("GET", "/static/{name}", "static", "The page's script and style"),
+    Spec("GET", "/favicon.ico", "favicon", "No icon (204), asked without a token"),
 )
 
 
@@ -467,35 +498,15 @@ def _wrap(fn: Callable[[Request], Awaitable[Any]], spec: Spec):
             return _json(S.ErrorOut(error=" ".join(str(e).split())), 409 if spec.method == "POST" else 400)
         except SessionError as e:
             return _json(S.ErrorOut(error=" ".join(str(e).split())), 500)
+        except ClientDisconnect:
+            raise  # (no one to answer)
+        except Exception as e:  # noqa: BLE001 - a fault of ours: still one JSON line, logged
+            log.exception("request failed", route=spec.name)
+            return _json(S.ErrorOut(error=f"internal error ({type(e).__name__})"), 500)
         if isinstance(out, Response):
             return out
         return _json(out, spec.status)
     return endpoint
-
-
-class _Guard:
-    """ASGI middleware: the bearer token on every route but the open ones."""
-
-    def __init__(self, app, token: str):
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and not is_open(scope["path"]):
-            header = None
-            for k, v in scope.get("headers", ()):
-                if k == b"authorization":
-                    header = v.decode("latin-1")
-                    break
-            if not authorized(header, self.token):
-                body = msgspec.json.encode(S.ErrorOut(error="a bearer token is required"))
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"www-authenticate", b"Bearer"),
-                                        (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
 
 
 def create_app(run: Run, *, token: str, version: str = "0", provider: str | None = None,
@@ -513,7 +524,7 @@ def create_app(run: Run, *, token: str, version: str = "0", provider: str | None
 
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, not_found)
-    return _Guard(app, token)
+    return guard(app, token, open_path=is_open, headers=SECURITY_HEADERS)
 
 
 @functools.lru_cache(maxsize=4)

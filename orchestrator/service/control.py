@@ -107,6 +107,19 @@ def _decide(run: Run, sup: Any, aid: str, call_id: str, body: DecisionIn) -> Dec
                        reason=rec.reason, input=rec.input, by=rec.by, at=rec.at)
 
 
+def refuse_recorded(aid: str, call_id: str, entry: list | None) -> None:
+    """A request no agent of this process waits on, judged by its agent's log (``entry``: the
+    fold's ``[ApprovalRequested, ApprovalDecided | None]`` for the call, or None): decided
+    already, or waiting for the agent to be resumed — both 409; no record returns (404)."""
+    if entry is None:
+        return
+    if entry[1] is not None:
+        raise Conflict(f"the call {call_id} of agent {aid} was decided already "
+                       f"({entry[1].decision})")
+    raise Conflict(f"agent {aid} is not running, so it is not waiting on the call {call_id}: "
+                   f"resume it first (POST /v1/agents/{aid}/resume)")
+
+
 def resume(run: Run, aid: str):
     """Resume one agent whose log has no end (a crash left it running), or one that ended
     cancelled (a stop): it goes on from its log — a recorded turn is never requested again, a
@@ -157,4 +170,5 @@ def resume_crashed(run: Run) -> list[str]:
 
 
 __all__ = ["ApprovalList", "ApprovalOut", "BadRequest", "DecisionIn", "DecisionOut",
-           "decide", "decide_in_job", "list_approvals", "resume", "resume_crashed"]
+           "decide", "decide_in_job", "list_approvals", "refuse_recorded", "resume",
+           "resume_crashed"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,27 @@ def job_results(sj: ServiceJob) -> JobResults:
     return JobResults(job=sj.id, columns=cols, rows=table, failed=failed)
 
 
+def _check_path(key: str, value: str | None) -> None:
+    """A path of the request the system could not use, refused (422) naming it before anything
+    is written: a NUL in it, or (``output``) a directory, or a file where a directory must be."""
+    if value is None:
+        return
+    if "\0" in value:
+        raise JobError(f"{key} {value!r} has a NUL byte in it")
+    if key != "output":
+        return  # (the job file is read, the run root made, each refusing by name)
+    path = Path(value)
+    if path.is_dir():
+        raise JobError(f"output {value!r} is a directory, not a results file")
+    for up in path.parents:
+        if up.exists():
+            if not up.is_dir():
+                raise JobError(f"output {value!r}: {str(up)!r} is not a directory")
+            if not os.access(up, os.W_OK | os.X_OK):
+                raise JobError(f"output {value!r}: {str(up)!r} is not writable")
+            return
+
+
 class Jobs:
     def __init__(self) -> None:
         self.jobs: dict[str, ServiceJob] = {}
@@ -64,6 +86,8 @@ class Jobs:
 
         if self.nursery is None:
             raise JobError("the service is not running jobs")
+        for key in ("path", "run_root", "output"):
+            _check_path(key, getattr(body, key))
         wanted = Path(body.run_root).resolve() if body.run_root else None
         for other in self.jobs.values():
             if other.state == "running" and wanted is not None and other.root.resolve() == wanted:

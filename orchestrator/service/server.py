@@ -7,28 +7,17 @@ accepting and closes, and the process exits 0."""
 from __future__ import annotations
 
 import signal
-import sys
-from pathlib import Path
+import socket
 from typing import Any
 
 import trio
-from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from ..supervisor import open_supervisor
 from .app import create_app
 from .control import resume_crashed
+from .listen import bind, served_config
 from .runs import Run
-
-
-def _config(host: str, port: int) -> Config:
-    config = Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    config.accesslog = None  # no request lines: a URL or header is never logged
-    config.errorlog = None
-    config.graceful_timeout = 2.0
-    config.keep_alive_timeout = 30.0
-    return config
 
 
 async def shutdown_agents(run: Run) -> None:
@@ -48,10 +37,25 @@ async def shutdown_agents(run: Run) -> None:
 async def serve(run: Run, *, token: str, host: str = "127.0.0.1", port: int = 8765,
                 provider: Any = None, provider_name: str | None = None, version: str = "0",
                 stop: trio.Event | None = None, on_ready=None, resume: bool = True,
+                sock: socket.socket | None = None,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve ``run`` until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None).
     ``resume``: first resume the agents a crash left running in the run root (``--no-resume``
-    not to; ``control.resume_crashed``)."""
+    not to; ``control.resume_crashed``). ``sock``: the listening socket, bound by the caller
+    before it wrote anything (``listen.bind``; ``mnemon serve`` does); else ``host:port`` is
+    bound here, first (``listen.BindError``)."""
+    sock = bind(host, port) if sock is None else sock
+    try:
+        await _serve(run, token=token, sock=sock, provider=provider,
+                     provider_name=provider_name, version=version, stop=stop,
+                     on_ready=on_ready, resume=resume, task_status=task_status)
+    finally:
+        sock.close()
+
+
+async def _serve(run: Run, *, token: str, sock: socket.socket, provider: Any,
+                 provider_name: str | None, version: str, stop: trio.Event | None, on_ready,
+                 resume: bool, task_status) -> None:
     stop = trio.Event() if stop is None else stop
     app = create_app(run, token=token, version=version, provider=provider_name,
                      model=run.settings.model)
@@ -69,7 +73,7 @@ async def serve(run: Run, *, token: str, host: str = "127.0.0.1", port: int = 87
     async def http() -> None:
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(
-                lambda task_status: hypercorn_serve(app, _config(host, port),
+                lambda task_status: hypercorn_serve(app, served_config(sock),
                                                     shutdown_trigger=until_stopped,
                                                     task_status=task_status))
             if on_ready is not None:

@@ -42,10 +42,15 @@ async def test_every_route_but_health_and_the_page_needs_the_token(tmp_path):
                         assert r.status_code == 200
                     else:
                         assert r.status_code == 401, (spec.path, r.status_code)
-                        assert r.headers["www-authenticate"] == "Bearer"
-                        assert r.json() == {"error": "a bearer token is required"}
-            for spec in PAGES:
-                assert (await bare.get(_path(spec))).status_code == 200
+                        if client is bare:
+                            assert r.headers["www-authenticate"] == "Bearer"
+                            assert r.json() == {"error": "a bearer token is required"}
+                        else:  # a token, but not this one: told so, not "required"
+                            assert r.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+                            assert r.json() == {"error": "the bearer token is wrong"}
+            for spec in PAGES:  # (the icon: none, and no token asked for it)
+                want = 204 if spec.name == "favicon" else 200
+                assert (await bare.get(_path(spec))).status_code == want, spec.path
             r = await svc.client.get("/v1/agents")
             assert r.status_code == 200 and [a["id"] for a in r.json()["agents"]] == ["a1", "a2", "a3"]
         finally:
