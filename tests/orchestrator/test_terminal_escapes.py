@@ -18,6 +18,7 @@ from mnemon.orchestrator.terminal import for_stream, shown
 # clear screen (CSI), set the title (OSC … BEL), overwrite the line, C1 CSI, a bidi override
 HOSTILE = "before\x1b[2J\x1b]0;pwned\x07\rover\x9b31mend\u202eevil"
 RAW = ("\x1b", "\x07", "\r", "\x9b", "\u202e")
+NAME = "tool\x1b[2J\x1b]0;pwned\x07\x9b31m\u202eevil"  # a model's tool name: no space, no \r
 
 
 class Tty(io.StringIO):
@@ -203,3 +204,56 @@ def test_results_csv_is_escaped_on_a_terminal_and_raw_into_a_pipe(tmp_path):
                            timeout=60)
     assert piped.returncode == 0, piped.stderr
     assert HOSTILE.encode() in piped.stdout  # a program reading the CSV gets the model's bytes
+
+
+def _damaged(tmp_path: Path) -> Path:
+    """An ``ask`` run whose log ends in a line of no known record type, the type the hostile
+    text (msgspec's message for it quotes the value)."""
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"blocks": [{"type": "text", "text": "hi"}]}) + "\n")
+    root = tmp_path / "run"
+    assert cli.main(["ask", "hi", "--script", str(script), "--run-root", str(root)]) == 0
+    logs.quiet()
+    with (root / "agents" / "a1" / "record.jsonl").open("a") as f:
+        f.write(json.dumps({"t": HOSTILE}) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("argv,code", [
+    (["context", "{a}"], 1),  # a Failure
+    (["transcript", "read", "{a}", "--turns", "0-3"], 1),
+    (["chat", "--resume", "{a}"], 2),  # a SessionError (the log refused before the chat opens)
+    (["trace", "{r}", "--json"], 2),  # a UserError
+], ids=lambda a: " ".join(a[:2]) if isinstance(a, list) else str(a))
+def test_a_diagnostic_quoting_a_log_is_escaped_wherever_stderr_goes(tmp_path, capsys, argv,
+                                                                     code):
+    """``mnemon: …`` lines are for a person: escaped always, a pipe's too."""
+    root = _damaged(tmp_path)
+    capsys.readouterr()
+    argv = [x.format(a=root / "agents" / "a1", r=root) for x in argv]
+    assert cli.main(argv) == code
+    logs.quiet()
+    err = capsys.readouterr().err
+    assert err.startswith("mnemon: ") and "agents/a1/record.jsonl:" in err
+    _clean(err)
+    assert shown(HOSTILE) in err and err.count("\n") == 1
+
+
+def test_verbose_log_lines_on_a_terminal_are_escaped(tmp_path, monkeypatch):
+    """``-v`` on a terminal renders each event for a person (``mnemon serve``'s, ``run``'s):
+    a field holding a model's text is escaped; the log file keeps it whole."""
+    import structlog
+
+    tty = Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    logs.configure(tmp_path, verbose=True)
+    try:
+        # structlog's renderer quotes a value with a space or a ``\r`` (repr): not this one
+        structlog.get_logger().warning("unknown tool", tool=NAME)
+        logs.flush()
+    finally:
+        logs.quiet()
+    _clean(tty.getvalue())
+    assert "unknown tool" in tty.getvalue() and shown(NAME) in tty.getvalue()
+    line = json.loads((tmp_path / "mnemon.log").read_text().splitlines()[-1])
+    assert line["tool"] == NAME
