@@ -17,7 +17,6 @@ from typing import Any, Protocol
 
 from ...lineage.runroot import read_run_json
 from ...session.records import SessionStarted
-from ..terminal import shown
 from . import ids, native_build, semconv
 from .build import TraceBuilder
 from .spans import Span
@@ -149,7 +148,7 @@ class LiveTracer:
         self.faults += 1
         if self.faults == 1:
             sys.stderr.write(f"mnemon: traces: a record could not be traced "
-                             f"({type(e).__name__}: {shown(str(e))}); the run goes on\n")
+                             f"({type(e).__name__}: {e}); the run goes on\n")
 
     def flush(self) -> None:
         """Feed every record noted so far; hand the spans they finish to the sink."""

@@ -46,6 +46,10 @@ def chat_output(tmp_path: Path, root: Path, *args: str) -> str:
         c.sendline("/fork again")
         c.expect(r"fork a2\S* \(done\):")
         c.expect("evil")
+        c.sendline("/transcript grep evil")  # the chat's own views of the transcript
+        c.expect("matching line")
+        c.sendline("/transcript read 0-9")
+        c.expect("== turn 1")
         c.sendline("/quit")
         c.expect(pexpect.EOF)
     finally:
@@ -104,3 +108,34 @@ async def test_an_answer_printed_whole_and_an_end_reason_are_escaped(tmp_path, m
     assert "answer before\\x1b[2J\\x1b]0;pwned\\x07\\rover\\x9b31mend\\u202eevil" in text
     ended = next(line for line in text.splitlines() if "ended:" in line)
     assert "RuntimeError" in ended and "\\x1b]0;pwned\\x07" in ended, text
+
+
+def test_the_approval_question_escapes_the_models_input(tmp_path):
+    """The question quotes the call's input (JSON escapes C0 itself; C1 and the bidirectional
+    controls it leaves) and the policy's reason: escaped, the call still decided."""
+    call = {"blocks": [{"type": "tool_use", "id": "g1", "name": "transcript_grep",
+                        "input": {"pattern": f"x{HOSTILE}"}}], "stop_reason": "tool_use"}
+    done = {"blocks": [{"type": "text", "text": "All done."}], "stop_reason": "end_turn"}
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(call) + "\n" + json.dumps(done) + "\n")
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rule]]\ntool = "transcript_*"\naction = "ask"\n')
+    root = tmp_path / "run"
+    c = spawn("--run-root", str(root), "--script", str(path), "--policy", str(policy))
+    out = io.StringIO()
+    c.logfile_read = out
+    try:
+        c.sendline("go")
+        c.expect("wants to call")
+        c.expect(r"\[e\]dit")
+        c.sendline("y")
+        c.expect("All done.")
+        c.sendline("/quit")
+        c.expect(pexpect.EOF)
+    finally:
+        c.close(force=True)
+    raw = out.getvalue()
+    for seq in RAW:
+        assert seq not in raw, (seq, raw)
+    assert "\\u202eevil" in "\n".join(screen_lines(raw))
+    verify(root)
