@@ -13,6 +13,7 @@ import os
 import sys
 
 from .extras import MissingExtra
+from .terminal import shown
 
 #: every command and its one-line help, in the order ``--help`` lists them; the module
 #: ``commands/<name>.py`` is imported only when its command runs (or its own ``--help``)
@@ -109,11 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(handlers[args.command](args) or 0)
-    except (UserError, MissingExtra) as e:
-        sys.stderr.write(f"mnemon: {e}\n")
+    except (UserError, MissingExtra) as e:  # a diagnostic may quote a log or a model: escaped
+        sys.stderr.write(f"mnemon: {shown(str(e))}\n")
         return 2
     except Failure as e:
-        sys.stderr.write(f"mnemon: {e}\n")
+        sys.stderr.write(f"mnemon: {shown(str(e))}\n")
         return 1
     except KeyboardInterrupt:
         sys.stderr.write("mnemon: interrupted\n")
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except (SessionError, OSError) as e:
-        sys.stderr.write(f"mnemon: {e}\n")
+        sys.stderr.write(f"mnemon: {shown(str(e))}\n")
         return 2
 
 

@@ -20,11 +20,13 @@ import msgspec
 import structlog
 
 from ..lineage.runroot import now_iso
+from .terminal import shown
 
 
 class _Tee:
     """Writes each event as a JSON line to the log file and, with ``-v``, to stderr — rendered
-    for people when stderr is a terminal, as JSON otherwise."""
+    for people when stderr is a terminal (its terminal controls escaped, ``terminal.shown``),
+    as JSON otherwise."""
 
     def __init__(self, file: TextIO | None, echo: TextIO | None):
         self.file, self.echo = file, echo
@@ -36,7 +38,8 @@ class _Tee:
             self.file.write(message + "\n")
         if self.echo is not None:
             if self.console is not None and event_dict is not None:
-                self.echo.write(self.console(None, "", dict(event_dict)) + "\n")
+                # an event's fields may hold a model's text: a person reads this, escaped
+                self.echo.write(shown(self.console(None, "", dict(event_dict))) + "\n")
             else:
                 self.echo.write(message + "\n")
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..approvals import Decision, PendingApproval
+from ..terminal import shown
 
 ASK = "approve? [y]es / [n]o / [e]dit › "
 
@@ -39,10 +40,11 @@ class ApprovalPrompt:
             self.before()
             # the question is the prompt's own first lines, not printed before it: under the
             # chat, printed lines go through prompt_toolkit's stdout proxy, which writes them a
-            # moment later — after the prompt had drawn itself, about one time in ten
-            question = (f"approval {p.agent} wants to call {p.tool}"
-                        + (f" — {p.reason}" if p.reason else "")
-                        + "\n  input: " + json.dumps(p.input, ensure_ascii=False) + "\n")
+            # moment later — after the prompt had drawn itself, about one time in ten. The
+            # input (and a reason quoting it) is the model's: its terminal controls escaped
+            question = shown(f"approval {p.agent} wants to call {p.tool}"
+                             + (f" — {p.reason}" if p.reason else "")
+                             + "\n  input: " + json.dumps(p.input, ensure_ascii=False)) + "\n"
             try:
                 return await self._answer(question)
             except (EOFError, KeyboardInterrupt):

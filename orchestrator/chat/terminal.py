@@ -285,11 +285,11 @@ class Terminal:
         for item in s["frontier"]:
             if "turn" in item:
                 t.add_row(str(item["turn"]), item["role"], str(item["bytes"]),
-                          escape(item.get("label") or ""))
+                          escape(self.safe(item.get("label") or "")))
             else:
                 a, b = item["residue"]
                 t.add_row(f"[{a}, {b}]", f"residue, {item['by']}", str(item["bytes"]),
-                          escape(item.get("note") or ""))
+                          escape(self.safe(item.get("note") or "")))
         self.console.print(t)
         window = s["window"]
         line = f"used ~{s['used_tokens']} tokens"
@@ -317,7 +317,7 @@ class Terminal:
                 t.add_column(col)
             for r in await chat.index():
                 t.add_row(str(r["id"]), r["role"], str(r["bytes"]), r["held"],
-                          escape(str(r["label"])))
+                          escape(self.safe(str(r["label"]))))
             c.print(t)
         elif args[0] == "read":
             for turn in await chat.read(args[1]):
@@ -325,11 +325,13 @@ class Terminal:
                 import json
 
                 for rec in turn["records"]:
-                    c.print(json.dumps(rec, ensure_ascii=False), markup=False, highlight=False)
+                    c.print(self.safe(json.dumps(rec, ensure_ascii=False)), markup=False,
+                            highlight=False)
         else:
             ans = await chat.grep(args[1], args[2] if len(args) > 2 else None)
             for h in ans["hits"]:
-                c.print(f"[cyan]{h['turn']:>6}[/]: {escape(h['line'])}", highlight=False)
+                c.print(f"[cyan]{h['turn']:>6}[/]: {escape(self.safe(h['line']))}",
+                        highlight=False)
             c.print(f"[dim]{ans['total']} matching line{'s' if ans['total'] != 1 else ''}[/]")
 
 

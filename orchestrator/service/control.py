@@ -20,6 +20,7 @@ from ...lineage.runroot import now_iso
 from ...session.errors import SessionError
 from ...session.records import SessionResumed
 from ..approvals import AlreadyDecided, BadDecision, UnknownApproval
+from ..terminal import shown
 from .runs import Conflict, NotFound, Run
 
 log = structlog.get_logger("mnemon.service")
@@ -158,7 +159,7 @@ def resume_crashed(run: Run) -> list[str]:
     except SessionError as e:  # a log that does not fold, or one another process writes: the
         # service still serves; each agent can be resumed (or looked at) on its own
         log.error("could not resume the run's agents", error=str(e))
-        sys.stderr.write(f"mnemon: not resuming: {' '.join(str(e).split())}\n")
+        sys.stderr.write(f"mnemon: not resuming: {shown(' '.join(str(e).split()))}\n")
         return []
     for node in roots:
         sup.start(node)

@@ -18,6 +18,7 @@ from mnemon.orchestrator.terminal import for_stream, shown
 # clear screen (CSI), set the title (OSC … BEL), overwrite the line, C1 CSI, a bidi override
 HOSTILE = "before\x1b[2J\x1b]0;pwned\x07\rover\x9b31mend\u202eevil"
 RAW = ("\x1b", "\x07", "\r", "\x9b", "\u202e")
+NAME = "tool\x1b[2J\x1b]0;pwned\x07\x9b31m\u202eevil"  # a model's tool name: no space, no \r
 
 
 class Tty(io.StringIO):
@@ -127,3 +128,132 @@ def test_shown_leaves_no_terminal_control_and_keeps_printable_text(text):
     if text.isprintable():
         assert out == text  # the common case untouched
     assert for_stream(text, io.StringIO()) == text and for_stream(text, Tty()) == out
+
+
+def test_verify_escapes_the_damage_and_the_path_it_names(tmp_path, capsys):
+    """What ``verify`` prints of a problem is the log's own text (msgspec quotes the bad value
+    of a damaged line) and a directory's name: both escaped, the problem still named."""
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"blocks": [{"type": "text", "text": "hi"}]}) + "\n")
+    root = tmp_path / "run"
+    assert cli.main(["ask", "hi", "--script", str(script), "--run-root", str(root)]) == 0
+    logs.quiet()
+    with (root / "agents" / "a1" / "record.jsonl").open("a") as f:
+        f.write(json.dumps({"t": HOSTILE}) + "\n")  # damage: a record of no known type
+    odd = root / "agents" / f"b{HOSTILE}"
+    odd.mkdir()
+    (odd / "record.jsonl").symlink_to(tmp_path / "nowhere")  # not a regular file
+    out = _out(capsys, ["verify", str(root)])
+    _clean(out)
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    assert any(f"agents/b{shown(HOSTILE)}/record.jsonl:0: not a regular file" in x for x in lines)
+    assert any(x.startswith("agents/a1/record.jsonl:") and "not a record" in x
+               and shown(HOSTILE) in x for x in lines)
+    report = json.loads(_out(capsys, ["verify", str(root), "--json"]))
+    assert any(HOSTILE in p["error"] for p in report["problems"])  # --json: the text, whole
+
+
+def _on_a_pty(argv: list[str]) -> str:
+    """What ``python -m mnemon ARGV`` writes to stdout when stdout is a terminal (a pty, in raw
+    mode: no ``\\n`` to ``\\r\\n``, so what is read is what the command wrote)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import tty
+
+    master, slave = pty.openpty()
+    tty.setraw(slave)
+    proc = subprocess.Popen([sys.executable, "-m", "mnemon", *argv], stdout=slave,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the writer is gone
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    proc.stderr.close()
+    return out.decode("utf-8")
+
+
+@pytest.mark.skipif(__import__("sys").platform == "win32", reason="a POSIX pseudo-terminal")
+def test_results_csv_is_escaped_on_a_terminal_and_raw_into_a_pipe(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "s.jsonl").write_text(json.dumps({"blocks": [{"type": "text",
+                                                              "text": HOSTILE}]}) + "\n")
+    job = tmp_path / "job.toml"
+    job.write_text('[provider]\nname = "scripted"\nscript = "s.jsonl"\n\n'
+                   '[[tasks]]\nid = "t"\nprompt = "say it"\n')
+    root = tmp_path / "run"
+    assert cli.main(["run", str(job), "--run-root", str(root), "--json"]) == 0
+    logs.quiet()
+    argv = ["results", str(root), "--format", "csv"]
+    seen = _on_a_pty(argv)
+    _clean(seen)
+    assert seen.startswith("task,status,agent,answer\n") and shown(HOSTILE) in seen
+    piped = subprocess.run([sys.executable, "-m", "mnemon", *argv], capture_output=True,
+                           timeout=60)
+    assert piped.returncode == 0, piped.stderr
+    assert HOSTILE.encode() in piped.stdout  # a program reading the CSV gets the model's bytes
+
+
+def _damaged(tmp_path: Path) -> Path:
+    """An ``ask`` run whose log ends in a line of no known record type, the type the hostile
+    text (msgspec's message for it quotes the value)."""
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"blocks": [{"type": "text", "text": "hi"}]}) + "\n")
+    root = tmp_path / "run"
+    assert cli.main(["ask", "hi", "--script", str(script), "--run-root", str(root)]) == 0
+    logs.quiet()
+    with (root / "agents" / "a1" / "record.jsonl").open("a") as f:
+        f.write(json.dumps({"t": HOSTILE}) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("argv,code", [
+    (["context", "{a}"], 1),  # a Failure
+    (["transcript", "read", "{a}", "--turns", "0-3"], 1),
+    (["chat", "--resume", "{a}"], 2),  # a SessionError (the log refused before the chat opens)
+    (["trace", "{r}", "--json"], 2),  # a UserError
+], ids=lambda a: " ".join(a[:2]) if isinstance(a, list) else str(a))
+def test_a_diagnostic_quoting_a_log_is_escaped_wherever_stderr_goes(tmp_path, capsys, argv,
+                                                                     code):
+    """``mnemon: …`` lines are for a person: escaped always, a pipe's too."""
+    root = _damaged(tmp_path)
+    capsys.readouterr()
+    argv = [x.format(a=root / "agents" / "a1", r=root) for x in argv]
+    assert cli.main(argv) == code
+    logs.quiet()
+    err = capsys.readouterr().err
+    assert err.startswith("mnemon: ") and "agents/a1/record.jsonl:" in err
+    _clean(err)
+    assert shown(HOSTILE) in err and err.count("\n") == 1
+
+
+def test_verbose_log_lines_on_a_terminal_are_escaped(tmp_path, monkeypatch):
+    """``-v`` on a terminal renders each event for a person (``mnemon serve``'s, ``run``'s):
+    a field holding a model's text is escaped; the log file keeps it whole."""
+    import structlog
+
+    tty = Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    logs.configure(tmp_path, verbose=True)
+    try:
+        # structlog's renderer quotes a value with a space or a ``\r`` (repr): not this one
+        structlog.get_logger().warning("unknown tool", tool=NAME)
+        logs.flush()
+    finally:
+        logs.quiet()
+    _clean(tty.getvalue())
+    assert "unknown tool" in tty.getvalue() and shown(NAME) in tty.getvalue()
+    line = json.loads((tmp_path / "mnemon.log").read_text().splitlines()[-1])
+    assert line["tool"] == NAME
