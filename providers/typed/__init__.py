@@ -47,7 +47,7 @@ class OutputType:
     rewrite is made once, when a provider first asks for it.
     """
 
-    __slots__ = ("name", "schema", "retries", "_strict")
+    __slots__ = ("name", "schema", "retries", "_strict", "patterned")
 
     def __init__(self, schema: dict[str, Any], *, name: str | None = None,
                  retries: int = OUTPUT_RETRIES):
@@ -61,6 +61,9 @@ class OutputType:
         self.name = safe_name(name or _title(schema) or "output")
         self.retries = retries
         self._strict: dict[str, Any] | None = None
+        self.patterned = _has_pattern(schema)
+        """Whether validating an answer may run a ``pattern`` regex: then it is judged in a
+        worker thread (``orchestrator.typed.judge``)."""
 
     def __repr__(self) -> str:
         return f"OutputType({self.name!r})"
@@ -79,6 +82,14 @@ class OutputType:
     def from_record(cls, rec: dict[str, Any]) -> "OutputType":
         return cls(rec["schema"], name=rec.get("name"),
                    retries=rec.get("retries", OUTPUT_RETRIES))
+
+
+def _has_pattern(node: Any) -> bool:
+    if isinstance(node, dict):
+        return isinstance(node.get("pattern"), str) or any(map(_has_pattern, node.values()))
+    if isinstance(node, list):
+        return any(map(_has_pattern, node))
+    return False
 
 
 def _title(schema: dict[str, Any]) -> str | None:
