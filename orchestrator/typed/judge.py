@@ -64,8 +64,11 @@ def judge(output: OutputType, blocks: list[Any]) -> Verdict:
     _found, value, error = candidate(blocks)
     if error is not None:
         return Verdict(error=error)
-    value = loosen(value, output.schema)
-    found = problems(value, output.schema)
+    try:
+        value = loosen(value, output.schema)
+        found = problems(value, output.schema)
+    except RecursionError:  # a value nested deeper than Python's stack
+        return Verdict(error="$: the answer is nested too deeply to be checked")
     if found:
         return Verdict(error="\n".join(str(p) for p in found))
     return Verdict(value=value)
