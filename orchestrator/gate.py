@@ -18,7 +18,7 @@ import structlog
 import trio
 
 from ..session.records import ApprovalDecided, ToolResult, ToolResults, ToolUse
-from .policy import ToolPolicy, combine
+from .policy import ToolPolicy, Verdict, combine
 from .tools import call_tool
 
 if TYPE_CHECKING:
@@ -49,6 +49,17 @@ def effective_policy(env: "AgentEnv", node: "AgentNode | None") -> ToolPolicy | 
     return out
 
 
+async def decide_off_loop(policy: ToolPolicy, call: ToolUse) -> Verdict:
+    """The policy's verdict on a call. One that may run a ``when`` regex over the model's
+    arguments is judged in a worker thread (the regex module releases the GIL as it matches), so
+    a slow match — bounded, and failing closed — never stalls the other agents on the Trio
+    thread (decision 0309); the rest, most calls, are judged here."""
+    if not policy.matches_text(call.name):
+        return policy.decide(call.name, call.input)
+    return await trio.to_thread.run_sync(policy.decide, call.name, call.input,
+                                         abandon_on_cancel=True)
+
+
 async def gated_call(env: "AgentEnv", node: "AgentNode", call: ToolUse,
                      tools: dict[str, Any] | None = None, *,
                      builtin: bool | None = None) -> ToolResult:
@@ -56,7 +67,7 @@ async def gated_call(env: "AgentEnv", node: "AgentNode", call: ToolUse,
     policy = effective_policy(env, node)
     if policy is None:
         return await call_tool(env, node, call, tools, builtin=builtin)
-    verdict = policy.decide(call.name, call.input)
+    verdict = await decide_off_loop(policy, call)
     if verdict.action == "allow":
         return await call_tool(env, node, call, tools, builtin=builtin)
     if verdict.action == "deny":
@@ -78,7 +89,7 @@ async def _answer(env: "AgentEnv", node: "AgentNode", call: ToolUse, decided: Ap
     if decided.input is not None:
         call = ToolUse(id=call.id, name=call.name, input=decided.input)
         # an edited input is judged again: a person may approve an ask, not lift a deny
-        verdict = policy.decide(call.name, call.input) if policy is not None else None
+        verdict = await decide_off_loop(policy, call) if policy is not None else None
         if verdict is not None and verdict.action == "deny":
             return ToolResult(tool_use_id=call.id, content=verdict.text(call.name) +
                               " (the edited input)", is_error=True)

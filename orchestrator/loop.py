@@ -147,7 +147,7 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
     if node.resumed:
         node.resumed = False
         await resume_approvals(env, node)  # calls its log shows asked about, answered first
-        if node.output_type is not None and (end := settle_resumed(env, node)) is not None:
+        if node.output_type is not None and (end := await settle_resumed(env, node)) is not None:
             return end  # a typed agent's last answer already judged (typed.turn)
         answer = finished_turn(node) if node.output_type is None else None
         if answer is not None:
@@ -194,7 +194,7 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
                       output_tokens=response.usage.output_tokens,
                       history_bytes=ctx.history_bytes())
         if node.output_type is not None:  # a typed agent: is this its answer? (typed.turn)
-            end, calls = settle(env, node, response, calls)
+            end, calls = await settle(env, node, response, calls)
             if end is not None:
                 return end
             if not calls:

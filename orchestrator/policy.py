@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-import regex
-
 from ..session.records import compact
+from ..session.runaway import (MATCH_TIMEOUT_S, PATTERN_MAX_CHARS, PROBE_TIMEOUT_S,
+                               RunawayPattern, compile_bounded, search)
 
 __all__ = ["ACTIONS", "PolicyError", "Rule", "ToolPolicy", "Verdict", "combine", "load_policy",
            "parse_policy", "strictest"]
@@ -39,10 +39,7 @@ __all__ = ["ACTIONS", "PolicyError", "Rule", "ToolPolicy", "Verdict", "combine",
 ACTIONS = ("allow", "ask", "deny")
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
 
-PATTERN_MAX_CHARS = 1000  # a longer ``when`` regex is refused at load
-PROBE_TIMEOUT_S = 0.05  # a probe taking longer means the pattern can run away: refused
-PROBE_LENGTH = 48  # runs of this many repeated characters expose exponential backtracking
-MATCH_TIMEOUT_S = 0.25  # the bound on one argument's match when a call is judged
+# PATTERN_MAX_CHARS, PROBE_TIMEOUT_S, MATCH_TIMEOUT_S: the bounds of ``session.runaway``
 _RULE_KEYS = {"tool", "when", "action", "reason"}
 _TOP_KEYS = {"default", "rule", "ask_timeout"}
 
@@ -76,7 +73,7 @@ class Rule:
                 return False
             value = args[arg]
             text = value if isinstance(value, str) else compact(value).decode("utf-8")
-            if rx.search(text, timeout=MATCH_TIMEOUT_S) is None:
+            if not search(rx, text, MATCH_TIMEOUT_S):
                 return False
         return True
 
@@ -119,6 +116,12 @@ class ToolPolicy:
             if hit:
                 return Verdict(rule.action, rule.reason, rule.name)
         return Verdict(self.default, None, f"{self.source} default")
+
+    def matches_text(self, tool: str) -> bool:
+        """Whether judging a call of ``tool`` may run a ``when`` regex (of this policy or one
+        it narrows): such a call is judged in a worker thread (``gate``), the others here."""
+        return any(r.when and fnmatch.fnmatchcase(tool, r.tool)
+                   for p in (*self.within, self) for r in p.rules)
 
     def decide(self, tool: str, args: Any) -> Verdict:
         """The verdict on a call: the strictest of this policy's and every policy it narrows."""
@@ -223,23 +226,10 @@ def _rule(r: Any, source: str, n: int) -> Rule:
 
 def bounded_regex(pattern: str, where: str) -> Any:
     """Compile ``pattern`` (the ``regex`` module's dialect, as the door's grep) and refuse it
-    when it could run away: longer than PATTERN_MAX_CHARS, or slower than PROBE_TIMEOUT_S on a
-    probe — runs of each character it names, and of a few common ones, followed by a character
-    that breaks the match, the inputs that expose exponential backtracking."""
-    if len(pattern) > PATTERN_MAX_CHARS:
-        raise PolicyError(f"{where}: a pattern is at most {PATTERN_MAX_CHARS} characters")
+    (``PolicyError`` naming ``where``) when it could run away: too long, a repetition nested in
+    another that can take what follows it, or slower than PROBE_TIMEOUT_S on a probe built from
+    the pattern (``session.runaway``, decision 0309)."""
     try:
-        rx = regex.compile(pattern)
-    except regex.error as e:
-        raise PolicyError(f"{where}: not a valid regex ({e})") from None
-    chars = [c for c in dict.fromkeys(pattern) if c.isalnum() or c in "/_-. "][:12]
-    for c in (*chars, "a", "0", " ", "/"):
-        for tail in ("!", "\x00", ""):
-            probe = c * PROBE_LENGTH + tail
-            try:
-                rx.search(probe, timeout=PROBE_TIMEOUT_S)
-            except TimeoutError:
-                raise PolicyError(f"{where}: the pattern {pattern!r} can run away (it ran longer "
-                                  f"than {PROBE_TIMEOUT_S:g} s on {len(probe)} characters) — "
-                                  "write it without nested repetition") from None
-    return rx
+        return compile_bounded(pattern)
+    except RunawayPattern as e:
+        raise PolicyError(f"{where}: {e}") from None

@@ -30,6 +30,7 @@ import trio
 from . import latency
 from .base import Request, Response
 from .cache import CacheModel
+from .errors import ProviderError
 from .retry import OnAttempt
 from .typed import NoInstance, build_instance
 from ..session.records import Block, Text, ToolUse, compact, decode_block
@@ -72,8 +73,9 @@ def _default_policy(request: Request, state: dict[str, Any]) -> tuple[list[Block
     if request.output is not None:
         try:
             value = build_instance(request.output.schema)
-        except NoInstance as e:
-            return [Text(f"[scripted provider] {e}")], "end_turn"
+        except NoInstance as e:  # said as what it is, not as an answer that is "not JSON"
+            raise ProviderError(f"the scripted provider cannot build a value of the output "
+                                f"type: {e}") from None
         return [Text(compact(value).decode())], "end_turn"
     last = ""
     for msg in reversed(request.messages):

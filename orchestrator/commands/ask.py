@@ -73,6 +73,9 @@ def run(args) -> int:
         print(json.dumps(line))
     if node.reason.startswith("failed"):  # the reason may quote the model: escaped
         raise Failure(f"the agent ended with {shown(node.reason)} (logs in {root})")
+    if output is not None and node.output is None:  # ended (max_turns, budget, …) untyped
+        raise Failure(f"the agent ended with {shown(node.reason)} before giving an answer of the "
+                      f"output type {output.name} (logs in {root})")
     if not args.json:
         if output is not None:  # one line of JSON: the output
             print(for_stream(json.dumps(node.output, ensure_ascii=False, separators=(",", ":")),

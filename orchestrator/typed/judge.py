@@ -16,7 +16,7 @@ from msgspec import Struct
 from ...providers.typed import OUTPUT_TOOL, OutputType, loosen, problems
 from ...session.records import Text, ToolUse
 
-__all__ = ["Verdict", "candidate", "judge", "retry_text", "parse_text"]
+__all__ = ["Verdict", "candidate", "judge", "judge_off_loop", "retry_text", "parse_text"]
 
 
 class Verdict(Struct, frozen=True):
@@ -64,11 +64,25 @@ def judge(output: OutputType, blocks: list[Any]) -> Verdict:
     _found, value, error = candidate(blocks)
     if error is not None:
         return Verdict(error=error)
-    value = loosen(value, output.schema)
-    found = problems(value, output.schema)
+    try:
+        value = loosen(value, output.schema)
+        found = problems(value, output.schema)
+    except RecursionError:  # a value nested deeper than Python's stack
+        return Verdict(error="$: the answer is nested too deeply to be checked")
     if found:
         return Verdict(error="\n".join(str(p) for p in found))
     return Verdict(value=value)
+
+
+async def judge_off_loop(output: OutputType, blocks: list[Any]) -> Verdict:
+    """``judge``, in a worker thread when the output type has a ``pattern``: a match over the
+    model's text is bounded and releases the GIL, so it stalls no other agent on the Trio
+    thread (decision 0309); a schema without one is judged here."""
+    if not output.patterned:
+        return judge(output, blocks)
+    import trio  # (here: the pure part of typed answers never loads Trio)
+
+    return await trio.to_thread.run_sync(judge, output, blocks, abandon_on_cancel=True)
 
 
 def retry_text(output: OutputType, error: str, left: int, mode: str) -> str:

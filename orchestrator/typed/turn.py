@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ...providers.typed import OUTPUT_TOOL
 from ...session.records import (AssistantMessage, Steering, ToolResult, ToolResults, ToolUse,
                                 compact)
-from .judge import judge, retry_text
+from .judge import judge_off_loop, retry_text
 
 if TYPE_CHECKING:
     from ...providers.base import Response
@@ -38,7 +38,7 @@ def _mode(env: "AgentEnv", node: "AgentNode | None" = None) -> str:
     return getattr(env.provider_for(node), "output_mode", "native")
 
 
-def settle(env: "AgentEnv", node: "AgentNode", response: "Response",
+async def settle(env: "AgentEnv", node: "AgentNode", response: "Response",
            calls: list[ToolUse]) -> tuple[str | None, list[ToolUse]]:
     """``(reason, calls)``: the reason the agent ends with (``done``, ``failed: …``), or None
     and the calls the loop runs next — none when the model is to answer again."""
@@ -51,13 +51,13 @@ def settle(env: "AgentEnv", node: "AgentNode", response: "Response",
             node.log.append(ToolResults(results=[
                 ToolResult(tool_use_id=c.id, content=ALONE, is_error=True) for c in finals]))
         return None, others
-    return _verdict(env, node, response.blocks, finals), []
+    return await _verdict(env, node, response.blocks, finals), []
 
 
-def _verdict(env: "AgentEnv", node: "AgentNode", blocks: list[Any],
+async def _verdict(env: "AgentEnv", node: "AgentNode", blocks: list[Any],
              finals: list[ToolUse]) -> str | None:
     output = node.output_type
-    verdict = judge(output, blocks)
+    verdict = await judge_off_loop(output, blocks)
     extra = [ToolResult(tool_use_id=c.id, content=ALONE, is_error=True) for c in finals[1:]]
     if verdict.ok:
         if finals:
@@ -83,7 +83,7 @@ def _verdict(env: "AgentEnv", node: "AgentNode", blocks: list[Any],
     return None
 
 
-def settle_resumed(env: "AgentEnv", node: "AgentNode") -> str | None:
+async def settle_resumed(env: "AgentEnv", node: "AgentNode") -> str | None:
     """A typed agent reopened from its log: ``done`` (and ``node.output`` set) when its last
     turn gave an answer that fits — it ends again without a request; None when it goes on. A
     last answer that was not yet judged is judged now, as ``settle`` would have."""
@@ -108,7 +108,7 @@ def settle_resumed(env: "AgentEnv", node: "AgentNode") -> str | None:
         if r is not None and r.is_error:
             return None
         if r is not None:  # accepted before the interruption
-            verdict = judge(node.output_type, first.blocks)
+            verdict = await judge_off_loop(node.output_type, first.blocks)
             if verdict.ok:
                 node.output = verdict.value
                 node.answer = compact(verdict.value).decode()
@@ -116,4 +116,4 @@ def settle_resumed(env: "AgentEnv", node: "AgentNode") -> str | None:
             return None
     if first.stop_reason == "refusal":
         return None
-    return _verdict(env, node, first.blocks, calls)
+    return await _verdict(env, node, first.blocks, calls)

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from .instance import NoInstance, build_instance
+from .satisfy import check_satisfiable
 from .schema import SchemaError, check_schema, root_object
 from .strict import StrictError, loosen, strict_schema
 from .validate import Problem, is_valid, problems
@@ -41,13 +42,14 @@ def safe_name(name: str) -> str:
 class OutputType:
     """What an agent's final answer must be: one JSON object fitting ``schema``.
 
-    Checked when made (``SchemaError``: outside the subset, or not an object at the root), so
-    an agent never starts with an output type it cannot validate. ``retries`` is how many more
+    Checked when made (``SchemaError``: outside the subset, not an object at the root, a
+    pattern that can run away, or a schema no value fits — ``satisfy``), so an agent never
+    starts with an output type it cannot validate or that nothing can meet. ``retries`` is how many more
     turns a model gets to fix an answer that does not fit (``OUTPUT_RETRIES``). The strict
     rewrite is made once, when a provider first asks for it.
     """
 
-    __slots__ = ("name", "schema", "retries", "_strict")
+    __slots__ = ("name", "schema", "retries", "_strict", "patterned")
 
     def __init__(self, schema: dict[str, Any], *, name: str | None = None,
                  retries: int = OUTPUT_RETRIES):
@@ -55,12 +57,16 @@ class OutputType:
         if not isinstance(schema, dict):
             raise SchemaError("the output type's root must be an object schema, not a boolean")
         root_object(schema)
+        check_satisfiable(schema)  # no value fits, or validation would never end: refused
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise SchemaError(f"output retries must be a whole number ≥ 0, not {retries!r}")
         self.schema = schema
         self.name = safe_name(name or _title(schema) or "output")
         self.retries = retries
         self._strict: dict[str, Any] | None = None
+        self.patterned = _has_pattern(schema)
+        """Whether validating an answer may run a ``pattern`` regex: then it is judged in a
+        worker thread (``orchestrator.typed.judge``)."""
 
     def __repr__(self) -> str:
         return f"OutputType({self.name!r})"
@@ -79,6 +85,14 @@ class OutputType:
     def from_record(cls, rec: dict[str, Any]) -> "OutputType":
         return cls(rec["schema"], name=rec.get("name"),
                    retries=rec.get("retries", OUTPUT_RETRIES))
+
+
+def _has_pattern(node: Any) -> bool:
+    if isinstance(node, dict):
+        return isinstance(node.get("pattern"), str) or any(map(_has_pattern, node.values()))
+    if isinstance(node, list):
+        return any(map(_has_pattern, node))
+    return False
 
 
 def _title(schema: dict[str, Any]) -> str | None:

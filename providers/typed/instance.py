@@ -13,6 +13,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import contextvars
 import math
 from typing import Any
 
@@ -33,13 +34,24 @@ _FORMAT_VALUES = {"date-time": "2000-01-01T00:00:00Z", "date": "2000-01-01", "ti
                   "uri": "https://example.com/", "duration": "P1D"}
 
 
+MAX_PARTS = 200_000  # values built (items, properties, scalars) for one instance
+MAX_CHARS = 4_000_000  # characters of strings built for one instance
+_SPENT: contextvars.ContextVar[list[int]] = contextvars.ContextVar("spent")
+
+
 class NoInstance(ValueError):
     """No value was found that fits the schema (the message names where)."""
 
 
 def build_instance(schema: Any) -> Any:
-    """A value that fits ``schema``, checked; raises ``NoInstance``."""
-    value = _build(schema, schema, 0, 0, ())
+    """A value that fits ``schema``, checked; raises ``NoInstance``. The work is bounded
+    (``MAX_PARTS`` values, ``MAX_CHARS`` characters): a schema asking for more is refused
+    here, and for its own sizes at load (``satisfy``)."""
+    token = _SPENT.set([0, 0])
+    try:
+        value = _build(schema, schema, 0, 0, ())
+    finally:
+        _SPENT.reset(token)
     found = problems(value, schema)
     if found:
         raise NoInstance(f"no value found that fits the schema: {found[0]}")
@@ -51,7 +63,19 @@ def _fail(at: tuple, why: str) -> NoInstance:
     return NoInstance(f"{where}: {why}")
 
 
+def _spend(at: tuple, parts: int = 1, chars: int = 0) -> None:
+    spent = _SPENT.get(None)
+    if spent is None:
+        return
+    spent[0] += parts
+    spent[1] += chars
+    if spent[0] > MAX_PARTS or spent[1] > MAX_CHARS:
+        raise _fail(at, f"the value would be larger than the builder makes ({MAX_PARTS} "
+                        f"values, {MAX_CHARS} characters)")
+
+
 def _build(s: Any, root: Any, depth: int, variant: int, at: tuple) -> Any:
+    _spend(at)
     if s is True:
         return None
     if s is False:
@@ -157,6 +181,7 @@ def _string(s: dict, variant: int, at: tuple) -> str:
     if fmt in _FORMAT_VALUES:
         return _FORMAT_VALUES[fmt]
     text = "scripted" + (str(variant) if variant else "")
+    _spend(at, 0, max(lo, len(text)))
     if len(text) < lo:
         text += "x" * (lo - len(text))
     if hi is not None and len(text) > hi:
@@ -176,11 +201,14 @@ def _number(s: dict, integer: bool, variant: int, at: tuple) -> float | int:
         unit = step if step is not None else 1
         if integer and step is not None and not float(step).is_integer():
             unit = step  # multiples of a fraction that are integers: found below by search
-        start = 0 if lo is None else math.ceil(lo / unit)
-        if lo is not None and lo_x and start * unit <= lo:
-            start += 1
-        if lo is None and hi is not None:
-            start = min(0, math.floor(hi / unit))
+        try:
+            start = 0 if lo is None else math.ceil(lo / unit)
+            if lo is not None and lo_x and start * unit <= lo:
+                start += 1
+            if lo is None and hi is not None:
+                start = min(0, math.floor(hi / unit))
+        except (OverflowError, ValueError):  # the quotient is not a finite number
+            raise _fail(at, f"multipleOf {unit} is too small for the bounds") from None
         for k in range(start + variant, start + variant + 10_000):
             v = k * unit
             if integer:
@@ -215,6 +243,8 @@ def _array(s: dict, root: Any, depth: int, variant: int, at: tuple) -> list:
     out = [_build(p, root, depth + 1, variant, (*at, i)) for i, p in enumerate(prefix)]
     unique = s.get("uniqueItems", False)
     k = 0
+    if n > len(prefix) and items is False:
+        raise _fail(at, f"minItems {n} but only {len(prefix)} places")
     while len(out) < n:
         if items is False:
             raise _fail(at, f"minItems {n} but only {len(prefix)} places")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import regex
+from ...session.runaway import RunawayPattern, compile_bounded
 
 __all__ = ["SchemaError", "TYPES", "KEYWORDS", "ANNOTATIONS", "check_schema", "resolve",
            "root_object", "pointer"]
@@ -118,9 +118,9 @@ def _check(s: Any, root: Any, at: tuple[str | int, ...]) -> None:
         if not isinstance(s["pattern"], str):
             raise SchemaError(f"{where}/pattern: must be a string")
         try:
-            regex.compile(s["pattern"])
-        except regex.error as e:
-            raise SchemaError(f"{where}/pattern: does not compile ({e})") from None
+            compile_bounded(s["pattern"])  # refused when it can run away (decision 0309)
+        except RunawayPattern as e:
+            raise SchemaError(f"{where}/pattern: {e}") from None
     if "format" in s and not isinstance(s["format"], str):
         raise SchemaError(f"{where}/format: must be a string")
     if "properties" in s:

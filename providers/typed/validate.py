@@ -20,9 +20,9 @@ import math
 import re
 from typing import Any, Iterator
 
-import regex
 from msgspec import Struct
 
+from ...session.runaway import MATCH_TIMEOUT_S, compile_bounded, search
 from .schema import resolve
 
 __all__ = ["Problem", "problems", "is_valid", "json_equal", "describe", "path_of"]
@@ -139,12 +139,15 @@ def json_equal(a: Any, b: Any) -> bool:
 
 
 def _search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` is found in ``text``, bounded (``session.runaway``): raises
+    ``TimeoutError`` past ``MATCH_TIMEOUT_S``. The GIL is released while it runs, so a caller
+    on the Trio thread validates a schema with patterns in a worker thread (``typed.judge``)."""
     compiled = _PATTERNS.get(pattern)
     if compiled is None:
         if len(_PATTERNS) > 256:
             _PATTERNS.clear()
-        compiled = _PATTERNS[pattern] = regex.compile(pattern)
-    return compiled.search(text) is not None
+        compiled = _PATTERNS[pattern] = compile_bounded(pattern)
+    return search(compiled, text, MATCH_TIMEOUT_S)
 
 
 def _format_ok(fmt: str, value: str) -> bool:
@@ -230,8 +233,16 @@ def _string(v: str, s: dict, at: tuple) -> Iterator[Problem]:
         yield Problem(path_of(at), f"must have at least {s['minLength']} characters, has {n}")
     if "maxLength" in s and n > s["maxLength"]:
         yield Problem(path_of(at), f"must have at most {s['maxLength']} characters, has {n}")
-    if "pattern" in s and not _search(s["pattern"], v):
-        yield Problem(path_of(at), f"{describe(v)} does not match the pattern {s['pattern']!r}")
+    if "pattern" in s:
+        try:
+            found = _search(s["pattern"], v)
+        except TimeoutError:  # fails closed: an answer that cannot be checked is not taken
+            yield Problem(path_of(at), f"{describe(v)} could not be checked against the pattern "
+                          f"{s['pattern']!r} in {MATCH_TIMEOUT_S:g} s: give a shorter value")
+            return
+        if not found:
+            yield Problem(path_of(at), f"{describe(v)} does not match the pattern "
+                          f"{s['pattern']!r}")
     if "format" in s and not _format_ok(s["format"], v):
         yield Problem(path_of(at), f"{describe(v)} is not a valid {s['format']}")
 

@@ -95,15 +95,14 @@ def test_a_pattern_that_would_run_away_is_refused_at_load(pattern):
 
 
 def test_a_match_that_runs_out_of_time_fails_closed(monkeypatch):
-    """A pattern the probes let through but that is slow on one real input: the call is
-    denied, naming the rule — never allowed by a timeout."""
+    """A pattern the load check lets through but that is slow on one real input (polynomial,
+    not nested): the call is denied, naming the rule — never allowed by a timeout."""
     from mnemon.orchestrator import policy as P
 
-    monkeypatch.setattr(P, "PROBE_LENGTH", 4)  # probes too short to see it
     pol = parse_policy({"default": "allow", "rule": [
-        {"tool": "bash", "when": {"command": r"^(\d|\d\d)+$"}, "action": "allow"}]}, "p")
+        {"tool": "bash", "when": {"command": r"\d+\d+\d+\d+x"}, "action": "allow"}]}, "p")
     monkeypatch.setattr(P, "MATCH_TIMEOUT_S", 0.01)
-    v = pol.decide("bash", {"command": "1" * 60 + "x"})
+    v = pol.decide("bash", {"command": "x" + "1" * 5000 + "!"})
     assert v.action == "deny" and "could not judge this call in time" in v.reason
     assert v.rule == "p rule 1"
 

@@ -129,3 +129,21 @@ def test_an_unknown_key_beside_output_is_still_refused(tmp_path, capsys):
     job.write_text(job.read_text().replace("output_retries = 2", "output_retry = 2"))
     assert main(["run", str(job), "--run-root", str(tmp_path / "run")]) == 2
     assert "unknown key 'output_retry' in [agent]" in capsys.readouterr().err
+
+
+def test_a_job_output_type_nothing_fits_is_refused_first(tmp_path, capsys):
+    """A schema whose bounds contradict each other: the job is refused before anything runs,
+    in one line naming the job's line and the schema path."""
+    folder = _copy(tmp_path)
+    (folder / "bad.schema.json").write_text(json.dumps(
+        {"type": "object", "properties": {"capital": {"type": "string", "minLength": 5,
+                                                      "maxLength": 2}}}))
+    job = folder / "capitals-typed.toml"
+    job.write_text(job.read_text().replace(
+        'output = "capital.schema.json"  # or an import path: output = "atlas:Capital"',
+        'output = "bad.schema.json"'))
+    assert main(["run", str(job), "--run-root", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "capitals-typed.toml:" in err, err
+    assert "#/properties/capital: minLength 5 is above maxLength 2" in err
+    assert not (tmp_path / "run").exists()
