@@ -35,11 +35,15 @@ NOT_AGAIN = ("this call was approved, but the process stopped before its result 
 
 def effective_policy(env: "AgentEnv", node: "AgentNode | None") -> ToolPolicy | None:
     """An agent's policy narrowed by every ancestor's: a call an ancestor denies or asks about
-    is never allowed below it (``policy.combine``)."""
+    is never allowed below it (``policy.combine``). The ancestors are the live ``parent``
+    links and, for an agent reopened from its log, what its recorded ancestry imposes
+    (``node.lineage_policy``, ``ancestry.recorded_policy``): the same verdicts either way."""
     chain = []
     n = node
     while n is not None:
         chain.append(env.settings_for(n).tool_policy)
+        if n.lineage_policy is not None:
+            chain.append(n.lineage_policy)
         n = n.parent
     if node is None:
         chain.append(env.settings.tool_policy)

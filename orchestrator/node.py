@@ -88,6 +88,9 @@ class AgentNode:
     role: str | None = None
     budget_tokens: int | None = None
     budget_usd: float | None = None
+    # the policy its recorded ancestry imposes (``ancestry.recorded_policy``): set when it is
+    # reopened from its log, so that it answers to its ancestors with or without its live parent
+    lineage_policy: Any = None
 
     def on_edit(self, kind: str, history_before: int) -> None:
         self.edit_hook(self, kind, history_before)

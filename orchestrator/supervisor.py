@@ -31,10 +31,13 @@ from ..lineage.fork import ForkError
 from ..session.errors import LogBusy, Refusal
 from ..session.records import SessionStarted, Usage
 
+from .ancestry import recorded_policy
 from .env import AgentEnv
+from .gate import effective_policy
 from .loop import HarnessPolicy, run_agent
 from .mcp.config import McpServerSpec
 from .node import AgentNode
+from .policy import policy_record
 from .roles.book import RoleBook
 from .roles.load import as_roles
 from .servers import open_servers
@@ -174,9 +177,21 @@ class Supervisor:
         tools = memo[1]
         if node is not None and node.role is not None:
             extra.setdefault("role", node.role)
+        if node is not None:
+            extra.setdefault("policy", self._policy_record(node))
         return SessionStarted(agent=agent, at=now_iso(), system=s.system, tools=tools,
                               provider=self.env.provider_name_for(node), model=s.model,
                               context_window=s.context_window, **extra)
+
+    def _policy_record(self, node: AgentNode) -> list[dict[str, Any]] | None:
+        """The effective policy ``node`` starts under, as its ``SessionStarted`` records it
+        (``policy.policy_record``): what any process that reopens it judges its calls by
+        (``ancestry.recorded_policy``); None when no policy is in force (``[]`` in a run with
+        roles, where a log without the field would send a reader up its ancestors' roles)."""
+        p = effective_policy(self.env, node)
+        if p is None:  # in a run with roles, "none" is said: a reader need not walk the roles
+            return [] if self.env.roles is not None else None
+        return policy_record(p)
 
     def new_root(self, task: str, agent_id: str | None = None, *,
                  settings: Settings | None = None,
@@ -313,6 +328,7 @@ class Supervisor:
                                  context_window=opening.context_window)
             if node.role is not None:
                 extra["role"] = node.role
+            extra["policy"] = self._policy_record(node)
             if typed is not None:
                 extra["output_type"] = typed.as_record()
             return fork(self.root, parent.log, aid, kind=kind, task=task,  # type: ignore[arg-type]
@@ -376,6 +392,11 @@ class Supervisor:
             (self.settings.agent_mcp_servers if parent is None else ()))
         node.turns_taken = node.ctx.count(role="assistant", origin="own")
         book = self.env.roles
+        try:  # its ancestors' policy, from the logs: with or without its live parent (0305)
+            node.lineage_policy = recorded_policy(self.root, st, book)
+        except Refusal:
+            alog.close()
+            raise
         if st is not None and st.role is not None and book is not None and st.role in book.roles:
             base = (parent.settings or self.settings) if (
                 parent is not None and node.kind == "mnemon") else self.settings
