@@ -110,6 +110,9 @@ class Supervisor:
         existing = list_agents(self.root) if existing is None else existing
         self._ids = itertools.count(len(existing) + 1)
         self._taken = set(existing)
+        # the agents counted against ``max_agents``: those made or reopened here, the ended
+        # ones dropped when the count comes near the limit (``check_limits``; decision 0306)
+        self._live: dict[str, AgentNode] = {}
 
     # ------------------------------------------------------------------ the env's fields
 
@@ -157,13 +160,23 @@ class Supervisor:
                 return aid
 
     def check_limits(self, parent: AgentNode | None) -> None:
+        """Refuse an agent past the run's depth, or past ``max_agents`` agents running at once
+        in this supervisor — an ended agent does not count, so a service that runs for weeks
+        is not full after its 64th agent (decision 0306)."""
         depth = 0 if parent is None else parent.depth + 1
         if depth > self.settings.max_depth:
             raise Refusal(f"a child here would be at depth {depth}; this run allows depth "
                           f"{self.settings.max_depth}")
-        if len(self.agents) >= self.settings.max_agents:
-            raise Refusal(f"this run already has {len(self.agents)} agents; it allows "
-                          f"{self.settings.max_agents}")
+        limit, live = self.settings.max_agents, self._live
+        if len(live) >= limit:  # an agent that has ended no longer counts
+            for aid in [a for a, n in live.items() if n.state != "running"]:
+                del live[aid]
+        if len(live) >= limit:
+            n = len(live)
+            raise Refusal(f"this run already has {n} agent{'s' if n != 1 else ''} running, the "
+                          f"most it allows at once (max_agents {limit}): wait for one to end, "
+                          "or raise the limit (mnemon serve --max-agents N, "
+                          "Settings(max_agents=N))")
 
     def _started(self, agent: str, settings: Settings | None = None,
                  node: AgentNode | None = None, **extra: Any) -> SessionStarted:
@@ -256,7 +269,7 @@ class Supervisor:
         self._taken.add(aid)
         self._born(node, birth)
         node.edit_hook = self.env.on_edit
-        self.agents[aid] = node
+        self.agents[aid] = self._live[aid] = node
         return node
 
     def _as_role(self, node: AgentNode, role: str, base: Settings,
@@ -354,7 +367,7 @@ class Supervisor:
         node.edit_hook = self.env.on_edit
         node.tokens_per_byte = tpb
         parent.children[aid] = node
-        self.agents[aid] = node
+        self.agents[aid] = self._live[aid] = node
         return node
 
     @staticmethod
@@ -411,7 +424,7 @@ class Supervisor:
             _restore_spend(self, node)
         if parent is not None:
             parent.children[agent_id] = node
-        self.agents[agent_id] = node
+        self.agents[agent_id] = self._live[agent_id] = node
         self._taken.add(agent_id)
         return node
 
