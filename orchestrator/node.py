@@ -91,6 +91,9 @@ class AgentNode:
     # the policy its recorded ancestry imposes (``ancestry.recorded_policy``): set when it is
     # reopened from its log, so that it answers to its ancestors with or without its live parent
     lineage_policy: Any = None
+    # the provider answers its log records (``ProviderCall`` with usage, no error): sent as
+    # ``meta["requests"]``, so a scripted provider continues its script where the log stands
+    requests: int = 0
 
     def on_edit(self, kind: str, history_before: int) -> None:
         self.edit_hook(self, kind, history_before)

@@ -404,6 +404,7 @@ class Supervisor:
             mcp_servers if mcp_servers is not None else
             (self.settings.agent_mcp_servers if parent is None else ()))
         node.turns_taken = node.ctx.count(role="assistant", origin="own")
+        node.requests = _answered(alog.path)
         book = self.env.roles
         try:  # its ancestors' policy, from the logs: with or without its live parent (0305)
             node.lineage_policy = recorded_policy(self.root, st, book)
@@ -592,6 +593,22 @@ def set_aside_unopened(path: Path) -> Path | None:
     except OSError:  # a torn tail set aside beside it: a directory with no log is no agent
         pass
     return aside
+
+
+def _answered(path: Path) -> int:
+    """The provider answers a log records: its ``ProviderCall`` lines with usage and no error
+    (a batch's submission has no usage). A raw scan: the writer puts the tag first, and a key
+    appears unescaped only as a key."""
+    from ..session.log import iter_lines
+
+    n = 0
+    for _, line in iter_lines(path):
+        head = bytes(line[:24])
+        if b"ProviderCall" in head:
+            raw = bytes(line)
+            if b'"usage":{' in raw and b'"error":' not in raw:
+                n += 1
+    return n
 
 
 def _has_ended(path: Path) -> bool:
