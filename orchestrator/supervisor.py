@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,7 +32,7 @@ from ..lineage.fork import ForkError
 from ..session.errors import LogBusy, Refusal
 from ..session.records import SessionStarted, Usage
 
-from .ancestry import recorded_policy
+from .ancestry import recorded_budgets, recorded_policy
 from .env import AgentEnv
 from .gate import effective_policy
 from .loop import HarnessPolicy, run_agent
@@ -111,8 +112,9 @@ class Supervisor:
         self._ids = itertools.count(len(existing) + 1)
         self._taken = set(existing)
         # the agents counted against ``max_agents``: those made or reopened here, the ended
-        # ones dropped when the count comes near the limit (``check_limits``; decision 0306)
-        self._live: dict[str, AgentNode] = {}
+        # ones dropped when the count comes near the limit (``check_limits``; decision 0306).
+        # Weak: a node its host has let go of (a job's finished task) is freed at once
+        self._live: weakref.WeakValueDictionary[str, AgentNode] = weakref.WeakValueDictionary()
 
     # ------------------------------------------------------------------ the env's fields
 
@@ -169,7 +171,7 @@ class Supervisor:
                           f"{self.settings.max_depth}")
         limit, live = self.settings.max_agents, self._live
         if len(live) >= limit:  # an agent that has ended no longer counts
-            for aid in [a for a, n in live.items() if n.state != "running"]:
+            for aid in [a for a, n in list(live.items()) if n.state != "running"]:
                 del live[aid]
         if len(live) >= limit:
             n = len(live)
@@ -420,8 +422,11 @@ class Supervisor:
             if mcp_servers is None and node.kind != "mnemon" and parent is not None:
                 node.mcp_servers = tuple(node.settings.agent_mcp_servers)
         s = self.settings
-        if spend or (spend is None and any(b is not None for b in (
-                s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd))):
+        if parent is None:  # its ancestors' budgets, read from the logs (decision 0305)
+            node.lineage_budgets = recorded_budgets(self.root, st, book, s)
+        if spend or (spend is None and (any(b is not None for b in (
+                s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd,
+                node.budget_tokens, node.budget_usd)) or node.lineage_budgets)):
             _restore_spend(self, node)
         if parent is not None:
             parent.children[agent_id] = node

@@ -274,3 +274,41 @@ def test_a_reopened_agent_is_judged_exactly_as_the_live_one_was(lineage, same_pr
             assert [(v.action, v.rule, v.reason) for v in got[0]] == \
                 [(v.action, v.rule, v.reason) for v in want[0]], aid
             assert got[1] == want[1]
+
+
+async def test_a_child_reopened_alone_still_spends_against_its_leads_budget(tmp_path):
+    """The lead role's budget covers its whole tree: a researcher reopened without its lead
+    counts what the lead and the rest of its tree spent (read from their logs) with its own."""
+    from mnemon.orchestrator.costs import agent_cost
+    from mnemon.orchestrator.supervisor import open_supervisor
+
+    written.clear()
+    logs.quiet()
+    root = tmp_path / "run"
+    team = {"lead": LEAD, "researcher": RESEARCHER}
+    async with open_supervisor(root, ScriptedProvider(policy=model),
+                               Settings(model="scripted"), roles=team, role="lead") as sup:
+        await sup.ask("go")
+    spent = {a: agent_cost(root / "agents" / a / "record.jsonl", a, price_as="scripted")
+             for a in ("a1", "a2")}
+    lead_tokens = sum(getattr(spent["a1"], f) for f in (
+        "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"))
+    mine = sum(getattr(spent["a2"], f) for f in (
+        "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"))
+    assert lead_tokens > 0 and mine > 0
+
+    def reopened(budget: int):
+        roles = as_roles({"lead": {**LEAD, "budget": {"tokens": budget}},
+                          "researcher": RESEARCHER}, root="lead")
+        again = Supervisor(root, ScriptedProvider(), Settings(model="scripted", roles=roles))
+        node = again.resume_agent("a2")
+        try:
+            return node, again.over_budget(node)
+        finally:
+            again.close()
+
+    node, why = reopened(lead_tokens + mine)
+    assert node.parent is None and why == (f"{lead_tokens + mine} tokens used of the lead "
+                                           f"role's budget of {lead_tokens + mine} (agent a1)")
+    node, why = reopened(lead_tokens + mine + 1)
+    assert why is None
