@@ -6,6 +6,11 @@ reason; a call the policy asks about is recorded as an ``ApprovalRequested`` and
 decision (``approvals.Approvals``) — approved, it runs once (with the edited input, if the
 person edited it); rejected, the model reads the reason. Built-in tools pass the same gate.
 
+**Child creation is one policy subject** (decision 0307): a call that starts children under
+another name — ``agents_synod``, ``ask_<role>`` — is judged as well as the ``agents_start``
+call it amounts to (``child_start``: ``{task, kind, role?, n?}``), and the stricter verdict
+decides; so a rule on ``agents_start`` governs every way a model starts a child.
+
 ``resume_approvals`` is what a resumed agent does first: the calls of its turn in hand whose
 approval its log shows pending are waited on again, then answered.
 """
@@ -18,8 +23,8 @@ import structlog
 import trio
 
 from ..session.records import ApprovalDecided, ToolResult, ToolResults, ToolUse
-from .policy import ToolPolicy, Verdict, combine
-from .tools import call_tool
+from .policy import ToolPolicy, Verdict, combine, strictest
+from .tools import BUILTIN, call_tool
 
 if TYPE_CHECKING:
     from .env import AgentEnv
@@ -29,17 +34,23 @@ __all__ = ["effective_policy", "gated_call", "resume_approvals"]
 
 log = structlog.get_logger("mnemon.gate")
 
+_BUILTIN_NAMES = frozenset(d.name for d in BUILTIN)  # a built-in answers before any tool
+
 NOT_AGAIN = ("this call was approved, but the process stopped before its result was recorded: "
              "it may have run, so it is not run again")
 
 
 def effective_policy(env: "AgentEnv", node: "AgentNode | None") -> ToolPolicy | None:
     """An agent's policy narrowed by every ancestor's: a call an ancestor denies or asks about
-    is never allowed below it (``policy.combine``)."""
+    is never allowed below it (``policy.combine``). The ancestors are the live ``parent``
+    links and, for an agent reopened from its log, what its recorded ancestry imposes
+    (``node.lineage_policy``, ``ancestry.recorded_policy``): the same verdicts either way."""
     chain = []
     n = node
     while n is not None:
         chain.append(env.settings_for(n).tool_policy)
+        if n.lineage_policy is not None:
+            chain.append(n.lineage_policy)
         n = n.parent
     if node is None:
         chain.append(env.settings.tool_policy)
@@ -60,6 +71,42 @@ async def decide_off_loop(policy: ToolPolicy, call: ToolUse) -> Verdict:
                                          abandon_on_cancel=True)
 
 
+def child_start(env: "AgentEnv", node: "AgentNode", call: ToolUse,
+                tools: dict[str, Any] | None, builtin: bool | None) -> dict[str, Any] | None:
+    """The ``agents_start`` input a call amounts to when it starts children under another name
+    (None: it does not): ``agents_synod`` → ``{task: question, kind: mnemon, n}``; a tool that
+    starts an agent (``ask_<role>``, ``starts_agent``) → ``{task, role, kind}``. Absent
+    arguments are left out, so a ``when`` on them does not match."""
+    if call.name == "agents_start":
+        return None
+    if builtin is None:
+        builtin = env.settings_for(node).builtin_tools
+    inp = call.input if isinstance(call.input, dict) else {}
+    if builtin and call.name == "agents_synod":
+        out = {"task": inp.get("question"), "kind": "mnemon", "n": inp.get("n")}
+    else:
+        t = (tools if tools is not None else env.tools_for(node)).get(call.name)
+        role = getattr(t, "starts_agent", None)
+        if not role or (builtin and call.name in _BUILTIN_NAMES):
+            return None
+        spec = env.roles.get(role) if env.roles is not None else None
+        out = {"task": inp.get("task"), "role": role,
+               "kind": spec.kind if spec is not None else None}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+async def judge(env: "AgentEnv", node: "AgentNode", policy: ToolPolicy, call: ToolUse,
+                tools: dict[str, Any] | None = None, builtin: bool | None = None) -> Verdict:
+    """The policy's verdict on a call; for a call that starts children, the stricter of its own
+    and that of the ``agents_start`` call it amounts to (``child_start``)."""
+    verdict = await decide_off_loop(policy, call)
+    start = child_start(env, node, call, tools, builtin)
+    if start is None:
+        return verdict
+    as_start = ToolUse(id=call.id, name="agents_start", input=start)
+    return strictest([verdict, await decide_off_loop(policy, as_start)])
+
+
 async def gated_call(env: "AgentEnv", node: "AgentNode", call: ToolUse,
                      tools: dict[str, Any] | None = None, *,
                      builtin: bool | None = None) -> ToolResult:
@@ -67,7 +114,7 @@ async def gated_call(env: "AgentEnv", node: "AgentNode", call: ToolUse,
     policy = effective_policy(env, node)
     if policy is None:
         return await call_tool(env, node, call, tools, builtin=builtin)
-    verdict = await decide_off_loop(policy, call)
+    verdict = await judge(env, node, policy, call, tools, builtin)
     if verdict.action == "allow":
         return await call_tool(env, node, call, tools, builtin=builtin)
     if verdict.action == "deny":
@@ -89,7 +136,8 @@ async def _answer(env: "AgentEnv", node: "AgentNode", call: ToolUse, decided: Ap
     if decided.input is not None:
         call = ToolUse(id=call.id, name=call.name, input=decided.input)
         # an edited input is judged again: a person may approve an ask, not lift a deny
-        verdict = await decide_off_loop(policy, call) if policy is not None else None
+        verdict = (await judge(env, node, policy, call, tools, builtin)
+                   if policy is not None else None)
         if verdict is not None and verdict.action == "deny":
             return ToolResult(tool_use_id=call.id, content=verdict.text(call.name) +
                               " (the edited input)", is_error=True)

@@ -265,6 +265,8 @@ def build_request(env: "AgentEnv", node: "AgentNode",
             "parent": parent.id if parent is not None else None, "lineage": node.lineage()}
     if node.role is not None:  # an agent of a named role (docs/roles.md)
         meta["role"] = node.role
+    if node.requests:  # answers recorded before this request (a resumed agent's included)
+        meta["requests"] = node.requests
     return Request(system=s.system, messages=render(node.ctx),
                    tools=tool_defs(env, node, tools), max_tokens=s.max_tokens, model=s.model,
                    output=node.output_type, meta=meta)
@@ -281,6 +283,8 @@ async def _complete(env: "AgentEnv", node: "AgentNode", request: Request,
         node.log.append(ProviderCall(attempt=attempt, latency_s=round(latency_s, 6), usage=usage,
                                      error=error, model=priced, at=now_iso()))
         if error is None:
+            if usage is not None:
+                node.requests += 1
             if logs.DEBUG:
                 log.debug("provider call", attempt=attempt, latency_s=round(latency_s, 4))
         else:

@@ -88,6 +88,15 @@ class AgentNode:
     role: str | None = None
     budget_tokens: int | None = None
     budget_usd: float | None = None
+    # the policy its recorded ancestry imposes (``ancestry.recorded_policy``): set when it is
+    # reopened from its log, so that it answers to its ancestors with or without its live parent
+    lineage_policy: Any = None
+    # the budgets of its recorded ancestors it spends against when reopened without them
+    # (``ancestry.recorded_budgets``; ``spend.role_over_budget``)
+    lineage_budgets: tuple[Any, ...] = ()
+    # the provider answers its log records (``ProviderCall`` with usage, no error): sent as
+    # ``meta["requests"]``, so a scripted provider continues its script where the log stands
+    requests: int = 0
 
     def on_edit(self, kind: str, history_before: int) -> None:
         self.edit_hook(self, kind, history_before)

@@ -34,7 +34,7 @@ from ..session.runaway import (MATCH_TIMEOUT_S, PATTERN_MAX_CHARS, PROBE_TIMEOUT
                                RunawayPattern, compile_bounded, search)
 
 __all__ = ["ACTIONS", "PolicyError", "Rule", "ToolPolicy", "Verdict", "combine", "load_policy",
-           "parse_policy", "strictest"]
+           "parse_policy", "policy_from_record", "policy_record", "strictest"]
 
 ACTIONS = ("allow", "ask", "deny")
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
@@ -154,6 +154,63 @@ def combine(parent: ToolPolicy | None, child: ToolPolicy | None) -> ToolPolicy |
         return parent
     return ToolPolicy(child.default, child.rules, child.source, child.ask_timeout_s,
                       within=(*outer, *[p for p in child.within if all(p is not q for q in outer)]))
+
+
+# --------------------------------------------------------------------------- the record
+
+
+def policy_record(policy: ToolPolicy) -> list[dict[str, Any]]:
+    """An effective policy as ``SessionStarted.policy`` records it (docs/format.md): its
+    layers, outermost first, each ``{source, default, rules, ask_timeout?}``, a rule
+    ``{tool, action, name, reason?, when?}`` with ``when`` as pattern text. Written when an
+    agent starts, so that whatever process reopens it judges its calls as they were judged
+    (decision 0305), with or without the roles and policy files it was started under."""
+    out = []
+    for p in (*policy.within, policy):
+        layer: dict[str, Any] = {"source": p.source, "default": p.default, "rules": [
+            _rule_record(r) for r in p.rules]}
+        if p.ask_timeout_s is not None:
+            layer["ask_timeout"] = p.ask_timeout_s
+        out.append(layer)
+    return out
+
+
+def _rule_record(r: Rule) -> dict[str, Any]:
+    d: dict[str, Any] = {"tool": r.tool, "action": r.action, "name": r.name}
+    if r.reason is not None:
+        d["reason"] = r.reason
+    if r.when:
+        d["when"] = {arg: rx.pattern for arg, rx in r.when}
+    return d
+
+
+def policy_from_record(layers: Any, where: str) -> ToolPolicy | None:
+    """The policy ``policy_record`` wrote, rebuilt layer by layer (each judged as a policy
+    file is, its patterns probed again; ``[]``: none was in force); ``PolicyError`` naming
+    ``where`` for one that is not in that shape — a damaged record is never read as no
+    policy."""
+    if not isinstance(layers, list):
+        raise PolicyError(f"{where}: a recorded policy is a list of layers")
+    out: ToolPolicy | None = None
+    for i, layer in enumerate(layers, 1):
+        if not isinstance(layer, dict) or not isinstance(layer.get("source"), str):
+            raise PolicyError(f"{where}: recorded policy layer {i} is not a policy")
+        rules = layer.get("rules", [])
+        if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+            raise PolicyError(f"{where}: recorded policy layer {i}: rules are a list of tables")
+        table = {k: layer[k] for k in ("default", "ask_timeout") if k in layer}
+        table["rule"] = [{k: v for k, v in r.items() if k != "name"} for r in rules]
+        try:
+            p = parse_policy(table, layer["source"])
+        except PolicyError as e:
+            raise PolicyError(f"{where}: recorded {e}") from None
+        names = [r.get("name") for r in rules]
+        if all(isinstance(n, str) and n for n in names):  # as the live agent named them
+            p = ToolPolicy(p.default, tuple(
+                Rule(r.tool, r.action, r.reason, r.when, n) for r, n in zip(p.rules, names)),
+                p.source, p.ask_timeout_s)
+        out = combine(out, p)
+    return out
 
 
 # --------------------------------------------------------------------------- loading

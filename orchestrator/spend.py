@@ -31,6 +31,17 @@ def role_over_budget(node: "AgentNode") -> str | None:
     descendants, spends at most that; checked for the agent and every ancestor that has one."""
     n: AgentNode | None = node
     while n is not None:
+        for b in n.lineage_budgets:  # an ancestor's not live here (``ancestry.recorded_budgets``)
+            tree = [n, *n.descendants().values()]
+            used = b.tokens_before + sum(tokens(a.usage) for a in tree)
+            usd = b.usd_before + sum(a.cost_usd for a in tree)
+            whose = f"the {b.role} role's" if b.role is not None else "the task's"
+            if b.budget_tokens is not None and used >= b.budget_tokens:
+                return (f"{used} tokens used of {whose} budget of {b.budget_tokens} "
+                        f"(agent {b.agent})")
+            if b.budget_usd is not None and usd >= b.budget_usd:
+                return (f"${usd:.4f} spent of {whose} budget of ${b.budget_usd:.4f} "
+                        f"(agent {b.agent})")
         if n.budget_tokens is not None or n.budget_usd is not None:
             tree = [n, *n.descendants().values()]
             used = sum(tokens(a.usage) for a in tree)

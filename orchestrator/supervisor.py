@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,10 +32,13 @@ from ..lineage.fork import ForkError
 from ..session.errors import LogBusy, Refusal
 from ..session.records import SessionStarted, Usage
 
+from .ancestry import recorded_budgets, recorded_policy
 from .env import AgentEnv
+from .gate import effective_policy
 from .loop import HarnessPolicy, run_agent
 from .mcp.config import McpServerSpec
 from .node import AgentNode
+from .policy import policy_record
 from .roles.book import RoleBook
 from .roles.load import as_roles
 from .servers import open_servers
@@ -107,6 +111,10 @@ class Supervisor:
         existing = list_agents(self.root) if existing is None else existing
         self._ids = itertools.count(len(existing) + 1)
         self._taken = set(existing)
+        # the agents counted against ``max_agents``: those made or reopened here, the ended
+        # ones dropped when the count comes near the limit (``check_limits``; decision 0306).
+        # Weak: a node its host has let go of (a job's finished task) is freed at once
+        self._live: weakref.WeakValueDictionary[str, AgentNode] = weakref.WeakValueDictionary()
 
     # ------------------------------------------------------------------ the env's fields
 
@@ -154,13 +162,23 @@ class Supervisor:
                 return aid
 
     def check_limits(self, parent: AgentNode | None) -> None:
+        """Refuse an agent past the run's depth, or past ``max_agents`` agents running at once
+        in this supervisor — an ended agent does not count, so a service that runs for weeks
+        is not full after its 64th agent (decision 0306)."""
         depth = 0 if parent is None else parent.depth + 1
         if depth > self.settings.max_depth:
             raise Refusal(f"a child here would be at depth {depth}; this run allows depth "
                           f"{self.settings.max_depth}")
-        if len(self.agents) >= self.settings.max_agents:
-            raise Refusal(f"this run already has {len(self.agents)} agents; it allows "
-                          f"{self.settings.max_agents}")
+        limit, live = self.settings.max_agents, self._live
+        if len(live) >= limit:  # an agent that has ended no longer counts
+            for aid in [a for a, n in list(live.items()) if n.state != "running"]:
+                del live[aid]
+        if len(live) >= limit:
+            n = len(live)
+            raise Refusal(f"this run already has {n} agent{'s' if n != 1 else ''} running, the "
+                          f"most it allows at once (max_agents {limit}): wait for one to end, "
+                          "or raise the limit (mnemon serve --max-agents N, "
+                          "Settings(max_agents=N))")
 
     def _started(self, agent: str, settings: Settings | None = None,
                  node: AgentNode | None = None, **extra: Any) -> SessionStarted:
@@ -174,9 +192,21 @@ class Supervisor:
         tools = memo[1]
         if node is not None and node.role is not None:
             extra.setdefault("role", node.role)
+        if node is not None:
+            extra.setdefault("policy", self._policy_record(node))
         return SessionStarted(agent=agent, at=now_iso(), system=s.system, tools=tools,
                               provider=self.env.provider_name_for(node), model=s.model,
                               context_window=s.context_window, **extra)
+
+    def _policy_record(self, node: AgentNode) -> list[dict[str, Any]] | None:
+        """The effective policy ``node`` starts under, as its ``SessionStarted`` records it
+        (``policy.policy_record``): what any process that reopens it judges its calls by
+        (``ancestry.recorded_policy``); None when no policy is in force (``[]`` in a run with
+        roles, where a log without the field would send a reader up its ancestors' roles)."""
+        p = effective_policy(self.env, node)
+        if p is None:  # in a run with roles, "none" is said: a reader need not walk the roles
+            return [] if self.env.roles is not None else None
+        return policy_record(p)
 
     def new_root(self, task: str, agent_id: str | None = None, *,
                  settings: Settings | None = None,
@@ -241,7 +271,7 @@ class Supervisor:
         self._taken.add(aid)
         self._born(node, birth)
         node.edit_hook = self.env.on_edit
-        self.agents[aid] = node
+        self.agents[aid] = self._live[aid] = node
         return node
 
     def _as_role(self, node: AgentNode, role: str, base: Settings,
@@ -313,6 +343,7 @@ class Supervisor:
                                  context_window=opening.context_window)
             if node.role is not None:
                 extra["role"] = node.role
+            extra["policy"] = self._policy_record(node)
             if typed is not None:
                 extra["output_type"] = typed.as_record()
             return fork(self.root, parent.log, aid, kind=kind, task=task,  # type: ignore[arg-type]
@@ -338,7 +369,7 @@ class Supervisor:
         node.edit_hook = self.env.on_edit
         node.tokens_per_byte = tpb
         parent.children[aid] = node
-        self.agents[aid] = node
+        self.agents[aid] = self._live[aid] = node
         return node
 
     @staticmethod
@@ -375,7 +406,13 @@ class Supervisor:
             mcp_servers if mcp_servers is not None else
             (self.settings.agent_mcp_servers if parent is None else ()))
         node.turns_taken = node.ctx.count(role="assistant", origin="own")
+        node.requests = _answered(alog.path)
         book = self.env.roles
+        try:  # its ancestors' policy, from the logs: with or without its live parent (0305)
+            node.lineage_policy = recorded_policy(self.root, st, book)
+        except Refusal:
+            alog.close()
+            raise
         if st is not None and st.role is not None and book is not None and st.role in book.roles:
             base = (parent.settings or self.settings) if (
                 parent is not None and node.kind == "mnemon") else self.settings
@@ -385,12 +422,15 @@ class Supervisor:
             if mcp_servers is None and node.kind != "mnemon" and parent is not None:
                 node.mcp_servers = tuple(node.settings.agent_mcp_servers)
         s = self.settings
-        if spend or (spend is None and any(b is not None for b in (
-                s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd))):
+        if parent is None:  # its ancestors' budgets, read from the logs (decision 0305)
+            node.lineage_budgets = recorded_budgets(self.root, st, book, s)
+        if spend or (spend is None and (any(b is not None for b in (
+                s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd,
+                node.budget_tokens, node.budget_usd)) or node.lineage_budgets)):
             _restore_spend(self, node)
         if parent is not None:
             parent.children[agent_id] = node
-        self.agents[agent_id] = node
+        self.agents[agent_id] = self._live[agent_id] = node
         self._taken.add(agent_id)
         return node
 
@@ -563,6 +603,22 @@ def set_aside_unopened(path: Path) -> Path | None:
     except OSError:  # a torn tail set aside beside it: a directory with no log is no agent
         pass
     return aside
+
+
+def _answered(path: Path) -> int:
+    """The provider answers a log records: its ``ProviderCall`` lines with usage and no error
+    (a batch's submission has no usage). A raw scan: the writer puts the tag first, and a key
+    appears unescaped only as a key."""
+    from ..session.log import iter_lines
+
+    n = 0
+    for _, line in iter_lines(path):
+        head = bytes(line[:24])
+        if b"ProviderCall" in head:
+            raw = bytes(line)
+            if b'"usage":{' in raw and b'"error":' not in raw:
+                n += 1
+    return n
 
 
 def _has_ended(path: Path) -> bool:

@@ -12,6 +12,14 @@ It plays either a script — a JSONL file (or a list) of assistant turns::
 script from its own cursor; a line with an ``"agent"`` key is played only by that agent. When the
 script runs out, the answer is one ``end_turn`` text block saying so.
 
+The cursor is where the agent's log stands, not where this process has been: a request carries
+the answers its agent's log already records (``meta["requests"]``, the orchestrator's count of
+its ``ProviderCall`` records; absent for none), and the agent's next line is the one after that many of its
+lines. An agent resumed by another process — a service started again, a job re-run — goes on
+with its script instead of playing it again from the top (which repeated tool calls it had made
+and asked again for approvals it had had). A policy callable reads ``meta["requests"]`` itself:
+its ``state`` starts empty in a new process.
+
 Usage comes from a ``CacheModel`` (shared by every agent of a run; injectable) at its tokens
 per byte (1 per 4 by default); output tokens are the blocks' compact-JSON bytes at the same rate.
 """
@@ -165,6 +173,11 @@ class ScriptedProvider:
                 state["_extra"] = extra[0]
         else:
             assert self.script is not None
+            done = request.meta.get("requests")  # absent: none recorded, or not told
+            if not isinstance(done, int) or done < 0:
+                done = state.get("played", 0)
+            if state.get("played", 0) != done:  # another process played the first ``done``
+                state["cursor"] = self._after(agent, done)
             cursor = state.get("cursor", 0)
             while cursor < len(self.script) and self.script[cursor].get("agent", agent) != agent:
                 cursor += 1
@@ -172,11 +185,22 @@ class ScriptedProvider:
                 return [Text(EXHAUSTED)], "end_turn"
             turn = self.script[cursor]
             state["cursor"] = cursor + 1
+            state["played"] = done + 1
             blocks = [_to_block(b) for b in turn["blocks"]]
             stop_reason = turn.get("stop_reason")
         if stop_reason is None:
             stop_reason = "tool_use" if any(isinstance(b, ToolUse) for b in blocks) else "end_turn"
         return blocks, stop_reason
+
+    def _after(self, agent: str, n: int) -> int:
+        """The script index after the first ``n`` lines ``agent`` plays."""
+        assert self.script is not None
+        for i, turn in enumerate(self.script):
+            if n <= 0:
+                return i
+            if turn.get("agent", agent) == agent:
+                n -= 1
+        return len(self.script)
 
     async def aclose(self) -> None:
         return None

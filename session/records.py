@@ -218,6 +218,9 @@ class SessionStarted(_R):
     output_type: dict[str, Any] | None = None
     # the agent's named role (docs/roles.md); absent for an agent without one
     role: str | None = None
+    # the tool policy the agent started under, its ancestors' included: its layers, outermost
+    # first (docs/format.md, docs/policy.md); absent when none was in force
+    policy: list[dict[str, Any]] | None = None
 
 
 class SessionResumed(_R):

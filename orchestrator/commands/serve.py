@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
     p.add_argument("--no-resume", action="store_true",
                    help="over an existing run root, do not resume the agents a crash left "
                         "running (POST /v1/agents/{id}/resume resumes one)")
+    p.add_argument("--max-agents", type=int, default=None, metavar="N",
+                   help="agents running at once, roots and children together (default 64); "
+                        "a new one past it is refused until one ends")
     add_provider_args(p)
 
 
@@ -41,7 +44,10 @@ def run(args) -> int:
     from ..service.server import serve
 
     token, generated = listen_from(args)
-    settings = settings_from(args)
+    if args.max_agents is not None and args.max_agents < 1:
+        raise UserError(f"--max-agents must be at least 1, not {args.max_agents}")
+    settings = settings_from(args, **({"max_agents": args.max_agents}
+                                      if args.max_agents is not None else {}))
     try:  # bound before anything is written: an address in use leaves no run root behind
         sock = bind(args.host, args.port)
     except BindError as e:

@@ -72,6 +72,9 @@ class AskTool:
 
     def __init__(self, role: Role):
         self.role = role.name
+        # the role it starts: the gate judges a call of it as an ``agents_start`` of that role
+        # too (decision 0307)
+        self.starts_agent = role.name
         self.name = f"ask_{role.name}"
         typed = " — its answer is JSON of the role's output type" if role.output else ""
         self.description = (f"Delegate a task to an agent of the {role.name} role "

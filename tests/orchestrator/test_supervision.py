@@ -379,7 +379,8 @@ async def test_depth_and_agent_limits_refuse_agents_start(tmp_path):
     assert len(sup2.agents) == 2
     second = [a for a in sup2.agents.values() if a.depth == 1][0]
     res = [r for r in records(root2, second.id) if r["t"] == "ToolResults"][0]["results"][0]
-    assert res["is_error"] and "allows 2" in res["content"]
+    assert res["is_error"] and "2 agents running" in res["content"]
+    assert "(max_agents 2)" in res["content"]
 
 
 async def test_the_progress_line_counts_agents_turns_tokens_and_cost(tmp_path, autojump_clock):

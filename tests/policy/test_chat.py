@@ -77,9 +77,9 @@ def test_a_chat_killed_while_it_asks_asks_again_when_resumed(tmp_path):
 
     first = tmp_path / "first.jsonl"
     first.write_text(grep("g1", "hello") + "\n")
-    then = tmp_path / "then.jsonl"
-    then.write_text(json.dumps({"blocks": [{"type": "text", "text": "Carried on."}],
-                                "stop_reason": "end_turn"}) + "\n")
+    then = tmp_path / "then.jsonl"  # the whole script: the resumed agent goes on at line 2
+    then.write_text(grep("g1", "hello") + "\n" + json.dumps(
+        {"blocks": [{"type": "text", "text": "Carried on."}], "stop_reason": "end_turn"}) + "\n")
     policy = tmp_path / "policy.toml"
     policy.write_text('[[rule]]\ntool = "transcript_grep"\naction = "ask"\n')
     root = tmp_path / "run"
