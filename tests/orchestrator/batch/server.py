@@ -65,6 +65,9 @@ class Control:
     """``"reset"`` or ``"502"``: the first answer to each create (and each OpenAI upload) is
     lost after the server accepted it — the connection reset, or a proxy's 502 — once per
     create: its retry is answered."""
+    no_list: bool = False
+    """The list routes (``GET /v1/messages/batches``, ``/v1/batches``, ``/v1/files``) answer
+    404, as on a server that serves batches but does not list them."""
     after_create: Callable[[str], None] | None = None
     """Called with the id of a batch (or an OpenAI input file) once it is accepted, before the
     answer is sent (a test blocks here to kill its client in that window)."""
@@ -304,6 +307,9 @@ class Handler(BaseHTTPRequestHandler):
             st.log.append((method, path))
         batch_route = "/batches" in path or path.startswith("/v1/files")
         if batch_route and st.control.no_batch_routes:
+            return self._missing()
+        if method == "GET" and st.control.no_list and path in (
+                "/v1/messages/batches", "/v1/batches", "/v1/files"):
             return self._missing()
         routes = [
             ("POST", r"/v1/messages", self.a_live),

@@ -120,25 +120,50 @@ def test_sigkill_while_a_create_is_answered_a_re_run_finds_the_batch(tmp_path, p
         finally:
             hold.release.set()
         assert proc.returncode == -signal.SIGKILL
-        pending = list((root / "batches").glob("*.create"))
-        assert len(pending) == 1  # the marker, recorded before the create was sent
-        entry = json.loads(pending[0].read_text())
-        if kind == "batch":
+        pending = [json.loads(p.read_text()) for p in (root / "batches").glob("*.create")]
+        if kind == "batch":  # accepted, and its answer never recorded
             assert hold.made in s.state.batches and not (root / "batches" /
                                                          f"{hold.made}.json").exists()
         s.state.control.after_create = None
         r = run_cli("run", str(job), "--engine", "batch", "--json", cwd=job.parent)
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)
+        _one_batch_per_wave(s, root, out)
+        assert len(pending) == 1  # the marker, recorded before the create was sent
+        entry = pending[0]
         if kind == "batch":  # adopted: its file names the marker, its requests the create's
             kept = json.loads((root / "batches" / f"{hold.made}.json").read_text())
             assert kept["marker"] == entry["marker"] and kept["requests"] == entry["requests"]
         else:  # no batch was made: the orphan input file deleted, the batch made once
             assert hold.made not in s.state.file_meta
             assert ("DELETE", f"/v1/files/{hold.made}") in s.state.log
-        _one_batch_per_wave(s, root, out)
     assert out["done"] == TASKS
     assert {k: v["answer"] for k, v in results(root / "results.jsonl").items()} == ref_answers
     assert turns(root) == ref_turns
     assert _cost(root) == pytest.approx(ref_cost, abs=1e-9)
+    check_once(root)
+
+
+def test_a_lost_answer_that_cannot_be_looked_for_ends_the_run_and_sends_nothing_again(tmp_path):
+    """The create's answer is lost and the server cannot list its batches (404): the run ends
+    on one line (exit 2) naming the marker, having sent nothing again; its marker stays in the
+    run root. Re-run once the listing answers, it adopts the batch: one batch, every custom id
+    sent once."""
+    with Server() as s:
+        s.state.control.drop = "reset"
+        s.state.control.no_list = True
+        job = write_job(tmp_path, provider="anthropic", url=s.url, tasks=3, synod=0)
+        root = tmp_path / "job.run"
+        r = run_cli("run", str(job), "--engine", "batch", cwd=tmp_path)
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+        assert "answer was lost" in r.stderr and "nothing was sent again" in r.stderr
+        assert len(s.state.batches) == 1
+        [pending] = [json.loads(p.read_text()) for p in (root / "batches").glob("*.create")]
+        assert pending["marker"] in r.stderr
+        s.state.control.no_list = False
+        r = run_cli("run", str(job), "--engine", "batch", "--json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["done"] == 3
+        _one_batch_per_wave(s, root)
     check_once(root)
