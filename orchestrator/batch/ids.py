@@ -12,7 +12,7 @@ import re
 
 from blake3 import blake3
 
-__all__ = ["custom_id", "run_tag", "CUSTOM_ID"]
+__all__ = ["custom_id", "run_tag", "create_marker", "CUSTOM_ID"]
 
 CUSTOM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -29,5 +29,14 @@ def custom_id(run: str, agent: str, turn: int, attempt: int) -> str:
     out = f"{run}-{enc}-{turn}-{attempt}"
     if len(out) > 64:
         out = f"{run}-h{blake3(agent.encode()).hexdigest()[:16]}-{turn}-{attempt}"
+    assert CUSTOM_ID.match(out), out
+    return out
+
+
+def create_marker(run: str, wave: int, nonce: str) -> str:
+    """``mn-<run>-w<wave>-<nonce>``: the name of one batch create, recorded before it is sent
+    and matched against the provider's listing when its answer is lost (decision 0313). The
+    nonce (random hex) keeps two creates of one wave, or of a wave a re-run numbers again, apart."""
+    out = f"mn-{run}-w{wave}-{nonce}"
     assert CUSTOM_ID.match(out), out
     return out

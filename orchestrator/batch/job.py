@@ -16,7 +16,7 @@ import msgspec
 import trio
 
 from ...lineage.runroot import read_run_json
-from ...providers.batches import BatchRouteMissing, batch_api
+from ...providers.batches import BatchEnds, batch_api
 from ...providers.prices import batch_model
 from ..costs import run_cost
 from ..jobs.spec import Job, JobError
@@ -110,7 +110,8 @@ def bind(provider: BatchProvider, sup: Any) -> None:
 async def run_job(runner: Any, provider: BatchProvider) -> Any:
     """The runner's run with the waves driven beside it. Ctrl-C cancels the batches in flight
     (recorded in the ledger) before the run ends. A server with no batch routes ends the job:
-    ``BatchRouteMissing`` is raised once every agent has stopped (nothing recorded done)."""
+    ``BatchRouteMissing`` is raised once every agent has stopped (nothing recorded done); so
+    does a create whose batch cannot be looked for (``CreateUndecided``)."""
     waves = provider.waves
     async with trio.open_nursery() as nursery:
         await nursery.start(waves.drive)
@@ -121,9 +122,10 @@ async def run_job(runner: Any, provider: BatchProvider) -> Any:
     return summary
 
 
-def route_missing(exc: BaseException) -> BatchRouteMissing | None:
-    """The ``BatchRouteMissing`` that ended a run, however deep in exception groups."""
-    if isinstance(exc, BatchRouteMissing):
+def route_missing(exc: BaseException) -> BatchEnds | None:
+    """The ``BatchEnds`` (a server without batch routes, a create that cannot be reconciled)
+    that ended a run, however deep in exception groups."""
+    if isinstance(exc, BatchEnds):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:

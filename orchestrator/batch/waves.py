@@ -8,13 +8,17 @@ in the run root (``ledger``), and wakes each request's agent with its row (decis
 the loop, the tools, synods and children run unchanged: a wave is simply every agent's next
 request at once.
 
-Durability (decision 0296). Per batch, in this order: the provider names it; ``batches/<id>.json``
-is written; each agent's log gets a ``ProviderCall`` naming the batch and its custom id (no
+Durability (decisions 0296, 0313). Per batch, in this order: its create's marker and requests
+are written (``batches/<marker>.create``); the create is sent — and, its answer lost, never
+sent again before the provider's listing is searched for the marker; the provider names it;
+``batches/<id>.json`` is written; each agent's log gets a ``ProviderCall`` naming the batch and its custom id (no
 usage: a submission); only then is it polled. When it ends its results are written to the run
 root before any row is recorded; a row is recorded as a ``ProviderCall`` with the usage (or the
 error), then the loop records the turn. A re-run reads the ledger and each agent's log: a custom
 id the ledger holds is never submitted again (its batch is polled, or its kept row used), a row
-whose usage is already in the log is not counted again.
+whose usage is already in the log is not counted again. A create left without its batch (killed
+while its answer was in flight) is looked for first: adopted when the provider lists it, dropped
+when not, and the run ends on one line when the listing cannot be read.
 
 Rows: ``succeeded`` is the turn's response; ``expired`` and ``canceled`` rows, and ``errored``
 rows a live call would retry (overloaded, server errors, rate limits), go into the next wave as
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import time
 from datetime import datetime
@@ -39,12 +44,12 @@ import trio.testing
 
 from ...lineage.runroot import now_iso
 from ...providers.base import Request, Response
-from ...providers.batches import BatchRouteMissing, BatchRow, split
+from ...providers.batches import BatchEnds, BatchRow, CreateUndecided, split
 from ...providers.errors import ProviderError, http_error
 from ...providers.prices import cost_usd
 from ...session.log import iter_lines
 from ...session.records import DECODE_ERRORS, ProviderCall, Usage
-from .ids import custom_id
+from .ids import create_marker, custom_id
 from .ledger import Ledger
 
 if TYPE_CHECKING:
@@ -316,6 +321,7 @@ class Waves:
         """Submit waves and poll batches until cancelled. Batches an earlier run left open are
         polled from the start. An error that ends the job (the server has no batch routes) is
         raised here and ends the run."""
+        await self._reconcile()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             by_wave: dict[int, list[InFlight]] = {}
@@ -337,6 +343,32 @@ class Waves:
                         await self._submit_wave()
                     else:
                         await trio.sleep(self.settle_s)
+
+    async def _reconcile(self) -> None:
+        """Creates an earlier run sent and never heard back from (killed while the answer was
+        in flight): each one's batch, when the provider lists it, is recorded as submitted —
+        its requests are then joined, not sent again; when it lists none, the create made
+        nothing and its record goes. A listing that fails ends the run (``CreateUndecided``):
+        nothing of it is sent until the next re-run can tell."""
+        for marker, entry in list(self.ledger.creates.items()):
+            requests = entry["requests"]
+            try:
+                batch = await self.api.find(marker, len(requests), float(entry["since"]), None,
+                                            self.ledger.batches)
+            except BatchEnds:
+                raise
+            except ProviderError as e:
+                raise CreateUndecided(marker, e) from e
+            if batch is None:
+                await self.api.discard(marker, float(entry["since"]))
+                self.ledger.abandoned(marker)
+                log.info("create made no batch", marker=marker)
+                continue
+            log.warning("create adopted", marker=marker, batch=batch, requests=len(requests))
+            self.ledger.submitted(batch, entry.get("provider", self.api.name),
+                                  entry.get("wave", 0), requests, marker=marker)
+            self.wave = max(self.wave, entry.get("wave", 0))
+            self.first_wave = max(self.first_wave, entry.get("wave", 0))
 
     def _settled(self) -> bool:
         """Every live agent is waiting on a batch, or has a live child (it waits for it, or
@@ -372,20 +404,28 @@ class Waves:
         log.info("wave", wave=wave, requests=len(entries), batches=len(chunks))
         flights: list[InFlight] = []
         for chunk in chunks:
+            requests = [{"custom_id": e.custom_id, "agent": e.agent, "turn": e.turn,
+                         "attempt": e.attempt} for e in chunk]
+            marker = create_marker(self.run, wave, secrets.token_hex(6))
+            since = time.time()
+            self.ledger.creating(marker, self.api.name, wave, since, requests)  # before sending
             try:
-                batch = await self.api.submit([e.line for e in chunk])
-            except BatchRouteMissing:
+                batch = await self.api.submit([e.line for e in chunk], marker=marker,
+                                              since=since, exclude=self.ledger.batches)
+            except CreateUndecided:
+                raise  # it may have been made: its record stays for the re-run to look again
+            except BatchEnds:
+                self.ledger.abandoned(marker)
                 raise  # no batch API there: the job ends (``job.route_missing``)
             except ProviderError as e:  # refused whole (a bad key, a body too large…)
+                self.ledger.abandoned(marker)
                 for entry in chunk:
                     entry.row = BatchRow(custom_id=entry.custom_id, kind="errored",
                                          error=f"the batch was refused: {e}")
                     entry.done.set()
                 continue
             # durable before anything else: the run root's ledger, then each agent's log
-            self.ledger.submitted(batch, self.api.name, wave, [
-                {"custom_id": e.custom_id, "agent": e.agent, "turn": e.turn,
-                 "attempt": e.attempt} for e in chunk])
+            self.ledger.submitted(batch, self.api.name, wave, requests, marker=marker)
             _crash_point("ledgered")
             flight = InFlight(batch, wave, time.time())
             for entry in chunk:
@@ -459,7 +499,7 @@ class Waves:
         that failed whole is kept as one ``mnemon_error`` row per request."""
         try:
             raw = await self.api.results(status)
-        except BatchRouteMissing:
+        except BatchEnds:
             raise
         except ProviderError as e:  # failed whole: every request of it errored
             log.warning("batch failed", batch=flight.id, error=str(e))

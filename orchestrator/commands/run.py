@@ -86,7 +86,7 @@ def run(args) -> int:
     try:
         with live_tracing(args.trace_content):
             summary = trio.run(main)
-    except BaseException as e:  # the batch engine's end: a server without batch routes
+    except BaseException as e:  # the batch engine's end: no batch routes, a create undecided
         missing = engine.route_missing(e) if batch else None
         if missing is None:
             raise

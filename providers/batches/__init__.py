@@ -3,24 +3,27 @@
 Each adapter wraps the live adapter of its provider (``providers.anthropic.AnthropicProvider``,
 ``providers.openai.OpenAIProvider``, built with ``stream=False``): a batched request's body is
 exactly what a live one would send, and a result row decodes through the same ``decode``. The
-engine that gathers agent turns into waves is ``orchestrator.batch``; this package only submits,
-polls, fetches and cancels (docs/jobs.md, "The batch engine"; decision 0295).
+engine that gathers agent turns into waves is ``orchestrator.batch``; this package only submits
+(never twice: a lost answer is reconciled, decision 0313), polls, fetches and cancels
+(docs/jobs.md, "The batch engine"; decision 0295).
 """
 
 from __future__ import annotations
 
 from .base import (
     BatchAPI,
+    BatchEnds,
     BatchFailed,
     BatchRouteMissing,
+    CreateUndecided,
     BatchRow,
     BatchStatus,
     Limits,
     split,
 )
 
-__all__ = ["BatchAPI", "BatchFailed", "BatchRouteMissing", "BatchRow", "BatchStatus", "Limits",
-           "split", "batch_api"]
+__all__ = ["BatchAPI", "BatchEnds", "BatchFailed", "BatchRouteMissing", "BatchRow", "BatchStatus",
+           "CreateUndecided", "Limits", "split", "batch_api"]
 
 
 def batch_api(provider):

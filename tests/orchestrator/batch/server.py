@@ -6,14 +6,18 @@ Shapes follow the providers' API references and official SDKs (``fixtures/README
 
 * Anthropic: ``POST /v1/messages`` (JSON or SSE), ``POST /v1/messages/batches``,
   ``GET /v1/messages/batches/{id}``, ``GET /v1/messages/batches/{id}/results`` (the batch's
-  ``results_url``), ``POST /v1/messages/batches/{id}/cancel``.
+  ``results_url``), ``POST /v1/messages/batches/{id}/cancel``, ``GET /v1/messages/batches``
+  (newest first; ``limit``, ``after_id``; ``data``, ``has_more``, ``first_id``, ``last_id``).
 * OpenAI: ``POST /v1/chat/completions``, ``POST /v1/files`` (multipart, ``purpose=batch``),
-  ``POST /v1/batches`` (endpoint ``/v1/chat/completions`` or ``/v1/responses``),
-  ``GET /v1/batches/{id}``, ``GET /v1/files/{id}/content``, ``POST /v1/batches/{id}/cancel``.
+  ``POST /v1/batches`` (endpoint ``/v1/chat/completions`` or ``/v1/responses``, ``metadata``),
+  ``GET /v1/batches/{id}``, ``GET /v1/files/{id}/content``, ``POST /v1/batches/{id}/cancel``,
+  ``GET /v1/batches`` and ``GET /v1/files`` (newest first; ``limit``, ``after``, files also
+  ``purpose``), ``DELETE /v1/files/{id}``.
 
 Controls (``Control``): how long a batch stays in progress, custom ids whose rows expire or
-error, batches that fail whole, routes answered 404. Every request is logged (``log``) and every
-submitted custom id kept in submission order (``submitted``).
+error, batches that fail whole, routes answered 404, creates (and uploads) whose answer is lost
+after they were accepted, a hook run between accepting a create and answering it. Every request
+is logged (``log``) and every submitted custom id kept in submission order (``submitted``).
 
 Usage is deterministic and the same for a request sent live or in a batch: input tokens are the
 request body's compact JSON bytes ÷ 4 (without ``stream`` fields); when the body carries a cache
@@ -26,11 +30,14 @@ import email.parser
 import itertools
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
+from urllib.parse import parse_qs
 
 from mnemon.providers.base import Request
 
@@ -54,6 +61,16 @@ class Control:
     """Every batch route answers 404 (a server with the live API only)."""
     policy: str = "model"
     """Which function of ``batch_policy`` plays the model."""
+    drop: str | None = None
+    """``"reset"`` or ``"502"``: the first answer to each create (and each OpenAI upload) is
+    lost after the server accepted it — the connection reset, or a proxy's 502 — once per
+    create: its retry is answered."""
+    no_list: bool = False
+    """The list routes (``GET /v1/messages/batches``, ``/v1/batches``, ``/v1/files``) answer
+    404, as on a server that serves batches but does not list them."""
+    after_create: Callable[[str], None] | None = None
+    """Called with the id of a batch (or an OpenAI input file) once it is accepted, before the
+    answer is sent (a test blocks here to kill its client in that window)."""
 
 
 @dataclass
@@ -64,6 +81,8 @@ class Batch:
     created: float
     cancelled: bool = False
     failed: bool = False
+    wall: float = field(default_factory=time.time)
+    metadata: dict[str, str] | None = None
     rows: list[dict[str, Any]] | None = None
     output_file: str | None = None
     error_file: str | None = None
@@ -76,6 +95,12 @@ class State:
     submitted: list[str] = field(default_factory=list)
     batches: dict[str, Batch] = field(default_factory=dict)
     files: dict[str, bytes] = field(default_factory=dict)
+    file_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each file's ``file`` object, in upload order (deleted ones removed)."""
+    uploads: int = 0
+    dropped: list[str] = field(default_factory=list)
+    """What had its answer lost: the ids of batches and files made."""
+    dropped_keys: set[bytes] = field(default_factory=set)
     live_requests: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     ids: Any = field(default_factory=lambda: itertools.count(1))
@@ -247,6 +272,33 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._route("POST")
 
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
+
+    def _query(self) -> dict[str, str]:
+        q = self.path.split("?", 1)[1] if "?" in self.path else ""
+        return {k: v[-1] for k, v in parse_qs(q).items()}
+
+    def _answer_made(self, made: str, body: Any, key: bytes) -> None:
+        """Answer a create or an upload the server accepted (``made``, the id of what it made)
+        — or lose that answer, the first time a request of this ``key`` (its content: the same
+        on a retry) comes, as ``control.drop`` says."""
+        st = self.state
+        if st.control.after_create is not None:
+            st.control.after_create(made)
+        with st.lock:
+            lose = st.control.drop is not None and key not in st.dropped_keys
+            if lose:
+                st.dropped_keys.add(key)
+                st.dropped.append(made)
+        if not lose:
+            return self._send(200, body)
+        if st.control.drop == "502":  # a proxy's answer after the provider accepted it
+            return self._send(502, b"<html><body>502 Bad Gateway</body></html>", "text/html")
+        # the connection reset (RST) instead of an answer
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+
     def _route(self, method: str) -> None:
         st = self.state
         path = self.path.split("?", 1)[0]
@@ -256,15 +308,22 @@ class Handler(BaseHTTPRequestHandler):
         batch_route = "/batches" in path or path.startswith("/v1/files")
         if batch_route and st.control.no_batch_routes:
             return self._missing()
+        if method == "GET" and st.control.no_list and path in (
+                "/v1/messages/batches", "/v1/batches", "/v1/files"):
+            return self._missing()
         routes = [
             ("POST", r"/v1/messages", self.a_live),
             ("POST", r"/v1/messages/batches", self.a_create),
+            ("GET", r"/v1/messages/batches", self.a_list),
             ("GET", r"/v1/messages/batches/([^/]+)", self.a_get),
             ("GET", r"/v1/messages/batches/([^/]+)/results", self.a_results),
             ("POST", r"/v1/messages/batches/([^/]+)/cancel", self.a_cancel),
             ("POST", r"/v1/chat/completions", self.o_live),
             ("POST", r"/v1/files", self.o_upload),
             ("POST", r"/v1/batches", self.o_create),
+            ("GET", r"/v1/batches", self.o_list),
+            ("GET", r"/v1/files", self.o_files),
+            ("DELETE", r"/v1/files/([^/]+)", self.o_delete),
             ("GET", r"/v1/batches/([^/]+)", self.o_get),
             ("POST", r"/v1/batches/([^/]+)/cancel", self.o_cancel),
             ("GET", r"/v1/files/([^/]+)/content", self.o_content),
@@ -325,8 +384,8 @@ class Handler(BaseHTTPRequestHandler):
                 "processing_status": "ended" if ended else
                 ("canceling" if b.cancelled else "in_progress"),
                 "request_counts": counts, "ended_at": _iso(time.time()) if ended else None,
-                "created_at": _iso(b.created), "expires_at": _iso(b.created + 86400),
-                "archived_at": None, "cancel_initiated_at": _iso(b.created) if b.cancelled
+                "created_at": _iso(b.wall), "expires_at": _iso(b.wall + 86400),
+                "archived_at": None, "cancel_initiated_at": _iso(b.wall) if b.cancelled
                 else None,
                 "results_url": f"http://{host}/v1/messages/batches/{b.id}/results" if ended
                 else None}
@@ -387,7 +446,28 @@ class Handler(BaseHTTPRequestHandler):
             if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", r["custom_id"]) or "stream" in r["params"]:
                 return self._send(400, {"type": "error", "error": {
                     "type": "invalid_request_error", "message": f"bad request {r['custom_id']}"}})
-        self._send(200, self._a_batch(self._new_batch("anthropic", reqs, "msgbatch_")))
+        b = self._new_batch("anthropic", reqs, "msgbatch_")
+        self._answer_made(b.id, self._a_batch(b), body)
+
+    def a_list(self, body: bytes) -> None:
+        """``GET /v1/messages/batches``: newest first, ``limit`` (≤ 1000) from ``after_id``."""
+        q = self._query()
+        self._send(200, self._page([self._a_batch(b) for b in self._newest()],
+                                   int(q.get("limit", 20)), q.get("after_id")))
+
+    def _newest(self) -> list[Batch]:
+        with self.state.lock:
+            return sorted(self.state.batches.values(), key=lambda b: b.id, reverse=True)
+
+    @staticmethod
+    def _page(items: list[dict[str, Any]], limit: int, after: str | None) -> dict[str, Any]:
+        if after is not None:
+            ids = [x["id"] for x in items]
+            items = items[ids.index(after) + 1:] if after in ids else []
+        page = items[:limit]
+        return {"object": "list", "data": page, "has_more": len(items) > limit,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None}
 
     def a_get(self, body: bytes, bid: str) -> None:
         b = self.state.batches.get(bid)
@@ -438,11 +518,32 @@ class Handler(BaseHTTPRequestHandler):
         if parts["purpose"].get_payload(decode=True) != b"batch":
             return self._send(400, {"error": {"message": "purpose must be batch"}})
         content = parts["file"].get_payload(decode=True)
+        name = parts["file"].get_filename()
+        st = self.state
         fid = f"file-{self._n():06d}"
-        self.state.files[fid] = content
-        self._send(200, {"id": fid, "object": "file", "bytes": len(content),
-                         "created_at": 1764633600, "filename": "batch.jsonl",
-                         "purpose": "batch"})
+        meta = {"id": fid, "object": "file", "bytes": len(content), "created_at": int(time.time()),
+                "filename": name, "purpose": "batch"}
+        with st.lock:
+            st.files[fid] = content
+            st.file_meta[fid] = meta
+            st.uploads += 1
+        self._answer_made(fid, meta, name.encode() + b"\0" + content)
+
+    def o_files(self, body: bytes) -> None:
+        """``GET /v1/files``: ``purpose``, ``order`` (desc), ``limit`` from ``after``."""
+        q = self._query()
+        with self.state.lock:
+            items = [m for m in self.state.file_meta.values()
+                     if q.get("purpose") in (None, m["purpose"])]
+        items.sort(key=lambda m: m["id"], reverse=q.get("order", "desc") == "desc")
+        self._send(200, self._page(items, int(q.get("limit", 10000)), q.get("after")))
+
+    def o_delete(self, body: bytes, fid: str) -> None:
+        with self.state.lock:
+            gone = self.state.file_meta.pop(fid, None)
+        if gone is None:
+            return self._missing()
+        self._send(200, {"id": fid, "object": "file", "deleted": True})
 
     def _o_batch(self, b: Batch) -> dict[str, Any]:
         ended = self._ended(b)
@@ -453,12 +554,12 @@ class Handler(BaseHTTPRequestHandler):
                                "errors": None, "input_file_id": f"file-in-{b.id}",
                                "completion_window": "24h", "status": status,
                                "output_file_id": None, "error_file_id": None,
-                               "created_at": int(b.created), "in_progress_at": None,
+                               "created_at": int(b.wall), "in_progress_at": None,
                                "expires_at": None, "finalizing_at": None, "completed_at": None,
                                "failed_at": None, "expired_at": None, "cancelling_at": None,
                                "cancelled_at": None,
                                "request_counts": {"total": len(b.requests), "completed": 0,
-                                                  "failed": 0}, "metadata": None}
+                                                  "failed": 0}, "metadata": b.metadata}
         if b.failed:
             out["errors"] = {"object": "list", "data": [
                 {"code": "invalid_request", "message": "the input was refused", "param": None,
@@ -494,11 +595,18 @@ class Handler(BaseHTTPRequestHandler):
             if r.get("method") != "POST" or r.get("url") != endpoint or "stream" in r["body"]:
                 return self._send(400, {"error": {"message": f"bad line {r['custom_id']}"}})
         b = self._new_batch("openai", lines, "batch_")
+        b.metadata = req.get("metadata")
         c = self.state.control
         if c.fail_batches:
             c.fail_batches -= 1
             b.failed = True
-        self._send(200, self._o_batch(b))
+        self._answer_made(b.id, self._o_batch(b), body)
+
+    def o_list(self, body: bytes) -> None:
+        """``GET /v1/batches``: newest first, ``limit`` (≤ 100) from ``after``."""
+        q = self._query()
+        self._send(200, self._page([self._o_batch(b) for b in self._newest()],
+                                   int(q.get("limit", 20)), q.get("after")))
 
     def o_get(self, body: bytes, bid: str) -> None:
         b = self.state.batches.get(bid)
