@@ -104,14 +104,14 @@ class ProviderHTTPError(ProviderError):
         self.status = status
         self.body = body
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
-        self.message = inert(message or _message_of(body) or excerpt(body))
+        self.message = _bounded(inert(message or _message_of(body) or excerpt(body)))
         self.url = url
         self.hint = hint
         super().__init__(self._text())
 
     def located(self, url: str, hint: str | None = None) -> "ProviderHTTPError":
         """This error, naming the URL its request went to (and a likely cause)."""
-        self.url = safe_url(url)
+        self.url = _bounded(safe_url(url), MESSAGE_CHARS)
         self.hint = hint or self.hint
         self.args = (self._text(),)
         return self
@@ -187,8 +187,9 @@ class NotAnAnswer(ProviderError):
         self.content_type = content_type
         self.body = body
         said = _message_of(body) if isinstance(body, dict) else None
-        super().__init__(f"{self.url} answered {why} ({inert(content_type or 'no content type')}): "
-                         f"{inert(said) if said else excerpt(body)}")
+        ctype = _bounded(inert(content_type or "no content type"), EXCERPT_CHARS)
+        super().__init__(f"{self.url} answered {why} ({ctype}): "
+                         f"{_bounded(inert(said)) if said else excerpt(body)}")
 
 
 class StreamInterrupted(ProviderError):
@@ -311,8 +312,10 @@ def _message_of(body: Any) -> str | None:
         detail = body.get("detail")
         if isinstance(detail, str) and detail.strip():
             return detail
-        if isinstance(detail, dict):
-            return _message_of(detail) or _message_of({"message": detail.get("msg")})
+        if isinstance(detail, dict):  # one level: a body is whatever the other end sent
+            for key in ("message", "msg", "error"):
+                if isinstance(detail.get(key), str) and detail[key].strip():
+                    return detail[key]
         if isinstance(detail, list) and detail and all(isinstance(d, dict) for d in detail):
             said = [f"{'.'.join(map(str, d.get('loc') or ()))}: {d.get('msg')}".lstrip(": ")
                     for d in detail[:5] if d.get("msg")]
@@ -334,13 +337,22 @@ def excerpt(body: Any) -> str:
     else:
         try:
             text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-        except (TypeError, ValueError):
-            text = repr(body)
+        except (TypeError, ValueError, RecursionError):
+            text = repr(body)[:EXCERPT_CHARS * 4]
     text = text.strip()
     if not text:
         return "empty body"
-    cut = len(text) > EXCERPT_CHARS
-    return f"body: {inert(text[:EXCERPT_CHARS])}{'…' if cut else ''}"
+    shown = inert(text[:EXCERPT_CHARS])  # escapes may lengthen it: bounded again after
+    cut = len(text) > EXCERPT_CHARS or len(shown) > EXCERPT_CHARS
+    return f"body: {shown[:EXCERPT_CHARS]}{'…' if cut else ''}"
+
+
+MESSAGE_CHARS = 1000
+"""The most of a server's own message an error carries (a proxy may echo a whole prompt)."""
+
+
+def _bounded(text: str, limit: int = MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def inert(text: str) -> str:
@@ -350,7 +362,8 @@ def inert(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else
-                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else
+                    f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
                    for c in text)
 
 

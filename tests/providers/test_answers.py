@@ -13,9 +13,10 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 import trio
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from mnemon.providers import anthropic, openai, openai_responses
 from mnemon.providers.anthropic import AnthropicProvider
@@ -281,3 +282,49 @@ def test_responses_function_calls_without_call_id_or_id():
     resp["output"].append(dict(call))
     ids = [b.id for b in openai_responses.decode_response(resp).blocks if isinstance(b, ToolUse)]
     assert len(ids) == 2 and len(set(ids)) == 2 and all(_ID.match(i) for i in ids)
+
+
+# ------------------------------------------------------------------ the class: every error
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+                     lambda kids: st.lists(kids, max_size=4)
+                     | st.dictionaries(st.sampled_from(["error", "message", "detail", "msg",
+                                                        "type", "code", "loc", "x"]),
+                                       kids, max_size=4),
+                     max_leaves=20)
+_long = st.builds(lambda c, n: c * n, st.characters(), st.integers(1, 5000))  # a proxy echoing a prompt
+_bodies = _json | st.text(max_size=3000) | st.just("") | _long | st.builds(
+    lambda m: {"error": {"message": m}}, st.text(max_size=40) | _long) | st.builds(
+    lambda m: {"detail": m}, st.text(max_size=40) | _long)
+_ERRORS = [anthropic.error_from_response, openai.error_from_response]
+
+
+@settings(max_examples=300, deadline=None)
+@given(status=st.sampled_from([400, 401, 403, 404, 405, 409, 413, 422, 429, 500, 502, 529]),
+       body=_bodies, which=st.sampled_from([0, 1]),
+       path=st.text(alphabet="abcv1/-_", max_size=20),
+       secret=st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ", min_size=12, max_size=20))
+def test_every_http_error_is_one_bounded_inert_line_naming_the_url_and_no_secret(
+        status, body, which, path, secret):
+    assume(secret not in json.dumps(body))  # the server's own words are shown, as they are
+    url = f"https://user:{secret}@api.example.com:8443/{path}?key={secret}#{secret}"
+    error = _ERRORS[which](status, body, {}).located(url, "a likely cause")
+    text = str(error)
+    assert text.startswith(f"HTTP {status} from https://api.example.com:8443/")
+    assert secret not in text
+    assert text.isprintable() and len(text) < 1600
+    assert not re.fullmatch(r"HTTP \d+ from \S+: HTTP \d+.*", text)
+    said = text.split(": ", 1)[1]
+    assert said.strip() and said.startswith(("body: ", "empty body")) or \
+        error.message in text
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=_bodies, ctype=st.text(max_size=60))
+def test_every_refused_answer_is_one_bounded_inert_line(body, ctype):
+    assume("pw-secret" not in json.dumps(body) + ctype)
+    text = str(NotAnAnswer("http://u:pw-secret@h:1/v1/messages?k=pw-secret", ctype, body,
+                           "a streaming request with JSON that is not a message"))
+    assert "pw-secret" not in text and text.isprintable() and len(text) < 1600
+    assert text.startswith("http://h:1/v1/messages?… answered ")
