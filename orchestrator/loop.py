@@ -12,6 +12,7 @@ it never imports the supervisor, which sits on top and starts loops (``run_agent
 
 from __future__ import annotations
 
+import json
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -203,7 +204,7 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
             if await policy.on_idle(env, node):
                 continue  # more work for the same agent (the next recorded prompt, in replay)
             return "done"
-        await run_calls(env, node, calls, tools)
+        await run_calls(env, node, calls, tools, stop_reason=response.stop_reason)
         policy.after_tools(env, node)
 
 
@@ -341,13 +342,39 @@ class HarnessPolicy:
 
 
 CUT_OFF = ("this call was cut off by max_tokens: its input is not valid JSON, so it was not run")
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number",
+               bool: "a boolean", type(None): "null"}
+
+
+def not_run(call: ToolUse, stop_reason: str | None) -> str:
+    """What a call whose input is not a JSON object is answered: cut off by the output limit
+    when its response was (``CUT_OFF``), else the real cause — arguments that are not valid
+    JSON, with the parser's complaint and a bounded, escaped excerpt where it stopped, or JSON
+    that is not an object. Parsing is linear in the arguments (nesting too deep stops early)."""
+    if stop_reason == "max_tokens":
+        return CUT_OFF
+    raw = call.input
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as e:
+            near = json.dumps(e.doc[max(0, e.pos - 24):e.pos + 24])  # escapes control characters
+            return (f"this call was not run: its arguments are not valid JSON ({e.msg} at "
+                    f"line {e.lineno} column {e.colno}, near {near}); send them as one JSON "
+                    "object")
+        except RecursionError:
+            return "this call was not run: its arguments nest too deeply to parse as JSON"
+    kind = _JSON_KINDS.get(type(raw), "not an object")
+    return f"this call was not run: its arguments are {kind}, not a JSON object"
 
 
 async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
-                    tools: dict[str, Any] | None = None) -> None:
+                    tools: dict[str, Any] | None = None, *,
+                    stop_reason: str | None = None) -> None:
     """Run tool calls in call order: evict, mark and agents_start one at a time, door reads and
     user tools concurrently; record every result in call order in one ToolResults. ``tools``:
-    the agent's table (default ``env.tools_for(node)``)."""
+    the agent's table (default ``env.tools_for(node)``); ``stop_reason``: the response's, which
+    tells a call cut off by max_tokens from one whose arguments are not JSON (``not_run``)."""
     results: list[ToolResult | None] = [None] * len(calls)
     if tools is None:
         tools = env.tools_for(node)
@@ -362,7 +389,8 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
         if not isinstance(call.input, dict) and not (
                 fallback and call.name not in tools and (
                     not builtin or call.name not in EXCLUSIVE)):
-            results[0] = ToolResult(tool_use_id=call.id, content=CUT_OFF, is_error=True)
+            results[0] = ToolResult(tool_use_id=call.id, content=not_run(call, stop_reason),
+                                    is_error=True)
         else:
             await run_one(0, call)
         node.log.append(ToolResults(results=[r for r in results if r is not None]))
@@ -373,7 +401,8 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
                     not builtin or call.name not in EXCLUSIVE):
                 nursery.start_soon(run_one, i, call)  # answered by the fallback, as recorded
             elif not isinstance(call.input, dict):
-                results[i] = ToolResult(tool_use_id=call.id, content=CUT_OFF, is_error=True)
+                results[i] = ToolResult(tool_use_id=call.id, content=not_run(call, stop_reason),
+                                        is_error=True)
             elif call.name in EXCLUSIVE:
                 await run_one(i, call)
             else:

@@ -15,6 +15,7 @@ import json
 import random
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -40,6 +41,8 @@ __all__ = [
     "encode_request",
     "decode_response",
     "decode_usage",
+    "is_message",
+    "base_url_hint",
     "MessageAssembler",
     "parse_stream",
     "error_from_response",
@@ -209,12 +212,43 @@ def _decode_block(block: dict[str, Any]) -> Block:
 
 def decode_response(body: dict[str, Any]) -> Response:
     """A non-streamed Messages API body → ``Response``."""
+    blocks = [_decode_block(b) for b in body.get("content") or ()]
     return Response(
-        blocks=[_decode_block(b) for b in body.get("content") or ()],
-        stop_reason=body.get("stop_reason"),
+        blocks=blocks,
+        stop_reason=_stop(body.get("stop_reason"), blocks),
         usage=decode_usage(body.get("usage")),
         model=body.get("model"),
     )
+
+
+def is_message(body: Any) -> bool:
+    """Whether a whole JSON body is a Messages API message (not an error, not a proxy's
+    ``{"detail": …}``): what a streaming request may be answered with instead of a stream."""
+    return (isinstance(body, dict) and body.get("type", "message") == "message"
+            and isinstance(body.get("content"), list))
+
+
+def _stop(stop_reason: str | None, blocks: list[Block]) -> str | None:
+    """The stop reason, except that a turn with tool calls said to end its turn (a proxy
+    translating another API says so) is ``tool_use``: the log must not pair the two."""
+    if stop_reason == "end_turn" and any(type(b) is ToolUse for b in blocks):
+        return "tool_use"
+    return stop_reason
+
+
+def base_url_hint(base_url: str, status: int) -> str | None:
+    """A 404's likely cause seen in the base URL: the adapter adds ``/v1/messages`` itself, so
+    a base URL ending in ``/v1`` (the commonest slip) asks for ``/v1/v1/messages``."""
+    if status != 404:
+        return None
+    path = urlsplit(base_url).path.rstrip("/")
+    if path.endswith("/v1/messages"):
+        return ("the base URL ends in /v1/messages, and /v1/messages is added to it: "
+                "give the base URL without that path")
+    if path.endswith("/v1"):
+        return ("the base URL ends in /v1, and /v1/messages is added to it (so the path is "
+                "/v1/v1/messages): give the base URL without /v1")
+    return None
 
 
 class MessageAssembler:
@@ -299,9 +333,10 @@ class MessageAssembler:
             raise StreamInterrupted("stream ended without message_stop", headers=self.headers)
         for index in list(self.partial_json):
             self._close(index)
+        blocks = [_decode_block(self.blocks[i]) for i in sorted(self.blocks)]
         return Response(
-            blocks=[_decode_block(self.blocks[i]) for i in sorted(self.blocks)],
-            stop_reason=self.stop_reason,
+            blocks=blocks,
+            stop_reason=_stop(self.stop_reason, blocks),
             usage=decode_usage(self.usage),
             model=self.model,
         )
@@ -384,8 +419,14 @@ class AnthropicProvider(HTTPProvider):
     def decode(self, body: Any) -> Response:
         return decode_response(body)
 
+    def is_message(self, body: Any) -> bool:
+        return is_message(body)
+
     def error(self, status: int, body: Any, headers: Any) -> ProviderHTTPError:
         return error_from_response(status, body, headers)
+
+    def hint(self, status: int) -> str | None:
+        return base_url_hint(self.base_url, status)
 
     def assembler(self, headers: dict[str, str]) -> "MessageAssembler":
         return MessageAssembler(headers)

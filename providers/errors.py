@@ -15,19 +15,26 @@ The provider error tree, and the one place where httpx exceptions become ours.
     │                                  ``failed: context``                         not retried
     ├── ProviderTimeout                connect / read / write / pool timeout           retried
     ├── ProviderConnectionError        the connection failed or broke                  retried
+    ├── NotAnAnswer                    a 200 that is neither the stream asked for nor
+    │                                  the API's message (a JSON body that is not one,
+    │                                  an HTML page): it cannot succeed             not retried
     └── StreamInterrupted              the stream ended without its terminator, or an
                                        overloaded / api / rate-limit error event came
                                        in the middle of it                             retried
 
 A server may overrule ``retryable`` with ``x-should-retry: true|false``; ``retry.should_retry``
-reads it. Messages are one line and never carry a secret: request headers are never kept.
+reads it. Messages are one line and never carry a secret: request headers are never kept, and a
+URL is named without its user, password or query (``safe_url``). What the server said is shown
+bounded and with its control characters escaped (``inert``): it reaches a terminal.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     import httpx
@@ -45,11 +52,18 @@ __all__ = [
     "ContextTooLong",
     "ProviderTimeout",
     "ProviderConnectionError",
+    "NotAnAnswer",
     "StreamInterrupted",
     "http_error",
     "map_httpx_errors",
     "STATUS_FOR_ERROR_TYPE",
+    "safe_url",
+    "inert",
+    "excerpt",
 ]
+
+EXCERPT_CHARS = 300
+"""How much of a body an error shows when the server's message is not in a shape we know."""
 
 
 class ProviderError(Exception):
@@ -68,21 +82,44 @@ class ProviderHTTPError(ProviderError):
     """
     The server answered with an error status.
 
+    The message names the URL (``located``: the sending half knows it, the wire mapping does
+    not) and what the server said: its message in a shape we know (``error.message``, a
+    proxy's ``detail``…), else its body, bounded and escaped, or that the body was empty — so
+    ``HTTP 404`` never stands alone. ``hint`` is the adapter's guess at a likely cause (a base
+    URL whose ``/v1`` is doubled).
+
     Attributes:
         status: the HTTP status code.
         body: the parsed JSON body when it parses, else its text.
         headers: response headers, names lowercased (``retry-after`` and friends live here).
+        message: what the server said, one line.
+        url: where the request went (``safe_url``), or None when not known.
     """
 
     retryable = False
 
     def __init__(self, status: int, body: Any, headers: Mapping[str, str] | None = None,
-                 message: str | None = None) -> None:
+                 message: str | None = None, *, url: str | None = None,
+                 hint: str | None = None) -> None:
         self.status = status
         self.body = body
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
-        self.message = message or _message_of(body) or f"HTTP {status}"
-        super().__init__(f"HTTP {status}: {_one_line(self.message)}")
+        self.message = _bounded(inert(message or _message_of(body) or excerpt(body)))
+        self.url = url
+        self.hint = hint
+        super().__init__(self._text())
+
+    def located(self, url: str, hint: str | None = None) -> "ProviderHTTPError":
+        """This error, naming the URL its request went to (and a likely cause)."""
+        self.url = _bounded(safe_url(url), MESSAGE_CHARS)
+        self.hint = hint or self.hint
+        self.args = (self._text(),)
+        return self
+
+    def _text(self) -> str:
+        where = f" from {self.url}" if self.url else ""
+        hint = f" ({inert(self.hint)})" if self.hint else ""
+        return f"HTTP {self.status}{where}: {self.message}{hint}"
 
 
 class RateLimited(ProviderHTTPError):
@@ -134,6 +171,27 @@ class ProviderConnectionError(ProviderError):
     retryable = True
 
 
+class NotAnAnswer(ProviderError):
+    """
+    A success status whose body is neither the stream the request asked for nor the API's
+    message: a JSON body that is not the API's message shape, or a page of another type (HTML
+    from a wrong base URL). Asking again cannot change it, so it is refused at once, never
+    retried, naming the URL, the content type and what came (bounded, escaped). A JSON answer
+    that *is* the API's message is read as the answer, streamed or not (decision 0325).
+    """
+
+    retryable = False
+
+    def __init__(self, url: str, content_type: str | None, body: Any, why: str) -> None:
+        self.url = safe_url(url)
+        self.content_type = content_type
+        self.body = body
+        said = _message_of(body) if isinstance(body, dict) else None
+        ctype = _bounded(inert(content_type or "no content type"), EXCERPT_CHARS)
+        super().__init__(f"{self.url} answered {why} ({ctype}): "
+                         f"{_bounded(inert(said)) if said else excerpt(body)}")
+
+
 class StreamInterrupted(ProviderError):
     """
     The stream ended without its terminator (Anthropic's ``message_stop``, OpenAI's
@@ -147,7 +205,7 @@ class StreamInterrupted(ProviderError):
                  headers: Mapping[str, str] | None = None) -> None:
         self.error_type = error_type
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
-        super().__init__(_one_line(message))
+        super().__init__(inert(message))
 
 
 class MalformedResponse(StreamInterrupted):
@@ -196,29 +254,36 @@ def http_error(status: int, body: Any, headers: Mapping[str, str] | None = None,
 
 
 @contextmanager
-def map_httpx_errors() -> Iterator[None]:
+def map_httpx_errors(url: str | None = None) -> Iterator[None]:
     """
     Translate httpx exceptions raised inside the block into the provider tree, chained with
-    ``from``. Our own ``ProviderError`` passes through untouched; ``trio.Cancelled`` (a
-    ``BaseException``) is never caught.
+    ``from``; with ``url``, each names it (``safe_url``), and so does an HTTP error of ours
+    that does not yet. Our own ``ProviderError`` passes through otherwise untouched;
+    ``trio.Cancelled`` (a ``BaseException``) is never caught.
     """
     import httpx  # only the HTTP adapters call this, and they have imported it: a scripted
     # run's loop, which needs this module's error types, pays for no HTTP client
 
+    at = f" ({safe_url(url)})" if url else ""
     try:
         yield
+    except ProviderHTTPError as exc:
+        if url and exc.url is None:
+            exc.located(url)
+        raise
     except httpx.TimeoutException as exc:
-        raise ProviderTimeout(f"{type(exc).__name__}: {_one_line(str(exc)) or 'timed out'}") from exc
+        raise ProviderTimeout(f"{type(exc).__name__}: {_one_line(str(exc)) or 'timed out'}{at}") from exc
     except httpx.RemoteProtocolError as exc:
         # The peer closed mid-body: for a stream, that is an interrupted stream.
-        raise StreamInterrupted(f"connection closed mid-response: {exc}") from exc
+        raise StreamInterrupted(f"connection closed mid-response: {exc}{at}") from exc
     except httpx.TransportError as exc:
-        raise ProviderConnectionError(f"{type(exc).__name__}: {_one_line(str(exc))}") from exc
+        raise ProviderConnectionError(f"{type(exc).__name__}: {_one_line(str(exc))}{at}") from exc
     except httpx.HTTPStatusError as exc:
         resp = exc.response
-        raise http_error(resp.status_code, _body_of(resp), resp.headers) from exc
+        error = http_error(resp.status_code, _body_of(resp), resp.headers)
+        raise error.located(url or str(exc.request.url)) from exc
     except httpx.HTTPError as exc:
-        raise ProviderError(f"{type(exc).__name__}: {_one_line(str(exc))}") from exc
+        raise ProviderError(f"{type(exc).__name__}: {_one_line(str(exc))}{at}") from exc
 
 
 def _body_of(resp: httpx.Response) -> Any:
@@ -232,18 +297,93 @@ def _body_of(resp: httpx.Response) -> Any:
 
 
 def _message_of(body: Any) -> str | None:
-    """The human message inside an Anthropic or OpenAI error body."""
+    """The human message inside an error body of a shape we know: Anthropic's and OpenAI's
+    ``error.message``, a bare ``error`` or ``message`` string, a proxy's (FastAPI's, LiteLLM's)
+    ``detail`` — a string, an object with a message, or a list of ``{msg, loc}``. None for any
+    other shape (``excerpt`` then shows the body)."""
     if isinstance(body, dict):
         err = body.get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
+        if isinstance(err, dict) and isinstance(err.get("message"), str) and err["message"].strip():
             return err["message"]
-        if isinstance(err, str):
+        if isinstance(err, str) and err.strip():
             return err
-        if isinstance(body.get("message"), str):
+        if isinstance(body.get("message"), str) and body["message"].strip():
             return body["message"]
-    if isinstance(body, str) and body.strip():
-        return body.strip()[:300]
+        detail = body.get("detail")
+        if isinstance(detail, str) and detail.strip():
+            return detail
+        if isinstance(detail, dict):  # one level: a body is whatever the other end sent
+            for key in ("message", "msg", "error"):
+                if isinstance(detail.get(key), str) and detail[key].strip():
+                    return detail[key]
+        if isinstance(detail, list) and detail and all(isinstance(d, dict) for d in detail):
+            said = [f"{'.'.join(map(str, d.get('loc') or ()))}: {d.get('msg')}".lstrip(": ")
+                    for d in detail[:5] if d.get("msg")]
+            return "; ".join(said) or None
+    if isinstance(body, str) and body.strip() and not body.lstrip().startswith("<"):
+        return body.strip()[:EXCERPT_CHARS]  # a page of HTML is shown as an excerpt instead
     return None
+
+
+def excerpt(body: Any) -> str:
+    """A body in a shape no adapter knows, as an error shows it: ``empty body``, or ``body: ``
+    and its first ``EXCERPT_CHARS`` characters (compact JSON when it parsed), escaped."""
+    if body is None or body == "" or body == b"":
+        return "empty body"
+    if isinstance(body, (bytes, bytearray)):
+        text = bytes(body[:EXCERPT_CHARS * 4]).decode("utf-8", "replace")
+    elif isinstance(body, str):
+        text = body
+    else:
+        try:
+            text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):
+            text = repr(body)[:EXCERPT_CHARS * 4]
+    text = text.strip()
+    if not text:
+        return "empty body"
+    shown = inert(text[:EXCERPT_CHARS])  # escapes may lengthen it: bounded again after
+    cut = len(text) > EXCERPT_CHARS or len(shown) > EXCERPT_CHARS
+    return f"body: {shown[:EXCERPT_CHARS]}{'…' if cut else ''}"
+
+
+MESSAGE_CHARS = 1000
+"""The most of a server's own message an error carries (a proxy may echo a whole prompt)."""
+
+
+def _bounded(text: str, limit: int = MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def inert(text: str) -> str:
+    """One line with every control or format character escaped (``\\x1b``, ``\\u202e``): a
+    server's words reach a terminal and a log line, and must not steer either."""
+    text = _one_line(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else
+                    f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+                   for c in text)
+
+
+def safe_url(url: str) -> str:
+    """A URL as an error may show it: no user or password, no query (a key may ride in one:
+    ``?key=``) and no fragment; a query is marked ``?…``. Escaped like ``inert``."""
+    try:
+        parts = urlsplit(str(url))
+    except ValueError:
+        return inert(str(url).split("?", 1)[0].split("#", 1)[0])
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    shown = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return inert(shown + ("?…" if parts.query else ""))
 
 
 def _one_line(text: str) -> str:

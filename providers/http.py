@@ -2,8 +2,13 @@
 
 An adapter supplies only its wire: ``url``, ``_headers``, ``encode`` (neutral request → JSON
 body), ``decode`` (a whole JSON body → Response), ``error`` (status, body, headers → the error
-tree) and, for streams, an assembler it feeds SSE events to. Errors from httpx are translated at
-one boundary (``map_httpx_errors``).
+tree) and, for streams, an assembler it feeds SSE events to; ``is_message`` (is a whole JSON
+body the API's message?) and ``hint`` (a likely cause of an error status) are optional. Errors
+from httpx are translated at one boundary (``map_httpx_errors``), and every error names the URL.
+
+A success answer is read by what it is, not only by what was asked: JSON in the API's message
+shape is the answer even to a streaming request; a body that is neither that nor a stream is
+``NotAnAnswer`` and is not retried (decision 0325).
 """
 
 from __future__ import annotations
@@ -11,17 +16,33 @@ from __future__ import annotations
 import json
 import random
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
 from typing import Any, Callable
 
 import httpx
 
 from .base import Request, Response
-from .errors import MalformedResponse, ProviderHTTPError, map_httpx_errors
+from .errors import (EXCERPT_CHARS, MalformedResponse, NotAnAnswer, ProviderHTTPError,
+                     map_httpx_errors, safe_url)
 
 # what a response of the wrong shape raises in a decoder (a ProviderError is raised as it is)
 _SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError)
 from .retry import OnAttempt, RetryPolicy, call_with_retry
 from .sse import SSEDecoder
+
+
+def _is_json(ctype: str | None) -> bool:
+    """``application/json`` and its ``+json`` kin, parameters aside."""
+    kind = (ctype or "").split(";", 1)[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
+
+
+def _is_sse(ctype: str | None) -> bool:
+    return (ctype or "").split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+async def _once(raw: bytes) -> AsyncIterator[bytes]:
+    yield raw
 
 
 def json_or_text(resp: httpx.Response) -> Any:
@@ -115,29 +136,81 @@ class HTTPProvider(ABC):
 
     async def _attempt(self, content: bytes,
                        on_text: Callable[[str], None] | None = None) -> Response:
-        with map_httpx_errors():
-            async with self._client.stream("POST", self.url, content=content,
+        url = self.url
+        with map_httpx_errors(url):
+            async with self._client.stream("POST", url, content=content,
                                            headers=self._headers()) as resp:
                 if resp.status_code >= 400:
                     await resp.aread()
-                    raise self.error(resp.status_code, json_or_text(resp), resp.headers)
+                    raise self.error(resp.status_code, json_or_text(resp),
+                                     resp.headers).located(url, self.hint(resp.status_code))
+                ctype = resp.headers.get("content-type")
                 try:
-                    if not self.stream:
+                    if not self.stream or _is_json(ctype):
                         await resp.aread()
-                        return self.decode(resp.json())
-                    decoder = SSEDecoder()
-                    assembler = self.assembler(dict(resp.headers))
-                    assembler.on_text = on_text
-                    async for chunk in resp.aiter_bytes():
-                        for ev in decoder.feed(chunk):
-                            self.feed_event(assembler, ev.event, ev.data)
-                    for ev in decoder.flush():
-                        self.feed_event(assembler, ev.event, ev.data)
-                    return assembler.finish()
+                        answer = self._whole(resp.content, ctype)
+                        if answer is not None:
+                            return answer
+                        # a stream labelled JSON: read as the stream it is
+                        return await self._fold(resp.headers, _once(resp.content), on_text,
+                                                ctype)
+                    return await self._fold(resp.headers, resp.aiter_bytes(), on_text, ctype)
                 except _SHAPE_ERRORS as e:  # the server sent what its API does not define
-                    raise MalformedResponse(f"malformed response from {self.url}: "
+                    raise MalformedResponse(f"malformed response from {safe_url(url)}: "
                                             f"{type(e).__name__}: {e}",
                                             headers=dict(resp.headers)) from None
+
+    def _whole(self, raw: bytes, ctype: str | None) -> Response | None:
+        """A whole body → the answer. JSON in the API's message shape is the answer, whether or
+        not the request asked for a stream (a mock deployment or a proxy answers a streaming
+        request with JSON: decision 0325); JSON of any other shape is ``NotAnAnswer``, never
+        retried. A streaming request's JSON-labelled body that does not parse is None (the
+        caller reads it as SSE); a whole request's body that is not JSON is ``NotAnAnswer``
+        when its content type says so (an HTML page), else malformed (retried)."""
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            if self.stream:
+                return None
+            if ctype and not _is_json(ctype):
+                raise NotAnAnswer(self.url, ctype, raw, "with a body that is not JSON") from None
+            raise
+        if not self.is_message(body):
+            asked = "a streaming request" if self.stream else "a request"
+            raise NotAnAnswer(self.url, ctype, body, f"{asked} with JSON that is not a message")
+        return self.decode(body)
+
+    async def _fold(self, headers: Any, chunks: AsyncIterator[bytes],
+                    on_text: Callable[[str], None] | None, ctype: str | None) -> Response:
+        """SSE bytes → the answer, through the adapter's assembler. A body with not one event
+        that is not labelled a stream (an HTML page, JSON that does not parse) will be the same
+        next time: ``NotAnAnswer``, not an interrupted stream to retry."""
+        decoder = SSEDecoder()
+        assembler = self.assembler(dict(headers))
+        assembler.on_text = on_text
+        seen = False
+        head = bytearray()  # what a body with no event at all is shown by
+        async for chunk in chunks:
+            if len(head) < EXCERPT_CHARS * 4:
+                head += chunk[:EXCERPT_CHARS * 4 - len(head)]
+            for ev in decoder.feed(chunk):
+                seen = True
+                self.feed_event(assembler, ev.event, ev.data)
+        for ev in decoder.flush():
+            seen = True
+            self.feed_event(assembler, ev.event, ev.data)
+        if not seen and ctype and not _is_sse(ctype):
+            raise NotAnAnswer(self.url, ctype, bytes(head), "a streaming request with no stream")
+        return assembler.finish()
+
+    def is_message(self, body: Any) -> bool:
+        """Whether a whole JSON body is the API's (non-streamed) message: the adapter knows."""
+        return isinstance(body, dict)
+
+    def hint(self, status: int) -> str | None:
+        """A likely cause of an error status the adapter can see from its own settings (a
+        base URL that doubles or lacks ``/v1``), or None."""
+        return None
 
     async def aclose(self) -> None:
         if self._owns_client:

@@ -15,11 +15,14 @@ import json
 import random
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
+import blake3
 import httpx
+import msgspec
 
 from .base import Request, Response
-from .errors import ProviderHTTPError, StreamInterrupted, http_error
+from .errors import ProviderHTTPError, StreamInterrupted, http_error, safe_url
 from .http import HTTPProvider, bearer_json_headers
 from .sse import events_of
 from .retry import RetryPolicy
@@ -31,6 +34,9 @@ __all__ = [
     "encode_request",
     "decode_response",
     "decode_usage",
+    "call_ids",
+    "is_message",
+    "base_url_hint",
     "ChunkAssembler",
     "parse_stream",
     "error_from_response",
@@ -169,10 +175,69 @@ def _tool_input(arguments: str) -> Any:
         return arguments  # cut by length: kept as the raw string
 
 
-def _stop(finish_reason: str | None) -> str | None:
+def _stop(finish_reason: str | None, blocks: list[Block] = ()) -> str | None:
+    """The finish reason in Anthropic's words; a turn with tool calls whose reason is ``stop``
+    (compatible servers say so) is ``tool_use``: the log must not pair ``end_turn`` with
+    calls."""
     if finish_reason is None:
         return None
-    return STOP_REASONS.get(finish_reason, finish_reason)
+    stop = STOP_REASONS.get(finish_reason, finish_reason)
+    if stop == "end_turn" and any(type(b) is ToolUse for b in blocks):
+        return "tool_use"
+    return stop
+
+
+def call_ids(blocks: list[Block], seed: str) -> list[Block]:
+    """The blocks with an id for every tool call that came without one, or with one an
+    earlier call of the same message holds: ``call_`` and 24 hex digits of blake3 over
+    ``seed`` (the response's own id and time), the call's place, name and arguments —
+    deterministic (the same bytes decode to the same ids), unique in the message (what the log
+    requires), and a string every API takes back (letters, digits, ``_``; 29 characters,
+    under OpenAI's 40 and within Anthropic's ``^[a-zA-Z0-9_-]+$``). The id goes back to the
+    server as ``tool_calls[].id`` and ``tool_call_id``, so it need only be consistent."""
+    seen: set[str] = set()
+    out: list[Block] = []
+    for n, b in enumerate(blocks):
+        if type(b) is ToolUse:
+            if not b.id or b.id in seen:
+                salt = 0
+                while True:
+                    h = blake3.blake3(b"\0".join((seed.encode(), str(n).encode(),
+                                                   str(salt).encode(), b.name.encode(),
+                                                   compact(b.input))))
+                    new = "call_" + h.hexdigest()[:24]
+                    if new not in seen:
+                        break
+                    salt += 1
+                b = msgspec.structs.replace(b, id=new)
+            seen.add(b.id)
+        out.append(b)
+    return out
+
+
+def is_message(body: Any) -> bool:
+    """Whether a whole JSON body is a chat completion (not an error, not a proxy's
+    ``{"detail": …}``): what a streaming request may be answered with instead of a stream."""
+    if not isinstance(body, dict):
+        return False
+    choices = body.get("choices")
+    return (isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict)
+            and isinstance(choices[0].get("message"), dict))
+
+
+def base_url_hint(base_url: str, status: int, route: str) -> str | None:
+    """A 404's likely cause seen in the base URL: the adapter adds only ``route``, so a bare
+    host asks a server that serves under ``/v1`` (most do) for a path it has not; a base URL
+    that ends in the route already asks for it twice."""
+    if status != 404:
+        return None
+    path = urlsplit(base_url).path.rstrip("/")
+    if path.endswith(route):
+        return f"the base URL ends in {route}, and {route} is added to it: give it without"
+    if not path:
+        return (f"the base URL is a bare host: most servers answer {route} under /v1, "
+                f"so try {safe_url(base_url).rstrip('/')}/v1")
+    return None
 
 
 def decode_response(body: dict[str, Any]) -> Response:
@@ -189,11 +254,12 @@ def decode_response(body: dict[str, Any]) -> Response:
         blocks.append(Text(msg["refusal"]))
     for call in msg.get("tool_calls") or ():
         fn = call.get("function") or {}
-        blocks.append(ToolUse(call.get("id", ""), fn.get("name", ""),
+        blocks.append(ToolUse(str(call.get("id") or ""), fn.get("name", ""),
                               _tool_input(fn.get("arguments") or "")))
     if msg.get("audio"):
         blocks.append(Opaque("openai", {"audio": msg["audio"]}))
-    stop = _stop(choice.get("finish_reason"))
+    blocks = call_ids(blocks, f"{body.get('id')}\0{body.get('created')}")
+    stop = _stop(choice.get("finish_reason"), blocks)
     if msg.get("refusal") and stop == "end_turn":
         stop = "refusal"
     return Response(blocks=blocks, stop_reason=stop, usage=decode_usage(body.get("usage")),
@@ -210,6 +276,7 @@ class ChunkAssembler:
     def __init__(self, headers: dict[str, str] | None = None) -> None:
         self.headers = headers or {}
         self.model: str | None = None
+        self.id = ""  # the completion's id and time: what generated call ids are drawn from
         self.reasoning = ""
         self.text = ""
         self.refusal = ""
@@ -236,6 +303,7 @@ class ChunkAssembler:
                                         headers=self.headers)
             raise error_from_response(400, chunk, self.headers)
         self.model = chunk.get("model") or self.model
+        self.id = self.id or f"{chunk.get('id')}\0{chunk.get('created')}"
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or ():
@@ -277,7 +345,8 @@ class ChunkAssembler:
         for index in sorted(self.calls):
             c = self.calls[index]
             blocks.append(ToolUse(c["id"], c["name"], _tool_input(c["arguments"])))
-        stop = _stop(self.finish_reason)
+        blocks = call_ids(blocks, self.id)
+        stop = _stop(self.finish_reason, blocks)
         if self.refusal and stop == "end_turn":
             stop = "refusal"
         return Response(blocks=blocks, stop_reason=stop, usage=decode_usage(self.usage),
@@ -361,8 +430,14 @@ class OpenAIProvider(HTTPProvider):
     def decode(self, body: Any) -> Response:
         return decode_response(body)
 
+    def is_message(self, body: Any) -> bool:
+        return is_message(body)
+
     def error(self, status: int, body: Any, headers: Any) -> ProviderHTTPError:
         return error_from_response(status, body, headers)
+
+    def hint(self, status: int) -> str | None:
+        return base_url_hint(self.base_url, status, "/chat/completions")
 
     def assembler(self, headers: dict[str, str]) -> "ChunkAssembler":
         return ChunkAssembler(headers)

@@ -34,7 +34,7 @@ import msgspec
 from .base import Request, Response
 from .errors import ContextTooLong, ProviderHTTPError, StreamInterrupted, http_error
 from .http import HTTPProvider, bearer_json_headers
-from .openai import DEFAULT_BASE_URL, error_from_response
+from .openai import DEFAULT_BASE_URL, base_url_hint, call_ids, error_from_response
 from .retry import OnAttempt, RetryPolicy
 from .sse import events_of
 from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage, compact
@@ -285,6 +285,7 @@ def decode_response(body: dict[str, Any], headers: dict[str, str] | None = None)
     if body.get("status") == "failed":
         raise failure(body.get("error"), headers)
     blocks, called, refused = decode_output(list(body.get("output") or ()))
+    blocks = call_ids(blocks, str(body.get("id") or ""))
     return Response(blocks=blocks,
                     stop_reason=_stop_reason(body.get("status"), body.get("incomplete_details"),
                                              called, refused),
@@ -501,8 +502,16 @@ class ResponsesProvider(HTTPProvider):
     def decode(self, body: Any) -> Response:
         return decode_response(body)
 
+    def is_message(self, body: Any) -> bool:
+        """A response object (a failed one too: ``decode`` raises its error)."""
+        return isinstance(body, dict) and (body.get("object") == "response"
+                                           or isinstance(body.get("output"), list))
+
     def error(self, status: int, body: Any, headers: Any) -> ProviderHTTPError:
         return error_from_response(status, body, headers)
+
+    def hint(self, status: int) -> str | None:
+        return base_url_hint(self.base_url, status, "/responses")
 
     def assembler(self, headers: dict[str, str]) -> EventAssembler:
         return EventAssembler(headers)

@@ -171,7 +171,7 @@ async def send(live: Any, method: str, url: str, *, json_body: Any = None,
         headers.pop("content-type", None)  # httpx sets the multipart boundary
 
     async def attempt() -> Any:
-        with map_httpx_errors():
+        with map_httpx_errors(url):
             kw: dict[str, Any] = {"headers": headers}
             if json_body is not None:
                 kw["content"] = json.dumps(json_body, ensure_ascii=False,

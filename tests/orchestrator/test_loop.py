@@ -221,3 +221,33 @@ async def test_transcript_calls_confine_each_log_once_per_run(tmp_path, monkeypa
     assert len(res) == 3 and not any(r["is_error"] for r in res)
     assert res[0]["content"] == '{"hits":[{"turn":1,"line":"go and grep"}],"total":1}'
     assert seen.count(f"agents/{node.id}/record.jsonl") == 1
+
+
+async def test_arguments_not_json_in_a_turn_not_cut_off_are_named_as_such(tmp_path):
+    """Only a response stopped by max_tokens was cut off; otherwise the model is told its
+    arguments are not valid JSON, where the parser stopped, and a bounded excerpt."""
+    root = tmp_path / "run"
+    from mnemon.session.records import ToolUse
+    bad = '{"i": 1,, "note": "\x1b[2J' + "x" * 5000 + '"}'
+
+    def policy(request, state):
+        state["k"] = state.get("k", 0) + 1
+        if state["k"] == 1:
+            return [ToolUse("bad", "fetch", bad), ToolUse("arr", "fetch", [1, 2])], "tool_use"
+        if state["k"] == 2:
+            return [ToolUse("cut", "fetch", '{"i": 1')], "max_tokens"
+        return say("done")
+
+    async with open_supervisor(root, provider(policy), settings(),
+                               user_tools=[fetch_tool()]) as sup:
+        node = await sup.ask("go")
+    assert node.reason == "done"
+    results = [r["results"] for r in records(root, node.id) if r["t"] == "ToolResults"]
+    not_json, array = results[0]
+    assert not_json["is_error"] and "max_tokens" not in not_json["content"]
+    assert ("not valid JSON (Expecting property name enclosed in double quotes at line 1 "
+            "column 9, near ") in not_json["content"]
+    assert '1,, \\"note\\": \\"\\u001b[2Jxxx' in not_json["content"]  # the excerpt, escaped
+    assert len(not_json["content"]) < 300 and "\x1b" not in not_json["content"]
+    assert array["is_error"] and "an array, not a JSON object" in array["content"]
+    assert "cut off by max_tokens" in results[1][0]["content"]
