@@ -26,6 +26,16 @@ def tokens(u: Usage) -> int:
     return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
 
 
+def _over(used: int, usd: float, budget_tokens: int | None, budget_usd: float | None,
+          whose: str, agent: str) -> str | None:
+    """Why a tree that used ``used`` tokens and ``usd`` dollars is past a budget (None: it is not)."""
+    if budget_tokens is not None and used >= budget_tokens:
+        return f"{used} tokens used of {whose} budget of {budget_tokens} (agent {agent})"
+    if budget_usd is not None and usd >= budget_usd:
+        return f"${usd:.4f} spent of {whose} budget of ${budget_usd:.4f} (agent {agent})"
+    return None
+
+
 def role_over_budget(node: "AgentNode") -> str | None:
     """A role's budget (docs/roles.md): each agent of a role with a budget, with all its
     descendants, spends at most that; checked for the agent and every ancestor that has one."""
@@ -33,25 +43,18 @@ def role_over_budget(node: "AgentNode") -> str | None:
     while n is not None:
         for b in n.lineage_budgets:  # an ancestor's not live here (``ancestry.recorded_budgets``)
             tree = [n, *n.descendants().values()]
-            used = b.tokens_before + sum(tokens(a.usage) for a in tree)
-            usd = b.usd_before + sum(a.cost_usd for a in tree)
             whose = f"the {b.role} role's" if b.role is not None else "the task's"
-            if b.budget_tokens is not None and used >= b.budget_tokens:
-                return (f"{used} tokens used of {whose} budget of {b.budget_tokens} "
-                        f"(agent {b.agent})")
-            if b.budget_usd is not None and usd >= b.budget_usd:
-                return (f"${usd:.4f} spent of {whose} budget of ${b.budget_usd:.4f} "
-                        f"(agent {b.agent})")
+            why = _over(b.tokens_before + sum(tokens(a.usage) for a in tree),
+                        b.usd_before + sum(a.cost_usd for a in tree),
+                        b.budget_tokens, b.budget_usd, whose, b.agent)
+            if why is not None:
+                return why
         if n.budget_tokens is not None or n.budget_usd is not None:
             tree = [n, *n.descendants().values()]
-            used = sum(tokens(a.usage) for a in tree)
-            usd = sum(a.cost_usd for a in tree)
-            if n.budget_tokens is not None and used >= n.budget_tokens:
-                return (f"{used} tokens used of the {n.role} role's budget of "
-                        f"{n.budget_tokens} (agent {n.id})")
-            if n.budget_usd is not None and usd >= n.budget_usd:
-                return (f"${usd:.4f} spent of the {n.role} role's budget of "
-                        f"${n.budget_usd:.4f} (agent {n.id})")
+            why = _over(sum(tokens(a.usage) for a in tree), sum(a.cost_usd for a in tree),
+                        n.budget_tokens, n.budget_usd, f"the {n.role} role's", n.id)
+            if why is not None:
+                return why
         n = n.parent
     return None
 
