@@ -166,6 +166,7 @@ def test_a_checkpoint_is_no_source_of_truth(run_root, capsys):
     from mnemon.orchestrator.cli import main
 
     log = new_agent(run_root, "a1")
+    prompt(log, "go")  # a user turn first: verify flags a log that opens with an answer
     for i in range(5):
         tool_turn(log, f"t{i}", "ls", f"out {i}")
     log.close()
