@@ -142,9 +142,12 @@ def flush() -> None:
 
 
 def shutdown() -> None:
+    """Close the log file and leave logging quiet: a later event in the same process (a test,
+    a library caller, a Dask worker's next task) is dropped, never written to a closed file."""
     for f in _open:
         f.close()
     _open.clear()
+    quiet()
 
 
 def bind(**kw: Any) -> None:

@@ -28,6 +28,17 @@ def _no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", guarded)
 
 
+@pytest.fixture(autouse=True)
+def _quiet_logs():
+    """Every test starts and ends with logging off: a command a test ran in-process may have
+    left it configured on a file or a captured stream that is closed once the test ends."""
+    from mnemon.orchestrator import logs
+
+    logs.quiet()
+    yield
+    logs.quiet()
+
+
 @pytest.fixture
 def run_root(tmp_path) -> Path:
     from mnemon.lineage.runroot import create_run_root
