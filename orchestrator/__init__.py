@@ -13,12 +13,14 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "HarnessPolicy": ".loop",
     "Settings": ".settings",
     "Supervisor": ".supervisor",
+    "Tool": ".tools.base",
+    "ToolContext": ".tools.context",
     "ToolPolicy": ".policy",
-    "UserTool": ".usertools",
+    "UserTool": ".tools.function",
     "load_policy": ".policy",
     "open_supervisor": ".supervisor",
     "parse_policy": ".policy",
-    "tool": ".usertools",
+    "tool": ".tools.function",
 })
 
 if TYPE_CHECKING:
@@ -28,4 +30,6 @@ if TYPE_CHECKING:
     from .settings import Settings
     from .node import AgentNode
     from .supervisor import Supervisor, open_supervisor
-    from .usertools import UserTool, tool
+    from .tools.base import Tool
+    from .tools.context import ToolContext
+    from .tools.function import UserTool, tool

@@ -17,7 +17,7 @@ from typing import Any
 from ..providers.base import Request
 from ..session.records import Text, ToolUse
 
-from .usertools import UserTool
+from .tools.function import UserTool
 
 CODEWORD = re.compile(r"codeword: [A-Z]+-\d+")
 DOCS = [f"doc-{i:02d}.md" for i in range(1, 9)]

@@ -4,7 +4,7 @@ agent runs in, in one object, and nothing more.
 Before it, the supervisor was handed whole into nearly every loop and tool function and used as
 a bag: settings here, the provider there, the limiter, the tool table, the spend. The env makes
 that bag explicit and narrow. The supervisor builds one per run and owns it; the layers below
-it (``loop``, ``tools``, ``synod``, ``weighing``, ``servers``, ``doorcalls``) take an
+it (``loop``, ``tools``, ``synod``, ``weighing``, ``servers``) take an
 ``AgentEnv`` and an ``AgentNode`` and never import the supervisor. What they need of agent
 creation is the ``spawner`` (``spawner.Spawner``: make a child, start it) — the supervisor, seen
 through that protocol only.
@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from .approvals import Approvals
 from .node import settings_of
 from .settings import Settings
+from .tools.gate import Gated, effective_policy
+from .tools.table import ToolTable
 
 if TYPE_CHECKING:
     import trio
@@ -42,8 +44,9 @@ class AgentEnv:
     - ``settings``: the run's; an agent's own are ``settings_for(node)`` — the one rule;
     - ``policy``: what the loop does around each request (``loop.HarnessPolicy`` by default);
     - ``tools``: the run's tool table, name → tool (user tools, the run's MCP servers'); an
-      agent's whole table is ``tools_for(node)``; ``tool_fallback(node, call)`` answers calls
-      no tool claims (replay);
+      agent's tools beyond the built-ins are ``tools_for(node)``, its whole table — the one
+      place its calls are dispatched, behind its policy's gate — ``table_for(node)``;
+      ``tool_fallback(node, call)`` answers calls no tool claims (replay);
     - ``limiter``: provider calls in flight across the run;
     - ``spend``: the run's spend meter and budgets (``spend.Spend``);
     - ``sources``: the door's opener, each log confined to the run root once;
@@ -113,6 +116,19 @@ class AgentEnv:
         if self.roles is not None:
             return self.roles.table_for(chain[0] if chain else None, table, False)
         return table
+
+    def table_for(self, node: "AgentNode", *, gate: bool = True) -> "ToolTable | Gated":
+        """The agent's whole tool table — the built-ins (unless its settings turn them off),
+        ``tools_for(node)`` and the run's fallback — behind the gate of its effective policy
+        (``tools.gate``; ``gate=False``: the table alone). The loop reads it once per turn and
+        dispatches every call through it."""
+        table = ToolTable(self, node, self.tools_for(node),
+                          builtin=self.settings_for(node).builtin_tools,
+                          fallback=self.tool_fallback)
+        if not gate:
+            return table
+        policy = effective_policy(self, node)
+        return table if policy is None else Gated(table, policy)
 
     def provider_for(self, node: "AgentNode | None") -> "Provider":
         """The provider an agent's requests go to: its role's (built once per run), else the

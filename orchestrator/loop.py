@@ -6,7 +6,8 @@ MAX_TURNS, cancellation or a budget stop. Every agent writes ``SessionEnded{reas
 shielded finally; a crash leaves none.
 
 The loop reads the run through the agent environment (``env.AgentEnv``), weighs with
-``weighing``, runs calls with ``tools`` and starts an agent's own MCP servers with ``servers``;
+``weighing``, runs calls through the agent's tool table (``tools``: one table per agent and
+turn, behind its policy's gate, each tool saying how it may run) and starts an agent's own MCP servers with ``servers``;
 it never imports the supervisor, which sits on top and starts loops (``run_agent``).
 """
 
@@ -36,10 +37,9 @@ from ..session.records import (
     compact,
 )
 from ..session.render import render, rendered_bytes
-from .gate import gated_call, resume_approvals
 from .servers import own_servers
-from .tooldefs import tool_defs
-from .tools import EXCLUSIVE
+from .tools.definitions import tool_defs
+from .tools.gate import resume_approvals
 from .typed.turn import settle, settle_resumed
 from .weighing import pressure, priced_as, weigh
 
@@ -166,8 +166,8 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
             await policy.before_request(env, node)
         except AgentDone:
             return "done"
-        tools = env.tools_for(node)  # the agent's tool table, once for the whole turn
-        request = policy.shape_request(env, node, build_request(env, node, tools))
+        table = env.table_for(node)  # the agent's tools, once for the whole turn
+        request = policy.shape_request(env, node, build_request(env, node, table))
         tid = ctx.next_id()
         alog.append(TurnStarted(turn=tid, at=now_iso()))
         try:
@@ -204,7 +204,7 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
             if await policy.on_idle(env, node):
                 continue  # more work for the same agent (the next recorded prompt, in replay)
             return "done"
-        await run_calls(env, node, calls, tools, stop_reason=response.stop_reason)
+        await run_calls(env, node, calls, table, stop_reason=response.stop_reason)
         policy.after_tools(env, node)
 
 
@@ -256,10 +256,10 @@ def account(env: "AgentEnv", node: "AgentNode", request: Request, usage: Usage,
     node.edited = False
 
 
-def build_request(env: "AgentEnv", node: "AgentNode",
-                  tools: dict[str, Any] | None = None) -> Request:
+def build_request(env: "AgentEnv", node: "AgentNode", table: Any = None) -> Request:
     """The request for the agent's next turn: its system prompt, its rendered context, the
-    tools it is offered (``tools``: its table, default ``env.tools_for(node)``) and ``meta``."""
+    tools it is offered (``table``: its tool table, default ``env.table_for(node)``'s) and
+    ``meta``."""
     s = env.settings_for(node)
     parent = node.parent
     meta = {"agent": node.id, "kind": node.kind, "depth": node.depth,
@@ -269,7 +269,8 @@ def build_request(env: "AgentEnv", node: "AgentNode",
     if node.requests:  # answers recorded before this request (a resumed agent's included)
         meta["requests"] = node.requests
     return Request(system=s.system, messages=render(node.ctx),
-                   tools=tool_defs(env, node, tools), max_tokens=s.max_tokens, model=s.model,
+                   tools=table.definitions() if table is not None else tool_defs(env, node),
+                   max_tokens=s.max_tokens, model=s.model,
                    output=node.output_type, meta=meta)
 
 
@@ -369,42 +370,58 @@ def not_run(call: ToolUse, stop_reason: str | None) -> str:
 
 
 async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
-                    tools: dict[str, Any] | None = None, *,
-                    stop_reason: str | None = None) -> None:
-    """Run tool calls in call order: evict, mark and agents_start one at a time, door reads and
-    user tools concurrently; record every result in call order in one ToolResults. ``tools``:
-    the agent's table (default ``env.tools_for(node)``); ``stop_reason``: the response's, which
-    tells a call cut off by max_tokens from one whose arguments are not JSON (``not_run``)."""
+                    table: Any = None, *, stop_reason: str | None = None) -> None:
+    """Run one response's tool calls and record every result in call order in one
+    ``ToolResults``. ``table``: the agent's tool table for the turn (``tools.ToolTable``, or
+    its gate ``tools.gate.Gated``; default ``env.table_for(node)``), which answers each call and
+    says how it may run (``tools.base``, decision 0328): ``shared`` calls run beside the
+    others, ``serial`` ones one at a time in call order, an ``exclusive`` one after the serial
+    calls before it and before any call after it starts. A call no tool claims is the run's
+    fallback's, as recorded (replay). ``stop_reason``: the response's, which tells a call cut
+    off by max_tokens from one whose arguments are not JSON (``not_run``)."""
+    if table is None:
+        table = env.table_for(node)
     results: list[ToolResult | None] = [None] * len(calls)
-    if tools is None:
-        tools = env.tools_for(node)
-    fallback = env.tool_fallback is not None
-    builtin = env.settings_for(node).builtin_tools
-
-    async def run_one(i: int, call: ToolUse) -> None:
-        results[i] = await gated_call(env, node, call, tools, builtin=builtin)
 
     if len(calls) == 1:  # nothing to run beside it: no nursery to open and close
         call = calls[0]
-        if not isinstance(call.input, dict) and not (
-                fallback and call.name not in tools and (
-                    not builtin or call.name not in EXCLUSIVE)):
+        if table.mode(call) is not None and not isinstance(call.input, dict):
             results[0] = ToolResult(tool_use_id=call.id, content=not_run(call, stop_reason),
                                     is_error=True)
         else:
-            await run_one(0, call)
+            results[0] = await table.call(call)
         node.log.append(ToolResults(results=[r for r in results if r is not None]))
         return
+
+    async def one(i: int, call: ToolUse) -> None:
+        results[i] = await table.call(call)
+
+    async def one_serial(i: int, call: ToolUse, after: trio.Event | None,
+                         done: trio.Event) -> None:
+        try:
+            if after is not None:
+                await after.wait()
+            results[i] = await table.call(call)
+        finally:
+            done.set()
+
+    tail: trio.Event | None = None  # the end of the last serial call started
     async with trio.open_nursery() as nursery:
         for i, call in enumerate(calls):
-            if fallback and call.name not in tools and (
-                    not builtin or call.name not in EXCLUSIVE):
-                nursery.start_soon(run_one, i, call)  # answered by the fallback, as recorded
+            mode = table.mode(call)
+            if mode is None:
+                nursery.start_soon(one, i, call)  # answered by the fallback, as recorded
             elif not isinstance(call.input, dict):
                 results[i] = ToolResult(tool_use_id=call.id, content=not_run(call, stop_reason),
                                         is_error=True)
-            elif call.name in EXCLUSIVE:
-                await run_one(i, call)
+            elif mode == "exclusive":
+                if tail is not None:
+                    await tail.wait()
+                await one(i, call)
+            elif mode == "serial":
+                done = trio.Event()
+                nursery.start_soon(one_serial, i, call, tail, done)
+                tail = done
             else:
-                nursery.start_soon(run_one, i, call)
+                nursery.start_soon(one, i, call)
     node.log.append(ToolResults(results=[r for r in results if r is not None]))

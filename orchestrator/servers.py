@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from .tooldefs import BUILTIN
+from .tools.builtin import BUILTIN
 
 if TYPE_CHECKING:
     from .env import AgentEnv

@@ -1,4 +1,5 @@
-"""All that the tools and the synod know of agent creation: make a child, start it.
+"""All that the tools and the synod know of agent creation: make a child, start it (and a
+synod: many at once, waited for and reduced).
 
 ``agents_start`` and ``agents_synod`` create agents, but creating one is the supervisor's
 business — ids, run-wide limits, the fork, the opening records, the table of agents. The
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     import trio
 
     from .node import AgentNode
+    from .synod import SynodResult
 
 
 class Spawner(Protocol):
@@ -33,4 +35,11 @@ class Spawner(Protocol):
 
     def start(self, node: "AgentNode", nursery: "trio.Nursery | None" = None) -> None:
         """Run ``node``'s loop in ``nursery`` (a parent's own, so that it ends with it)."""
+        ...
+
+    async def synod(self, parent: "AgentNode", question: str, *, n: int,
+                    reduce: str = "vote", stances: list[str] | None = None,
+                    output: Any = None) -> "SynodResult":
+        """Fork ``n`` mnemon children of ``parent`` on ``question`` at once, run them, wait
+        for all and reduce their answers (``synod.run_synod``)."""
         ...

@@ -34,7 +34,7 @@ from ..session.records import SessionStarted, Usage
 
 from .ancestry import recorded_budgets, recorded_policy
 from .env import AgentEnv
-from .gate import effective_policy
+from .tools.gate import effective_policy
 from .loop import HarnessPolicy, run_agent
 from .mcp.config import McpServerSpec
 from .node import AgentNode
@@ -45,9 +45,9 @@ from .servers import open_servers
 from .settings import Settings
 from .spend import Spend
 from .synod import SynodResult, run_synod
-from .tooldefs import tool_defs
+from .tools.definitions import tool_defs
 from .typed.load import as_output_type
-from .usertools import UserTool
+from .tools.base import Tool
 
 __all__ = ["AgentNode", "Supervisor", "open_servers", "open_supervisor", "set_aside_unopened"]
 
@@ -78,7 +78,7 @@ class Supervisor:
     """Runs agents on one provider under one run root, with run-wide limits and budgets."""
 
     def __init__(self, root: Path, provider: Provider, settings: Settings, *,
-                 user_tools: list[UserTool] | None = None, provider_name: str | None = None,
+                 user_tools: list[Tool] | None = None, provider_name: str | None = None,
                  policy: Any = None, tool_fallback: Any = None, on_edit: Any = None,
                  existing: list[str] | None = None, spend: Spend | None = None):
         """``policy`` replaces what the loop does around each request (default: ours, the
@@ -644,7 +644,7 @@ def _has_ended(path: Path) -> bool:
 
 @asynccontextmanager
 async def open_supervisor(root: Path, provider: Provider, settings: Settings, *,
-                          user_tools: list[UserTool] | None = None, started_by: str = "mnemon",
+                          user_tools: list[Tool] | None = None, started_by: str = "mnemon",
                           provider_name: str | None = None, roles: Any = None,
                           role: str | None = None) -> AsyncIterator[Supervisor]:
     """A supervisor with its nursery; leaving the block waits for (or cancels) every agent.

@@ -16,7 +16,8 @@ SURFACES = {
     "lineage": {"ForkError", "child_started", "fork", "link_bytes", "link_for", "opening_loader",
                 "resume_child", "build_tree", "tree_json", "tree_text"},
     "orchestrator": {"AgentDone", "AgentNode", "Decision", "HarnessPolicy", "Settings",
-                     "Supervisor", "ToolPolicy", "UserTool", "load_policy", "open_supervisor",
+                     "Supervisor", "Tool", "ToolContext", "ToolPolicy", "UserTool", "load_policy",
+                     "open_supervisor",
                      "parse_policy", "tool"},
 }
 

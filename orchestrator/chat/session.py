@@ -19,7 +19,7 @@ import trio
 from ...lineage.runroot import now_iso
 from ...session.door import Door
 from ...session.records import SessionResumed
-from ..gate import resume_approvals
+from ..tools.gate import resume_approvals
 from ..node import AgentNode
 from ..report import cost_rows
 from ..supervisor import Supervisor
@@ -95,7 +95,7 @@ class ChatSession:
     # ------------------------------------------------------------------ reads
 
     def survey(self) -> dict:
-        from ..tools import survey
+        from ..tools.survey import survey
 
         return survey(self.sup.env, self._need_node())
 

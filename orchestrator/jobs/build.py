@@ -24,7 +24,8 @@ from ..roles.book import check_providers
 from ..roles.load import roles_from
 from ..roles.spec import Roles, RolesError, check_tools
 from ..settings import Settings
-from ..usertools import UserTool
+from ..tools.base import Tool
+from ..tools.function import as_tool
 from .outputs import outputs_for
 from .spec import Job, JobError, _line
 
@@ -146,12 +147,12 @@ def provider_for(job: Job):
     return provider
 
 
-def user_tools_for(job: Job) -> list[UserTool]:
+def user_tools_for(job: Job) -> list[Tool]:
     tools = []
     for ref in job.spec.agent.tools:
         obj = load_object(job, ref, ("agent", "tools"))
         try:
-            tools.append(obj if isinstance(obj, UserTool) else UserTool(obj))
+            tools.append(as_tool(obj))
         except TypeError as e:
             raise JobError(f"{job.path}:{_line(job.text, ('agent', 'tools')) or '?'}: tool "
                            f"{ref!r}: {e}") from None

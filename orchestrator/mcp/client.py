@@ -19,15 +19,18 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
 
 from ...providers.base import ToolDef
 from ..extras import require
-from ..usertools import ToolError
+from ..tools.base import ToolBase, ToolError
 from .config import McpServerSpec
+
+if TYPE_CHECKING:
+    from ..tools.context import ToolContext
 
 log = structlog.get_logger("mnemon.mcp")
 
@@ -44,8 +47,11 @@ def tool_name(server: str, remote: str) -> str:
     return name
 
 
-class McpTool:
-    """One server tool as the loop sees a user tool: ``definition`` and ``await tool(args)``."""
+class McpTool(ToolBase):
+    """One server tool as a ``Tool``: its server's name and schema, ``shared`` (calls to MCP
+    servers run side by side, as user tools do), answered by the server."""
+
+    mode = "shared"
 
     def __init__(self, conn: "McpConnection", remote: str, description: str | None,
                  schema: dict[str, Any]):
@@ -56,12 +62,17 @@ class McpTool:
         self.schema = schema if schema.get("type") == "object" else \
             {"type": "object", "properties": {}}
 
+        self._definition = ToolDef(self.name, self.description, self.schema)
+
     @property
     def definition(self) -> ToolDef:
-        return ToolDef(self.name, self.description, self.schema)
+        return self._definition
+
+    async def call(self, ctx: "ToolContext | None", input: Any) -> str:
+        return await self.conn.call(self.remote, input if isinstance(input, dict) else {})
 
     async def __call__(self, args: Any) -> str:
-        return await self.conn.call(self.remote, args if isinstance(args, dict) else {})
+        return await self.call(None, args)
 
 
 class McpConnection:

@@ -29,8 +29,8 @@ from ...session.errors import Refusal
 from ...session.records import compact
 from ..policy import combine
 from ..settings import Settings
-from ..tooldefs import BUILTIN
-from ..usertools import ToolError, ToolInputError
+from ..tools.base import ToolBase, ToolError, ToolInputError
+from ..tools.context import ToolContext
 from .spec import Role, Roles, RolesError, check_tools
 
 if TYPE_CHECKING:
@@ -63,18 +63,17 @@ def check_providers(roles: Roles, run_provider: str | None, env: Any = None) -> 
                              f"provider {name})")
 
 
-class AskTool:
+class AskTool(ToolBase):
     """``ask_<role>``: start an agent of the role on a task, wait for it, and answer with its
     answer — the JSON of its typed output when the role has an output type (agent-as-tool).
-    It needs the calling agent (``needs_agent``): ``tools.call_tool`` calls ``call``."""
+    ``shared``: several delegations of one response run side by side. The gate judges a call
+    of it as the ``agents_start`` of that role it amounts to (``starts``, decision 0307)."""
 
-    needs_agent = True
+    mode = "shared"
 
     def __init__(self, role: Role):
         self.role = role.name
-        # the role it starts: the gate judges a call of it as an ``agents_start`` of that role
-        # too (decision 0307)
-        self.starts_agent = role.name
+        self.kind = role.kind
         self.name = f"ask_{role.name}"
         typed = " — its answer is JSON of the role's output type" if role.output else ""
         self.description = (f"Delegate a task to an agent of the {role.name} role "
@@ -87,18 +86,15 @@ class AskTool:
             "additionalProperties": False}
         self.definition = ToolDef(self.name, self.description, self.schema)
 
-    async def __call__(self, args: Any) -> str:
-        raise ToolError(f"{self.name} is called by an agent")
+    def starts(self, input: dict[str, Any]) -> dict[str, Any]:
+        out = {"task": input.get("task"), "role": self.role, "kind": self.kind}
+        return {k: v for k, v in out.items() if v is not None}
 
-    async def call(self, env: "AgentEnv", node: "AgentNode", args: Any) -> str:
-        task = args.get("task") if isinstance(args, dict) else None
+    async def call(self, ctx: ToolContext, input: Any) -> str:
+        task = input.get("task") if isinstance(input, dict) else None
         if not isinstance(task, str) or not task.strip():
             raise ToolInputError(f"{self.name} needs a task (a non-empty string)")
-        role = env.roles.get(self.role) if env.roles is not None else None
-        kind = role.kind if role is not None else "fresh"
-        child = env.spawner.new_child(node, task, kind, role=self.role)
-        assert node.nursery is not None
-        env.spawner.start(child, node.nursery)
+        child = ctx.start_child(task, ctx.role_kind(self.role) or "fresh", role=self.role)
         await child.done.wait()
         if child.reason != "done":
             raise ToolError(f"agent {child.id} ({self.role}) ended {child.reason}"

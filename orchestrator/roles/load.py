@@ -15,7 +15,7 @@ from typing import Any
 from ..mcp.config import McpConfigError, load_config
 from ..policy import PolicyError, load_policy
 from ..typed.load import OutputError, check_for, load_output
-from ..usertools import UserTool
+from ..tools.function import as_tool
 from .spec import Resolvers, Roles, RolesError, parse_roles
 
 __all__ = ["as_roles", "load_roles", "resolvers", "roles_from"]
@@ -39,10 +39,8 @@ def resolvers(base: Path) -> Resolvers:
 
     def tool(ref: str, where: str):
         obj = _import(ref, base, where)
-        if isinstance(obj, UserTool):
-            return obj
         try:
-            return UserTool(obj)
+            return as_tool(obj)
         except TypeError as e:
             raise RolesError(f"{where}: tool {ref!r}: {e}") from None
 

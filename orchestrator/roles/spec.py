@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping
 
 from ...providers.typed import OutputType
 from ..policy import PolicyError, ToolPolicy, parse_policy
+from ..tools.base import is_tool
 from ..typed.load import OutputError, as_output_type
 
 __all__ = ["KINDS", "PROVIDERS", "ROLE_KEYS", "Resolvers", "Role", "Roles", "RolesError",
@@ -316,7 +317,7 @@ def _tools(v: Any, where: str, resolve: Resolvers) -> tuple[tuple[str, ...], tup
     names: list[str] = []
     own: list[Any] = []
     for item in v:
-        if hasattr(item, "definition") and hasattr(item, "name"):  # a UserTool, from Python
+        if is_tool(item):  # a Tool (``@tool`` function, a class of one's own), from Python
             own.append(item)
             names.append(item.name)
         elif isinstance(item, str) and item:

@@ -24,8 +24,13 @@ _WHERE: dict[str, str] = {
     "Supervisor": ".orchestrator.supervisor",
     "AgentNode": ".orchestrator.node",
     "Settings": ".orchestrator.settings",
-    "tool": ".orchestrator.usertools",
-    "UserTool": ".orchestrator.usertools",
+    "tool": ".orchestrator.tools.function",
+    "UserTool": ".orchestrator.tools.function",
+    "Tool": ".orchestrator.tools.base",
+    "ToolBase": ".orchestrator.tools.base",
+    "ToolContext": ".orchestrator.tools.context",
+    "ToolError": ".orchestrator.tools.base",
+    "ToolInputError": ".orchestrator.tools.base",
     "create_run_root": ".lineage.runroot",
     # providers
     "make_provider": ".providers.select",
@@ -75,7 +80,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .orchestrator.settings import Settings
     from .orchestrator.node import AgentNode
     from .orchestrator.supervisor import Supervisor, open_supervisor
-    from .orchestrator.usertools import UserTool, tool
+    from .orchestrator.tools.base import Tool, ToolBase, ToolError, ToolInputError
+    from .orchestrator.tools.context import ToolContext
+    from .orchestrator.tools.function import UserTool, tool
     from .providers.anthropic import AnthropicProvider
     from .providers.base import Provider
     from .providers.errors import (AuthError, ContextTooLong, ProviderConfigError,
