@@ -152,8 +152,28 @@ def test_the_agent_core_does_not_know_the_supervisor():
     """The loop, the tools and the synod see the agent environment, never the supervisor that
     owns it (docs/orchestrator.md, Architecture)."""
     g = graph(installed())
-    for low in ("loop", "tools", "synod", "weighing", "env", "node", "servers", "tooldefs"):
+    for low in ("loop", "tools", "synod", "weighing", "env", "node", "servers", "tooldefs",
+                *_pipeline(g)):
         assert "mnemon.orchestrator.supervisor" not in g[f"mnemon.orchestrator.{low}"], low
+
+
+def _pipeline(g: dict) -> list[str]:
+    """The tool pipeline's modules, relative to ``mnemon.orchestrator``."""
+    return [m.removeprefix("mnemon.orchestrator.") for m in g
+            if m.startswith("mnemon.orchestrator.tools.")]
+
+
+def test_the_tool_pipeline_sits_below_the_loop():
+    """Every tool is dispatched by the loop through its agent's table (docs/tools.md): the
+    pipeline's modules import neither the loop nor what starts agents — a tool reaches its
+    agent through ``ToolContext`` alone, children through the spawner protocol."""
+    g = graph(installed())
+    mods = _pipeline(g)
+    assert {"tools.base", "tools.context", "tools.table", "tools.gate", "tools.builtin",
+            "tools.function"} <= set(mods)
+    for m in mods:
+        for above in ("loop", "env", "supervisor", "synod", "servers", "roles.book", "mcp.client"):
+            assert f"mnemon.orchestrator.{above}" not in g[f"mnemon.orchestrator.{m}"], (m, above)
 
 
 # ---------------------------------------------------------------- the check itself bites
