@@ -43,7 +43,9 @@ def test_a_wave_in_flight_reserves_its_estimate_and_shows_in_the_progress_line(
         summary = trio.run(main)
     in_flight = [(c, line) for c, line, _t in seen if "1 batch(es) in flight" in line]
     assert in_flight, seen
-    first = [(c, t) for c, line, t in seen if " wave 1 " in line and "in flight" in line]
+    # while wave 1's batch is out (not while it is being created: "0 batch(es) in flight")
+    first = [(c, t) for c, line, t in seen if " wave 1 " in line and "1 batch(es) in flight"
+             in line]
     assert first and all(c > 0 and t > 0 for c, t in first)  # reserved before any row came
     assert "requests 6 pending / 0 done" in in_flight[0][1]
     assert "oldest 0:00" in in_flight[0][1]
