@@ -134,6 +134,7 @@ class JobRunner:
         self._created: set[Path] = set()  # logs this run created
         self._kids: dict[str, list[str]] | None = None  # read on the first reopen
         self.held: int | None = None  # the run root's lock for this run (``state.hold``)
+        self.engine: Any = None  # the engine ``build.prepare`` chose (``orchestrator.engines``)
         # the output types of the task's agent and of its synod's children (None: untyped)
         self.output_type, self.synod_output = outputs_for(job)
         self.typed = self.output_type is not None or self.synod_output is not None
