@@ -28,17 +28,11 @@ from ..costs import run_cost
 from ..jobs.spec import Job, JobError
 from .base import Engine
 
-__all__ = ["BatchEngine", "wants_batch", "check_job", "check_roles", "batch_settings",
+__all__ = ["BatchEngine", "check_job", "check_roles", "batch_settings",
            "batch_job", "attach", "bind", "run_job", "summary_extra", "progress_extra",
            "route_missing", "BATCH_PROVIDERS", "UNBOUNDED"]
 
 BATCH_PROVIDERS = ("anthropic", "openai", "openai-responses")
-
-
-def wants_batch(job: Job, engine: str | None) -> bool:
-    """``--engine batch``, or no ``--engine`` and ``[provider] batch = true`` (what
-    ``engines.engine_for(engine, job)`` chooses)."""
-    return engine == "batch" or (engine is None and job.spec.provider.batch)
 
 
 def check_job(job: Job) -> None:
