@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 from ..cli import COMMANDS, Failure, UserError
-from ..extras import require
 from ..options import add_roles_args, policy_from, roles_from_args
 from ..tracing.switch import carried, live_tracing
 
@@ -38,14 +37,17 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    if args.engine == "dask":
-        if args.policy:  # the chunks build their settings from the job file alone
-            raise UserError("--policy is for --engine local; with dask, give the job a "
-                            "[policy] (docs/policy.md)")
-        if args.roles or args.role:
-            raise UserError("--roles and --role are for --engine local; with dask, give the "
-                            "job [roles.NAME] and [agent] role (docs/roles.md)")
-        return _run_dask(args)
+    from ..engines import engine_for
+
+    # the engine chosen once: the one named here, else (no --engine) the job's own, which
+    # ``prepare`` reads with the job; from then on it is asked, never named
+    named = engine_for(args.engine) if args.engine else None
+    if named is not None:
+        why = named.refuses_options(policy=bool(args.policy), roles=bool(args.roles or args.role))
+        if why is not None:
+            raise UserError(why)
+        if not named.in_process:
+            return _run_dask(args, named)
     import json
     import msgspec
     import trio
@@ -58,25 +60,22 @@ def run(args) -> int:
     try:  # every check before anything is written or any agent starts
         runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
                                    policy=policy_from(args.policy) if args.policy else None,
-                                   engine=args.engine,
+                                   engine=named,
                                    roles=roles_from_args(args, None) if args.roles else None,
                                    role=args.role)
     except JobError as e:
         raise UserError(str(e)) from None
     root, output = runner.root, runner.output
+    engine = runner.engine
     logs.configure(root, verbose=args.verbose)
-    batch = getattr(provider, "waves", None) is not None  # the batch engine (orchestrator.batch)
-    if batch:
-        from ..batch import job as engine
 
     async def main():
         try:
             async with trio.open_nursery() as n:
                 n.start_soon(JobProgress(lambda: (runner.counts, runner.sup.cost_usd),
                                          enabled=sys.stderr.isatty() and not args.verbose,
-                                         extra=(lambda: engine.progress_extra(provider))
-                                         if batch else None).run)
-                summary = await (engine.run_job(runner, provider) if batch else runner.run())
+                                         extra=lambda: engine.progress(provider)).run)
+                summary = await engine.run(runner, provider)
                 n.cancel_scope.cancel()
             return summary
         finally:
@@ -86,25 +85,24 @@ def run(args) -> int:
     try:
         with live_tracing(args.trace_content):
             summary = trio.run(main)
-    except BaseException as e:  # the batch engine's end: no batch routes, a create undecided
-        missing = engine.route_missing(e) if batch else None
-        if missing is None:
+    except BaseException as e:  # the engine's own end (batch: no batch routes, a create undecided)
+        ended = engine.ended_by(e)
+        if ended is None:
             raise
         logs.shutdown()
-        raise UserError(f"{missing} (results in {output}, logs in {root})") from None
+        raise UserError(f"{ended} (results in {output}, logs in {root})") from None
     logs.shutdown()
     for task, why in runner.damaged:  # one line each: the task failed, the others ran (0319)
         shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in why)
         sys.stderr.write(f"mnemon: task {task} failed on a damaged log: {shown}\n")
-    extra = engine.summary_extra(provider, root) if batch else {}
+    extra = engine.summary_extra(provider, root)
     if args.json:
         print(json.dumps({**msgspec.to_builtins(summary), **extra}))
     else:
         print(final_table(summary))
-        if batch:
-            print(f"engine: batch, {extra['waves']} waves, {extra['batches']} batches this run; "
-                  f"spend: batch ${extra['batch_cost_usd']:.4f}, live "
-                  f"${extra['live_cost_usd']:.4f}")
+        line = engine.summary_line(extra)
+        if line is not None:
+            print(line)
     if summary.interrupted:
         return 130
     if summary.failed and not (summary.done or summary.budget):
@@ -112,11 +110,13 @@ def run(args) -> int:
     return 0
 
 
-def _run_dask(args) -> int:
+def _run_dask(args, engine) -> int:
+    """An engine that is not ``in_process`` (Dask): its driver, ``jobs.spread.run_job``, runs
+    the job over worker processes, each chunk prepared as a local runner."""
     import json
 
     # found, not imported: the driver imports it while a LocalCluster's fork server does too
-    require("dask", "mnemon run --engine dask")
+    engine.ready("mnemon run --engine dask")
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, not {args.workers}")
     if not args.scheduler:  # first: it imports while this process imports the rest (0252)
@@ -165,7 +165,7 @@ def _run_dask(args) -> int:
     else:
         print(final_table(JobSummary(**{k: v for k, v in summary.items()
                                         if k in JobSummary.__struct_fields__})))
-        print(f"engine: dask, {summary['chunks']} chunks on {summary['workers']} worker(s)")
+        print(engine.summary_line(summary))
     if summary["interrupted"]:
         return 130
     if summary["failed"] and not (summary["done"] or summary["budget"]):

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from ..engines import Engine, engine_for
 from ..policy import PolicyError, ToolPolicy, combine, load_policy, parse_policy
 from ..roles.book import check_providers
 from ..roles.load import roles_from
@@ -202,7 +203,7 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
             output: str | Path | None = None, started_by: str = "mnemon run",
             watch_sigint: bool = True, only: "set[str] | None" = None, supervisor=None,
             loaded: "tuple[Job, list] | None" = None, manifest: bool = True,
-            policy: ToolPolicy | None = None, engine: str | None = "local",
+            policy: ToolPolicy | None = None, engine: "Engine | str | None" = "local",
             roles: Roles | None = None, role: str | None = None):
     """Every check of a job before anything is written or any agent starts, then its run root
     and its runner: ``(runner, provider)``. ``mnemon run`` and the service both start jobs here.
@@ -212,7 +213,9 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     run (``state.hold``; ``runner.release()`` or the end of ``runner.run()`` lets go) and check
     and write its manifest — a Dask chunk does neither: its driver did, and is the one writer.
     ``roles`` and ``role`` (``mnemon run --roles FILE --role NAME``): roles for a job without
-    ``[roles]``, and the root agents' role.
+    ``[roles]``, and the root agents' role. ``engine`` is the ``Engine`` that runs the job, or
+    its name (``None``: the job's own choice, ``engines.engine_for``); it is asked each step
+    below, never named, and rides on the runner (``runner.engine``) for the front to run.
 
     Raises:
         JobError: the job file, its tasks or its run root, named by key, line or path.
@@ -224,22 +227,20 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
 
     job, tasks = loaded if loaded is not None else load(path)
     outputs_for(job)  # an output type that cannot be used is refused before anything is written
-    batch = engine == "batch" or (engine is None and job.spec.provider.batch)
-    if batch:  # the engine chosen, as a provider is: imported only then (it needs httpx)
-        from ..batch import job as batch_engine
-
-        batch_engine.check_job(job)
-        job = batch_engine.batch_job(job, tasks)
+    engine = engine_for(engine, job)  # chosen once, as a provider is: imported only then
+    why = engine.refuses_options(policy=policy is not None,
+                                 roles=roles is not None or role is not None)
+    if why is not None:
+        raise JobError(f"{job.path}: {why}")
+    engine.check(job)
+    job = engine.adjust_job(job, tasks)
     settings = settings_for(job)
-    if batch:
-        settings = batch_engine.batch_settings(settings, job, tasks)
     if policy is not None:
         settings = msgspec.structs.replace(
             settings, tool_policy=combine(policy, settings.tool_policy))
     if roles is not None or role is not None:
         settings = _with_roles(job, settings, roles, role)
-    if batch and settings.roles is not None:
-        batch_engine.check_roles(job, settings.roles)
+    settings = engine.adjust(settings, job, tasks)
     tools = user_tools_for(job)
     provider = provider_for(job)
     root = Path(run_root) if run_root else job.run_root
@@ -254,15 +255,13 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
         if manifest:
             check_manifest(root, job, tasks)
         mine = tasks if only is None else [t for t in tasks if t.id in only]
-        if batch:
-            provider = batch_engine.attach(provider, root,
-                                           poll_s=job.spec.provider.batch_poll_s)
+        provider = engine.attach(provider, root, job)
         runner = JobRunner(job, mine, root=root, output=out, provider=provider,
                            settings=settings, user_tools=tools,
                            provider_name=job.spec.provider.name, watch_sigint=watch_sigint,
                            supervisor=supervisor or Supervisor)
-        if batch:
-            batch_engine.bind(provider, runner.sup)
+        runner.engine = engine
+        engine.bind(provider, runner)
     except BaseException:
         if held is not None:
             os.close(held)

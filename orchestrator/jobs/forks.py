@@ -12,6 +12,7 @@ PRELOAD = (
     # imported is skipped); the rest a worker imports itself, as before.
     "distributed", "distributed.nanny", "distributed.worker", "trio", "msgspec",
     "mnemon.orchestrator.jobs.spread", "mnemon.orchestrator.jobs.build",
+    "mnemon.orchestrator.engines.dask",
     "mnemon.orchestrator.jobs.ledger", "mnemon.orchestrator.jobs.runner",
     "mnemon.orchestrator.loop", "mnemon.orchestrator.options", "mnemon.orchestrator.tools",
     "mnemon.orchestrator.costs", "mnemon.providers.select", "mnemon.session.door",

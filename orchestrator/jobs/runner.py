@@ -32,6 +32,8 @@ from ...lineage.runroot import agent_source, list_agents
 from ...session.errors import AncestorUnreadable, LogChanged, LogCorrupt, LogRefused
 from ...session.records import Usage, compact
 from ..costs import CostError
+from ..engines.base import Engine
+from ..engines.local import LocalEngine
 from ..approvals import reject_every_ask
 from ..node import AgentNode
 from ..supervisor import _open_mcp, Supervisor
@@ -134,6 +136,9 @@ class JobRunner:
         self._created: set[Path] = set()  # logs this run created
         self._kids: dict[str, list[str]] | None = None  # read on the first reopen
         self.held: int | None = None  # the run root's lock for this run (``state.hold``)
+        # the engine that runs it: ``build.prepare`` sets the one it chose; a runner made
+        # by hand runs here, as the local engine does
+        self.engine: Engine = LocalEngine()
         # the output types of the task's agent and of its synod's children (None: untyped)
         self.output_type, self.synod_output = outputs_for(job)
         self.typed = self.output_type is not None or self.synod_output is not None

@@ -72,7 +72,7 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
     try:
         runner, provider = prepare(job.path, run_root=run_root, output=out, watch_sigint=False,
                                    started_by="mnemon run --engine dask", supervisor=shared,
-                                   loaded=(job, tasks), manifest=False)
+                                   loaded=(job, tasks), manifest=False, engine="dask")
         sup = runner.sup
         out.parent.mkdir(exist_ok=True)
         runner.count_prior = False  # the driver read the run root's earlier spend: ``base``
@@ -258,7 +258,7 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     from .build import prepare
 
     runner, provider = prepare(job_path, run_root=run_root, output=output,
-                               started_by="mnemon run --engine dask")
+                               started_by="mnemon run --engine dask", engine="dask")
     try:  # the run root held until the merged results are written (``state.hold``)
         if on_root is not None:
             on_root(runner.root)

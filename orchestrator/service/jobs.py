@@ -95,7 +95,7 @@ class Jobs:
         try:
             runner, provider = prepare(body.path, run_root=body.run_root, output=body.output,
                                        started_by="mnemon serve: job", watch_sigint=False,
-                                       engine=None)  # (``[provider] batch = true``: batches)
+                                       engine=None)  # the job's own (``engines.engine_for``)
         except SpecError as e:
             raise JobError(str(e)) from None
         for other in self.jobs.values():  # the job's own run root, once it is known
@@ -111,12 +111,8 @@ class Jobs:
     async def _run(self, sj: ServiceJob) -> None:
         try:
             with sj.scope:
-                if getattr(sj.provider, "waves", None) is not None:  # the batch engine
-                    from ..batch.job import run_job  # (chosen: imported only then)
-
-                    summary = await run_job(sj.runner, sj.provider)
-                else:
-                    summary = await sj.runner.run()
+                # the engine ``prepare`` chose from the job (``[provider] batch = true``: batch)
+                summary = await sj.runner.engine.run(sj.runner, sj.provider)
                 sj.state = "cancelled" if summary.interrupted else "ended"
             if sj.scope.cancelled_caught:
                 sj.state = "cancelled"
