@@ -38,6 +38,7 @@ from ..session.records import (
     Inherited,
     Linked,
     Pointer,
+    Record,
     Residue,
     Rewound,
     Row,
@@ -47,6 +48,7 @@ from ..session.records import (
     decode,
     encode,
 )
+from ..session.turn import Loader, Turn
 
 from .runroot import RunRootError, agent_dir, agent_source, check_loci, confine, make_loader
 
@@ -140,7 +142,7 @@ def link_for(parent_ctx: Context, *, log_path: Path | None = None) -> Inherited:
 # --------------------------------------------------------------------------- loading
 
 
-def opening_loader(root: Path):
+def opening_loader(root: Path) -> Loader:
     """A loader for folding one ``Inherited`` record: ``make_loader``'s reads, with each source
     confined once (``confine`` resolves the path through every symlink — most of the cost of
     loading thousands of rows), every locus still digest-checked before it is parsed.
@@ -154,12 +156,12 @@ def opening_loader(root: Path):
     root = Path(root)
     confined: dict[str, Path] = {}
 
-    def load(ptr: Pointer):
+    def load(ptr: Pointer) -> list[Record]:
         path = confined.get(ptr.source)
         if path is None:
             path = confined[ptr.source] = confine(root, ptr.source)
         check_loci(ptr.source, ptr.loci)
-        out = []
+        out: list[Record] = []
         for raw, locus in zip(read_span(path, ptr.source, ptr.loci), ptr.loci):
             try:
                 out.append(decode(raw))
@@ -171,26 +173,27 @@ def opening_loader(root: Path):
     return load
 
 
-def sharing_loader(parent_ctx: Context, root: Path):
+def sharing_loader(parent_ctx: Context, root: Path) -> Loader:
     """``opening_loader`` for a fork from a live parent: a row whose pointer names exactly the
     loci of a turn the parent holds in memory takes the parent's records (it wrote them, or
     read them digest-checked, and a locus's digest pins its bytes) instead of reading and
     decoding them again; any other row is read as ``opening_loader`` reads it. A fork of a
     parent with a few resident documents cost ~0.3 ms, most of it re-reading them."""
     fallback = opening_loader(root)
-    held: dict[tuple[str, int], Any] | None = None
+    held: dict[tuple[str, int], Turn] | None = None
 
-    def load(ptr: Pointer):
+    def load(ptr: Pointer) -> list[Record]:
         nonlocal held
         if held is None:
             held = {}
             turns = parent_ctx.turns
             if type(turns) is list:  # a table restored as columns holds no records to share
-                for t in turns:
-                    if t.records is not None and t.loci:
-                        held[(t.source, t.loci[0][0])] = t
+                for turn in turns:
+                    if turn.records is not None and turn.loci:
+                        held[(turn.source, turn.loci[0][0])] = turn
         t = held.get((ptr.source, ptr.loci[0][0])) if ptr.loci else None
-        if t is not None and len(t.loci) == len(ptr.loci) == len(t.records) and \
+        if t is not None and t.records is not None and \
+                len(t.loci) == len(ptr.loci) == len(t.records) and \
                 all(tuple(a) == tuple(b) for a, b in zip(t.loci, ptr.loci)):
             return list(t.records)
         return fallback(ptr)

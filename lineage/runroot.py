@@ -9,17 +9,19 @@ from __future__ import annotations
 import json
 import time as _time
 from pathlib import Path
+from typing import Any
 
 
 from ..session.log import read_at, read_span
 from ..session.paths import Sources, check_loci, confine  # re-exported: forks and verify use them
 from ..session.records import Pointer, Record
+from ..session.turn import Loader
 from .places import (AGENT_ID, FORMAT, RunRootError, agent_dir, agent_of, agent_source,  # re-exported
                      find_run_root, list_agents)
 
 
 
-_second: list = [None, ""]  # the last whole second formatted, and its text
+_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
 
 
 def now_iso() -> str:
@@ -61,7 +63,7 @@ def _create_run_root(path: Path, started_by: str) -> Path:
     return path
 
 
-def read_run_json(root: Path) -> dict:
+def read_run_json(root: Path) -> dict[str, Any]:
     try:
         data = json.loads((root / "run.json").read_text())
     except (OSError, ValueError) as e:
@@ -81,7 +83,7 @@ def read_pointer(root: Path, ptr: Pointer) -> list[bytes]:
     return list(read_span(path, ptr.source, ptr.loci))
 
 
-def make_loader(root: Path):
+def make_loader(root: Path) -> Loader:
     """A Context loader: records of an inherited turn, read through its pointer."""
 
     def load(ptr: Pointer) -> list[Record]:

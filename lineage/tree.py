@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 from ..session.context import Context
@@ -39,7 +40,7 @@ class Node:
     role: str | None = None  # its named role (docs/roles.md), from its SessionStarted
     model: str | None = None
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         out = {"agent": self.agent, "parent": self.parent, "kind": self.kind,
                "turns": self.turns, "resident": self.resident, "evicted": self.evicted,
                "state": self.state}
@@ -100,7 +101,7 @@ def node_for(root: Path, agent: str) -> Node:
                 model=started.model if started else None)
 
 
-def _natural(agent: str) -> list:
+def _natural(agent: str) -> list[int | str]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", agent)]
 
 
@@ -161,7 +162,7 @@ def walk(roots: list[Node]) -> list[tuple[Node, str]]:
     return out
 
 
-def tree_json(root: Path) -> list[dict]:
+def tree_json(root: Path) -> list[dict[str, Any]]:
     """``mnemon tree --json``: ``[{agent, parent, kind, turns, resident, evicted, state}]`` in
     depth-first tree order (an agent of a named role adds ``role`` and ``model``)."""
     return [n.as_json() for n, _ in walk(build_tree(root))]

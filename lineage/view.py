@@ -11,13 +11,14 @@ from ..session.door import Door
 from ..session.log import TornTail
 
 if TYPE_CHECKING:
+    from ..session.checkpoint.table import Table
     from ..session.context import Context
 
 from .runroot import (RunRootError, Sources, agent_of, agent_source, find_run_root, list_agents,
                       make_loader)
 
 
-def open_agent(path: Path) -> tuple[Path, str, "Context", TornTail | None]:
+def open_agent(path: Path) -> tuple[Path, str, "Context | Table", TornTail | None]:
     """(run root, agent id, folded table, torn tail) for an agent directory; never writes.
 
     Every resident turn is loaded (inherited ones through their pointers), as a full fold

@@ -53,7 +53,8 @@ def turn_blocks(turn_id: int, records: list[Record]) -> list[BlockRef]:
     for r in records:
         if isinstance(r, AssistantMessage):
             for b in r.blocks:
-                head.append(BlockRef(turn_id, 0, b.__struct_config__.tag, b))  # type: ignore[attr-defined]
+                # the tag is a str here; msgspec types a tag ``str | int | None``
+                head.append(BlockRef(turn_id, 0, b.__struct_config__.tag, b))  # type: ignore[arg-type]
         elif isinstance(r, UserPrompt):
             head.append(BlockRef(turn_id, 0, "prompt", r))
         elif isinstance(r, ToolResults):

@@ -138,7 +138,7 @@ class Context(Judgement, Linking):
         """Frontier items among ``turns[lo:hi]``, jumping over each residue's turns."""
         turns = self.turns
         if type(turns) is not list:  # columns: a departed row's state and residue, no Turn
-            yield from self._items_of_columns(lo, hi)
+            yield from self._items_of_columns(lo, hi)  # type: ignore[misc]  # make: no int
             return
         i = lo
         while i < hi:
@@ -173,23 +173,26 @@ class Context(Judgement, Linking):
 
     def _index_after(self, tid: int, lo: int = 0) -> int:
         """Index of the first turn with id > tid."""
-        if type(self.turns) is not list:  # columns: bisect the ids, make no Turn
-            return bisect.bisect_right(self.turns.ids, tid, lo=lo)
-        return bisect.bisect_right(self.turns, tid, lo=lo, key=_turn_id)
+        turns: Any = self.turns
+        if type(turns) is not list:  # columns: bisect the ids, make no Turn
+            return bisect.bisect_right(turns.ids, tid, lo=lo)
+        return bisect.bisect_right(turns, tid, lo=lo, key=_turn_id)
 
     def _index_from(self, tid: int, lo: int = 0) -> int:
         """Index of the first turn with id >= tid."""
-        if type(self.turns) is not list:
-            return bisect.bisect_left(self.turns.ids, tid, lo=lo)
-        return bisect.bisect_left(self.turns, tid, lo=lo, key=_turn_id)
+        turns: Any = self.turns
+        if type(turns) is not list:
+            return bisect.bisect_left(turns.ids, tid, lo=lo)
+        return bisect.bisect_left(turns, tid, lo=lo, key=_turn_id)
 
     def use_columns(self) -> None:
         """Keep this (still empty) table's turns as columns (``session.columns.Turns``): a
         ``Turn`` is made only for a row something touches. For a structural fold, whose memory
         is then the columns, not one object per turn."""
         assert not self.turns, "only an empty table changes how it keeps its turns"
-        self.turns = Turns(self.residues)  # type: ignore[assignment]
-        self._by_id = Positions(self.turns.ids)  # type: ignore[assignment]
+        turns = Turns(self.residues)
+        self.turns = turns  # type: ignore[assignment]
+        self._by_id = Positions(turns.ids)  # type: ignore[assignment]
 
     def spill(self) -> None:
         """Fold the turns a structural fold has finished with back into the columns (see
@@ -224,8 +227,7 @@ class Context(Judgement, Linking):
         the same order, before anything changes — because a resume runs this once per line;
         property tests hold it equal to ``check`` then ``apply`` on random logs.
         """
-        fast = _STEPS.get(type(record)) if locus is not None else None
-        if fast is not None:
+        if locus is not None and (fast := _STEPS.get(type(record))) is not None:
             fast(self, record, locus)
         else:
             self.check(record)
@@ -343,18 +345,18 @@ class Context(Judgement, Linking):
             line = encode(record)
             locus = (0, len(line), "")
         self.records_folded += 1
-        kind = type(record)
-        if kind is UserPrompt:
+        # by the exact class, ``type(record) is C``, which mypy narrows (as in ``check``, 0352)
+        if type(record) is UserPrompt:
             self.protocol_seen = True
-            self._open(record.turn, "user", clip_label(record.text), record, locus)  # type: ignore[union-attr]
+            self._open(record.turn, "user", clip_label(record.text), record, locus)
             self.pending = {}
             return
-        if kind is AssistantMessage:
+        if type(record) is AssistantMessage:
             self.protocol_seen = True
-            tid = record.turn  # type: ignore[union-attr]
+            tid = record.turn
             label = ""
             pending: dict[str, int] = {}
-            for b in record.blocks:  # type: ignore[union-attr]
+            for b in record.blocks:
                 tb = type(b)
                 if tb is ToolUse:
                     pending[b.id] = tid  # type: ignore[union-attr]
@@ -362,27 +364,28 @@ class Context(Judgement, Linking):
                     label = b.text  # type: ignore[union-attr]
             self._open(tid, "assistant", clip_label(label) if label else "", record, locus)
             self.pending = pending
-            usage = record.usage  # type: ignore[union-attr]
+            usage = record.usage
             if usage is not None:
                 self.last_input_tokens = (usage.input_tokens + usage.cache_read_tokens
                                           + usage.cache_write_tokens)
                 self.history_at_response = self._hist - locus[1]
             return
-        if kind is ApprovalRequested:
-            self.approvals[record.call_id] = [record, None]  # type: ignore[union-attr]
+        if type(record) is ApprovalRequested:
+            self.approvals[record.call_id] = [record, None]
             return
-        if kind is ApprovalDecided:
-            self.approvals[record.call_id][1] = record  # type: ignore[union-attr]
+        if type(record) is ApprovalDecided:
+            self.approvals[record.call_id][1] = record
             return
+        kind = type(record)
         if kind in _FORENSIC:
-            if kind is SessionStarted:
-                self.started = record  # type: ignore[assignment]
-            elif kind is SessionEnded:
-                self.ended = record.reason  # type: ignore[union-attr]
+            if type(record) is SessionStarted:
+                self.started = record
+            elif type(record) is SessionEnded:
+                self.ended = record.reason
             return
         self.protocol_seen = True
-        if kind is Inherited:
-            self._install(record)  # type: ignore[arg-type]
+        if type(record) is Inherited:
+            self._install(record)
             return
         t = self.turns[self._by_id[self.in_hand]]  # type: ignore[index]
         t.loci.append(locus)
@@ -391,9 +394,9 @@ class Context(Judgement, Linking):
         if t.state == "resident":
             t.bytes += locus[1]
             self._hist += locus[1]
-        if kind is ToolResults:
+        if type(record) is ToolResults:
             pending = self.pending
-            for r in record.results:  # type: ignore[union-attr]
+            for r in record.results:
                 pending.pop(r.tool_use_id, None)
         elif kind is not Steering:
             self._extend(record)
@@ -542,7 +545,7 @@ class Context(Judgement, Linking):
         """How many turns have this role and origin (both fixed when a turn opens)."""
         turns = self.turns
         if type(turns) is not list:
-            return turns.count(role=role, origin=origin)  # type: ignore[attr-defined]
+            return turns.count(role=role, origin=origin)  # type: ignore[call-arg]
         return sum(1 for t in turns if t.origin == origin and t.role == role)
 
     def earliest_resident(self) -> int | None:

@@ -17,12 +17,17 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import Refusal
 from .judge import check_note
 from .records import Inherited, Linked, Residue
 from .turn import LABELS_LISTED, ResidueEntry, Turn
+
+if TYPE_CHECKING:  # the table's fields, as this part uses them (session.fields)
+    from .fields import TableFields as _Table
+else:
+    _Table = object
 
 
 class _Link:
@@ -40,7 +45,7 @@ class _Link:
         self.users = array("q")
 
 
-class Linking:
+class Linking(_Table):
     """The judgement and the install of a link (a base of ``Context``)."""
 
     def _check_inherited(self, rec: Inherited) -> None:

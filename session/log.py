@@ -348,6 +348,7 @@ class RecordLog:
                          "resume the agent from what it holds")
 
     def _cut_back(self, cause: OSError) -> None:
+        assert self._fd is not None  # an append failed: the file is open
         try:
             os.ftruncate(self._fd, self._size)
         except OSError as e:
@@ -355,7 +356,7 @@ class RecordLog:
 
     def _fsync(self, fd: int | None = None) -> None:
         try:
-            os.fsync(self._fd if fd is None else fd)
+            os.fsync(self._fd if fd is None else fd)  # type: ignore[arg-type]  # open: syncing
             while self._dirs:
                 d = os.open(self._dirs[0], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 try:

@@ -44,7 +44,7 @@ class Usage(Struct, gc=False, kw_only=True, omit_defaults=False):
     def reasoning(self) -> int:
         """``reasoning_tokens``, 0 where none were reported."""
         r = self.reasoning_tokens
-        return 0 if r is msgspec.UNSET else r  # type: ignore[return-value]
+        return 0 if r is msgspec.UNSET else r
 
     def __add__(self, other: "Usage") -> "Usage":
         a, b = self.reasoning_tokens, other.reasoning_tokens
@@ -54,7 +54,7 @@ class Usage(Struct, gc=False, kw_only=True, omit_defaults=False):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             reasoning_tokens=(a if b is msgspec.UNSET else b if a is msgspec.UNSET
-                              else a + b),  # type: ignore[operator]
+                              else a + b),
         )
 
 
@@ -132,12 +132,12 @@ class _R(Struct, gc=False, tag_field="t", tag=True, kw_only=True, frozen=True, o
     pass
 
 
-class UserPrompt(_R):
+class UserPrompt(_R, frozen=True):
     turn: int
     text: str
 
 
-class AssistantMessage(_R):
+class AssistantMessage(_R, frozen=True):
     turn: int
     blocks: list[Block]
     stop_reason: str | None
@@ -146,16 +146,16 @@ class AssistantMessage(_R):
     recorded_usage: Usage | None = None
 
 
-class ToolResults(_R):
+class ToolResults(_R, frozen=True):
     results: list[ToolResult]
 
 
-class Steering(_R):
+class Steering(_R, frozen=True):
     text: str
     by: Literal["harness", "user"] | None = None
 
 
-class Inherited(_R):
+class Inherited(_R, frozen=True):
     turns: list[Linked]
     residues: list[Residue]
     id_floor: int | None = None
@@ -177,32 +177,32 @@ class PlanFigures(Struct, gc=False, frozen=True, kw_only=True, omit_defaults=Tru
     candidates: int | None = None  # cuts weighed
 
 
-class Evicted(_R):
+class Evicted(_R, frozen=True):
     residue: Residue
     plan: PlanFigures | None = None
 
 
-class Marked(_R):
+class Marked(_R, frozen=True):
     block: tuple[int, int]
     replacement: str
 
 
-class Swept(_R):
+class Swept(_R, frozen=True):
     blocks: list[tuple[int, int]]
 
 
-class Cleared(_R):
+class Cleared(_R, frozen=True):
     pass
 
 
-class Rewound(_R):
+class Rewound(_R, frozen=True):
     to: int
 
 
 # --------------------------------------------------------------------------- forensic records
 
 
-class SessionStarted(_R):
+class SessionStarted(_R, frozen=True):
     agent: str
     parent: str | None = None
     kind: Literal["mnemon", "fresh"] | None = None
@@ -223,24 +223,24 @@ class SessionStarted(_R):
     policy: list[dict[str, Any]] | None = None
 
 
-class SessionResumed(_R):
+class SessionResumed(_R, frozen=True):
     at: str | None = None
     records: int | None = None
     torn_bytes: int | None = None
 
 
-class SessionEnded(_R):
+class SessionEnded(_R, frozen=True):
     reason: str
     at: str | None = None
     output: Any = None  # a typed agent's accepted answer, the parsed JSON (docs/format.md)
 
 
-class TurnStarted(_R):
+class TurnStarted(_R, frozen=True):
     turn: int
     at: str | None = None
 
 
-class ProviderCall(_R):
+class ProviderCall(_R, frozen=True):
     attempt: int
     latency_s: float
     usage: Usage | None = None
@@ -257,7 +257,7 @@ class ProviderCall(_R):
 # --------------------------------------------------------------------------- approval records
 
 
-class ApprovalRequested(_R):
+class ApprovalRequested(_R, frozen=True):
     """A tool call the agent's policy asks a person about (docs/policy.md): the call waits,
     and runs only once an ``ApprovalDecided`` approves it. Belongs to no turn and changes
     nothing sent; the fold judges it (the call must be unanswered in the turn in hand, asked
@@ -271,7 +271,7 @@ class ApprovalRequested(_R):
     at: str | None = None
 
 
-class ApprovalDecided(_R):
+class ApprovalDecided(_R, frozen=True):
     """The decision on a pending ``ApprovalRequested``: ``approve`` (with ``input`` when the
     person edited it: what the tool receives) or ``reject`` (``reason`` goes to the model as
     the call's error result). ``by`` says who decided: ``api``, ``callback``, ``chat``,

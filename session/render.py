@@ -168,12 +168,12 @@ def turn_messages(t: "Turn") -> list[Message]:
     tail: list[dict[str, Any]] = []
     sent = set()
     for cid in calls:  # results directly follow their calls, in call order
-        block = results.get(cid)
-        if block is None:
-            block = {"type": "tool_result", "tool_use_id": cid, "content": INTERRUPTED,
-                     "is_error": True}
+        answer = results.get(cid)
+        if answer is None:
+            answer = {"type": "tool_result", "tool_use_id": cid, "content": INTERRUPTED,
+                      "is_error": True}
         sent.add(cid)
-        tail.append(block)
+        tail.append(answer)
     tail += steer
     if tail:
         msgs.append({"role": "user", "content": tail})
@@ -234,7 +234,7 @@ def render(ctx: "Context") -> list[Message]:
         item, hit = seq[j][0], seq[j][1]
         if frontier[j] is not item:
             break
-        if hit[1] and _changed(hit, item):
+        if hit[1] and _changed(hit, item):  # type: ignore[arg-type]  # hit[1]: a turn's
             break
         j += 1
     if j:

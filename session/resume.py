@@ -198,7 +198,8 @@ def _fold(path: Path, source: str, loader: Loader | None,
     if lineno == 0:
         raise LogRefused(shown, 1, "the log is empty — it must open with SessionStarted", 0)
     if last is not None:  # what a checkpoint of this fold is keyed by
-        ctx.memo["fold_key"] = Key(tuple(first), tuple(last), last[0] + last[1] + 1, lineno)
+        ctx.memo["fold_key"] = Key((first[0], first[1], first[2]), (last[0], last[1], last[2]),
+                                   last[0] + last[1] + 1, lineno)
     return ctx, torn
 
 

@@ -45,14 +45,14 @@ class _Step(msgspec.Struct, tag_field="kind", frozen=True, kw_only=True):
     pass
 
 
-class UserStep(_Step, tag="user"):
+class UserStep(_Step, tag="user", frozen=True):
     """Opens a user turn."""
 
     text: str
     synthetic: bool = False
 
 
-class AssistantStep(_Step, tag="assistant"):
+class AssistantStep(_Step, tag="assistant", frozen=True):
     """One assistant turn: its blocks in order, and what the recording said about it."""
 
     blocks: list[Block]
@@ -61,13 +61,13 @@ class AssistantStep(_Step, tag="assistant"):
     usage: Usage | None = None
 
 
-class ToolStep(_Step, tag="tool"):
+class ToolStep(_Step, tag="tool", frozen=True):
     """Results answering the previous assistant turn's calls."""
 
     results: list[ToolResult]
 
 
-class RewindStep(_Step, tag="rewind"):
+class RewindStep(_Step, tag="rewind", frozen=True):
     """Withdraw every step after index ``to_step`` (``-1``: every step)."""
 
     to_step: int

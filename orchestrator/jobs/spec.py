@@ -25,7 +25,7 @@ class _S(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     pass
 
 
-class ProviderSpec(_S):
+class ProviderSpec(_S, frozen=True):
     """As the CLI's ``--provider/--model/--base-url/--max-tokens/--cache-ttl``."""
 
     name: Literal["scripted", "anthropic", "openai", "openai-responses"] = "scripted"
@@ -49,7 +49,7 @@ class ProviderSpec(_S):
     """The batch engine: the first wait between polls of a batch, doubled up to 60 s."""
 
 
-class AgentSpec(_S):
+class AgentSpec(_S, frozen=True):
     system: str | None = None
     system_file: str | None = None
     tools: list[str] = []
@@ -73,7 +73,7 @@ class AgentSpec(_S):
     unlike the top-level ``mcp``, whose servers every task shares for the whole run."""
 
 
-class InputSpec(_S):
+class InputSpec(_S, frozen=True):
     path: str
     prompt: str
     """A template: ``{column}`` is the row's value; ``{{`` and ``}}`` are literal braces."""
@@ -81,12 +81,12 @@ class InputSpec(_S):
     """The column holding each task's id (default: the row's number, from 1)."""
 
 
-class TaskSpec(_S):
+class TaskSpec(_S, frozen=True):
     id: str
     prompt: str
 
 
-class BudgetSpec(_S):
+class BudgetSpec(_S, frozen=True):
     tokens: Annotated[int, Meta(ge=1)] | None = None
     """All tokens (input, cache, output) across the job."""
     usd: Annotated[float, Meta(gt=0)] | None = None
@@ -95,7 +95,7 @@ class BudgetSpec(_S):
     task_usd: Annotated[float, Meta(gt=0)] | None = None
 
 
-class SynodSpec(_S):
+class SynodSpec(_S, frozen=True):
     n: Annotated[int, Meta(ge=1, le=32)]
     reduce: Literal["vote", "merge"] = "vote"
     question: str | None = None
@@ -108,7 +108,7 @@ class SynodSpec(_S):
     vote is taken field by field."""
 
 
-class RuleSpec(_S):
+class RuleSpec(_S, frozen=True):
     """One ``[[policy.rule]]``, as a ``[[rule]]`` of a policy file (docs/policy.md)."""
 
     tool: str
@@ -117,7 +117,7 @@ class RuleSpec(_S):
     reason: str | None = None
 
 
-class PolicySpec(_S):
+class PolicySpec(_S, frozen=True):
     """``[policy]``: a policy ``file`` (relative to the job file) or inline ``default`` and
     ``[[policy.rule]]``; ``on_ask``: what a call the policy asks about meets in a batch job —
     ``deny`` (the default: nobody is there to ask) or ``wait`` (for a decision from Python, or
@@ -130,7 +130,7 @@ class PolicySpec(_S):
     on_ask: Literal["deny", "wait"] = "deny"
 
 
-class JobSpec(_S):
+class JobSpec(_S, frozen=True):
     concurrency: Annotated[int, Meta(ge=1, le=4096)] = 8
     """Tasks in flight."""
     output: str | None = None

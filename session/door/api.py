@@ -64,7 +64,7 @@ class Door:
         self.own = own
         self.seam = seam
         self.sources: Opener = sources if sources is not None else Sources(self.root)
-        self.torn = None  # from outside: the torn tail left by a crash mid-append, if any
+        self.torn: Any = None  # from outside: the TornTail left by a crash mid-append, if any
 
     @classmethod
     def of_agent(cls, root: Path, agent, *, own: bool = True,

@@ -8,7 +8,7 @@ what need not be looked at (docs/door.md, "The shortcut, and why it is exact").
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..constants import GREP_LINE_BYTES
@@ -158,7 +158,7 @@ class _Matcher:
         if not isinstance(pattern, str):
             raise Refusal("the pattern must be a string")
         self.pattern = pattern
-        self._rx = None
+        self._rx: Any = None  # a regex.Pattern, compiled on first use
         lit, pure = required_literal(pattern) if shortcut else ("", False)
         if not pure:  # a pure literal is a valid pattern matching itself: no engine needed
             self._compile()
@@ -203,7 +203,7 @@ class _Matcher:
         self.ran_out = True
         raise Refusal(f"the pattern ran longer than {self.timeout_s:g} s — narrow it")
 
-    def lines(self, text: str) -> Iterable[str]:
+    def lines(self, text: str) -> Sequence[str]:
         """The lines of ``text`` (split on ``\\n`` only) that the pattern matches, in order."""
         lit = self.lit
         if lit is not None:
