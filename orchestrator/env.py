@@ -117,14 +117,18 @@ class AgentEnv:
             return self.roles.table_for(chain[0] if chain else None, table, False)
         return table
 
+    def tool_table(self, node: "AgentNode") -> ToolTable:
+        """The agent's whole tool table: the built-ins (unless its settings turn them off),
+        ``tools_for(node)`` and the run's fallback — without its gate."""
+        return ToolTable(self, node, self.tools_for(node),
+                         builtin=self.settings_for(node).builtin_tools,
+                         fallback=self.tool_fallback)
+
     def table_for(self, node: "AgentNode", *, gate: bool = True) -> "ToolTable | Gated":
-        """The agent's whole tool table — the built-ins (unless its settings turn them off),
-        ``tools_for(node)`` and the run's fallback — behind the gate of its effective policy
+        """The agent's tool table (``tool_table``) behind the gate of its effective policy
         (``tools.gate``; ``gate=False``: the table alone). The loop reads it once per turn and
         dispatches every call through it."""
-        table = ToolTable(self, node, self.tools_for(node),
-                          builtin=self.settings_for(node).builtin_tools,
-                          fallback=self.tool_fallback)
+        table = self.tool_table(node)
         if not gate:
             return table
         policy = effective_policy(self, node)

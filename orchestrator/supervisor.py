@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Callable
@@ -78,7 +78,7 @@ class Supervisor:
     """Runs agents on one provider under one run root, with run-wide limits and budgets."""
 
     def __init__(self, root: Path, provider: Provider, settings: Settings, *,
-                 user_tools: list[Tool] | None = None, provider_name: str | None = None,
+                 user_tools: Sequence[Tool] | None = None, provider_name: str | None = None,
                  policy: Any = None, tool_fallback: Any = None, on_edit: Any = None,
                  existing: list[str] | None = None, spend: Spend | None = None):
         """``policy`` replaces what the loop does around each request (default: ours, the
@@ -644,7 +644,7 @@ def _has_ended(path: Path) -> bool:
 
 @asynccontextmanager
 async def open_supervisor(root: Path, provider: Provider, settings: Settings, *,
-                          user_tools: list[Tool] | None = None, started_by: str = "mnemon",
+                          user_tools: Sequence[Tool] | None = None, started_by: str = "mnemon",
                           provider_name: str | None = None, roles: Any = None,
                           role: str | None = None) -> AsyncIterator[Supervisor]:
     """A supervisor with its nursery; leaving the block waits for (or cancels) every agent.

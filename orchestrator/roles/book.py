@@ -84,7 +84,7 @@ class AskTool(ToolBase):
             "task": {"type": "string", "description": "the task, complete: the agent starts "
                      "with no other context"}}, "required": ["task"],
             "additionalProperties": False}
-        self.definition = ToolDef(self.name, self.description, self.schema)
+        self._definition = ToolDef(self.name, self.description, self.schema)
 
     def starts(self, input: dict[str, Any]) -> dict[str, Any]:
         out = {"task": input.get("task"), "role": self.role, "kind": self.kind}

@@ -84,13 +84,10 @@ class ToolBase:
 
     @property
     def definition(self) -> ToolDef:
-        """Built from ``name``, ``description`` and ``schema`` unless one was set."""
-        d = self.__dict__.get("_definition")
+        """Built from ``name``, ``description`` and ``schema`` (once, when a subclass sets
+        ``_definition``)."""
+        d: ToolDef | None = self.__dict__.get("_definition")
         return d if d is not None else ToolDef(self.name, self.description, self.schema)
-
-    @definition.setter
-    def definition(self, value: ToolDef) -> None:
-        self.__dict__["_definition"] = value
 
     async def call(self, ctx: "ToolContext", input: dict[str, Any]) -> str:
         raise NotImplementedError

@@ -158,13 +158,12 @@ async def resume_approvals(env: "AgentEnv", node: "AgentNode",
     its reason, an approval with no recorded result answered as not run again. Calls asked
     about are answered in one ``ToolResults``; other unanswered calls stay interrupted.
     ``table``: the agent's tools, ungated (the decision is the gate's answer; default
-    ``env.table_for(node, gate=False)``)."""
+    ``env.tool_table(node)``)."""
     ctx = node.ctx
     todo = [(req, done) for req, done in ctx.approvals.values() if req.call_id in ctx.pending]
     if not todo:
         return
-    if table is None:
-        table = env.table_for(node, gate=False)  # type: ignore[assignment]
+    tools = table if table is not None else env.tool_table(node)
     policy = effective_policy(env, node)
     results: list[ToolResult | None] = [None] * len(todo)
 
@@ -176,7 +175,7 @@ async def resume_approvals(env: "AgentEnv", node: "AgentNode",
         if done is None:
             done = await env.approvals.wait_for(node, call, None,
                                                 policy.timeout_s if policy else None)
-        results[i] = await answer(table, policy, call, done)
+        results[i] = await answer(tools, policy, call, done)
 
     async with trio.open_nursery() as nursery:
         for i, (req, done) in enumerate(todo):
