@@ -101,18 +101,14 @@ def _arg(inp: Any, name: str, typ: type | tuple, default: Any = ..., *, tool: st
 
 
 def survey(env: "AgentEnv", node: "AgentNode") -> dict:
-    """What ``context_survey`` answers (and ``mnemon chat``'s ``/context`` shows)."""
+    """What ``context_survey`` answers (and ``mnemon chat``'s ``/context`` shows): the table
+    every surface shows (``session/survey.py``) with the live agent's figures on top."""
+    from ..session.survey import survey as survey_table
+
     ctx = node.ctx
     s = env.settings_for(node)
     used = used_tokens(node)
-    frontier = []
-    for item in ctx.frontier():
-        if isinstance(item, Turn):
-            frontier.append({"turn": item.id, "role": item.role, "bytes": item.bytes,
-                             "label": item.label})
-        else:
-            frontier.append({"residue": list(item.span), "note": item.note, "by": item.by,
-                             "bytes": len(residue_message(ctx, item).encode())})
+    table = survey_table(ctx, node.tokens_per_byte)  # what the log says, as every surface shows it
     plan = plan_eviction(ctx, s.keep, economy(env, node, used))
     large = []
     for t in ctx.resident():
@@ -124,19 +120,18 @@ def survey(env: "AgentEnv", node: "AgentNode") -> dict:
     g = sweep_gate(env, node)
     horizon = sweep_horizon(env, node)
     out = {
-        "window": s.context_window,
+        "context_window": s.context_window,
         "used_tokens": used,
         "eviction_at": round(due_line(s.context_window)) if s.context_window else None,
         "pressure_at": round(pressure_line(s.context_window)) if s.context_window else None,
-        "history_bytes": ctx.history_bytes(),
-        "frontier": frontier,
+        "history_bytes": table["history_bytes"],
+        "frontier": table["frontier"],
         "plan": ({"span": list(plan.span), "bytes_out": plan.bytes_out,
                   "keep": (plan.figures.keep if plan.figures else
                            round(plan.bytes_kept / max(1, ctx.history_bytes()), 4))}
                  if plan else None),
         "large_blocks": large[:20],
-        "marks": [{"block": f"{k[0]}.{k[1]}", "replacement_bytes": len(v.encode())}
-                  for k, v in sorted(ctx.marks.items())],
+        "marks": table["marks"],
         "sweep_gate": {**g.as_dict(), "horizon_requests": round(horizon, 1),
                        "would_sweep": g.pays(horizon)},
         "candidates": [c.as_dict() for c in candidates(ctx)],
