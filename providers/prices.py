@@ -28,13 +28,13 @@ Override with ``load_prices(path)`` (TOML or JSON) or ``prices_from(mapping)``::
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from msgspec import Struct
 
+from .. import _toml as toml
 from ..session.records import Usage
 
 __all__ = [
@@ -220,8 +220,7 @@ def prices_from(mapping: Mapping[str, Any], base: Mapping[str, Price] | None = N
 def load_prices(path: str | Path, base: Mapping[str, Price] | None = None) -> dict[str, Price]:
     """The built-in table overlaid with a TOML (``.toml``) or JSON file."""
     path = Path(path)
-    data = path.read_bytes()
-    mapping = tomllib.loads(data.decode()) if path.suffix == ".toml" else json.loads(data)
+    mapping = toml.load(path) if path.suffix == ".toml" else json.loads(path.read_bytes())
     return prices_from(mapping, base)
 
 

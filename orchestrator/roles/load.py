@@ -6,10 +6,10 @@ config — and every refusal is one ``RolesError`` line naming the file and the 
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from ... import _toml as toml
 from ..importpath import ImportPathError, resolve
 from ..mcp.config import McpConfigError, load_config
 from ..policy import PolicyError, load_policy
@@ -82,11 +82,11 @@ def load_roles(path: str | Path, *, root: str | None = None,
     root's); ``root`` (``--role NAME``) overrides the file's."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = toml.load(p)
     except OSError as e:
         raise RolesError(f"{p}: cannot be read ({e.strerror or e})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise RolesError(f"{p}: not valid TOML ({e})") from None
+    except toml.TomlError as e:
+        raise RolesError(str(e)) from None
     if "roles" not in data:
         raise RolesError(f"{p}: no [roles.NAME] table")
     return roles_from(data, str(p), base=p.parent, root=root, provider=provider)
