@@ -4,6 +4,6 @@
 runs its ordinary loop; its provider is a ``waves.BatchProvider`` whose ``complete`` puts the
 request into the current wave and waits for its row. A driver submits the wave once every live
 agent is waiting on a batch or on its children, polls, keeps the results in the run root, and
-hands each row back as the turn's response (decision 0295). ``ids`` names requests, ``ledger``
+hands each row back as the turn's response (decision 0295). ``ids`` names requests, ``journal``
 keeps the run root's record of batches, ``job`` wires it into ``mnemon run``.
 """

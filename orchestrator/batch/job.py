@@ -21,7 +21,7 @@ from ...providers.prices import batch_model
 from ..costs import run_cost
 from ..jobs.spec import Job, JobError
 from .ids import run_tag
-from .ledger import Ledger, LedgerError
+from .journal import BatchJournal, BatchJournalError
 from .waves import BatchProvider, Waves
 
 __all__ = ["wants_batch", "check_job", "batch_settings", "batch_job", "attach", "bind", "run_job",
@@ -85,8 +85,8 @@ def attach(live: Any, root: Path, *, poll_s: float = 5.0, poll_max_s: float = 60
     needs the supervisor (``bind``) before it runs."""
     api = batch_api(live)
     try:
-        ledger = Ledger(root)
-    except LedgerError as e:
+        ledger = BatchJournal(root)
+    except BatchJournalError as e:
         raise JobError(str(e)) from None
     waves = Waves(api, ledger, lambda: {}, None, run=run_tag(read_run_json(root).get(
         "created_at", str(root))), price=lambda node: (None, "5m"), poll_s=poll_s,
