@@ -5,20 +5,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..session.door import Door
 from ..session.log import TornTail
 
 if TYPE_CHECKING:
-    from ..session.checkpoint.table import Table
     from ..session.context import Context
 
 from .runroot import (RunRootError, Sources, agent_of, agent_source, find_run_root, list_agents,
                       make_loader)
 
 
-def open_agent(path: Path) -> tuple[Path, str, "Context | Table", TornTail | None]:
+def open_agent(path: Path) -> tuple[Path, str, "Context", TornTail | None]:
     """(run root, agent id, folded table, torn tail) for an agent directory; never writes.
 
     Every resident turn is loaded (inherited ones through their pointers), as a full fold
@@ -30,7 +29,8 @@ def open_agent(path: Path) -> tuple[Path, str, "Context | Table", TornTail | Non
     root, agent = agent_of(path)
     src = agent_source(agent)
     ctx, _, torn = reopen(root / src, src, loader=make_loader(root))
-    return root, agent, ctx, torn
+    # ``reopen`` answers a mapped ``Table`` only when ``as_is`` asks for one: a full fold here
+    return root, agent, cast("Context", ctx), torn
 
 
 def open_door(path: Path) -> Door:

@@ -91,8 +91,8 @@ def _root(request: Request, state: dict) -> tuple[list, str]:
     if phase == "survey":
         survey = json.loads(results[0]["content"])
         frontier = survey["frontier"]
-        first = frontier[0].get("turn") or frontier[0]["residue"][0]
-        last = frontier[-2].get("turn") or frontier[-2]["residue"][1]
+        first = frontier[0]["id"] if frontier[0]["kind"] == "turn" else frontier[0]["span"][0]
+        last = frontier[-2]["id"] if frontier[-2]["kind"] == "turn" else frontier[-2]["span"][1]
         state["phase"] = "read"
         return _call(state, "context_evict", **{
             "from": first, "to": last,

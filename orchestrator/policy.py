@@ -24,11 +24,11 @@ below it — whatever the child's own rules say.
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import _toml as toml
 from ..session.records import compact
 from ..session.runaway import (MATCH_TIMEOUT_S, PATTERN_MAX_CHARS, PROBE_TIMEOUT_S,
                                RunawayPattern, compile_bounded, search)
@@ -220,11 +220,11 @@ def load_policy(path: str | Path) -> ToolPolicy:
     """Read and judge a policy file; ``PolicyError`` (one line naming the file) otherwise."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = toml.load(p)
     except OSError as e:
         raise PolicyError(f"policy {p}: cannot be read ({e.strerror or e})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise PolicyError(f"policy {p}: not valid TOML ({e})") from None
+    except toml.TomlError as e:
+        raise PolicyError(f"policy {e}") from None
     return parse_policy(data, str(p))
 
 

@@ -72,13 +72,12 @@ if TYPE_CHECKING:
         PRICES,
         PRICES_DATE,
         Price,
-        SweepGate,
         cost_usd,
         load_prices,
         price_for,
         prices_from,
-        sweep_gate,
     )
     from .retry import OnAttempt, RetryPolicy, call_with_retry
     from .scripted import ScriptedProvider
+    from ..session.sweep import Gate as SweepGate, Gate as sweep_gate  # kept one release
     from .select import make_provider

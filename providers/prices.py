@@ -1,5 +1,5 @@
 """
-The price table, the cost of a Usage, and the sweep gate (pure).
+The price table and the cost of a Usage (pure).
 
 Prices are USD per 1M tokens, list prices taken on 2026-11-30 from the providers' published
 pricing pages (Anthropic: platform.claude.com/docs/en/about-claude/pricing; OpenAI:
@@ -28,14 +28,13 @@ Override with ``load_prices(path)`` (TOML or JSON) or ``prices_from(mapping)``::
 from __future__ import annotations
 
 import json
-import math
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from msgspec import Struct
 
+from .. import _toml as toml
 from ..session.records import Usage
 
 __all__ = [
@@ -221,8 +220,7 @@ def prices_from(mapping: Mapping[str, Any], base: Mapping[str, Price] | None = N
 def load_prices(path: str | Path, base: Mapping[str, Price] | None = None) -> dict[str, Price]:
     """The built-in table overlaid with a TOML (``.toml``) or JSON file."""
     path = Path(path)
-    data = path.read_bytes()
-    mapping = tomllib.loads(data.decode()) if path.suffix == ".toml" else json.loads(data)
+    mapping = toml.load(path) if path.suffix == ".toml" else json.loads(path.read_bytes())
     return prices_from(mapping, base)
 
 
@@ -240,34 +238,12 @@ def cost_at(p: Price, usage: Usage, ttl: str = "5m") -> float:
             + usage.cache_read_tokens * p.cache_read + usage.cache_write_tokens * write) / 1e6
 
 
-class SweepGate(Struct, frozen=True, kw_only=True):
-    """The numbers a sweep decision needs, in input-token equivalents."""
+def __getattr__(name: str) -> Any:
+    """``SweepGate`` and ``sweep_gate``, kept one release: the sweep gate's arithmetic is
+    ``mnemon.session.sweep.Gate`` (``Gate(R, S, w, r)`` takes the same arguments), the one copy
+    the harness runs (docs/changelog-names.md)."""
+    if name in ("SweepGate", "sweep_gate"):
+        from ..session.sweep import Gate
 
-    one_time: float
-    """Re-writing the invalidated suffix: S·(w − r)."""
-    saving_per_request: float
-    """Cache reads no longer paid on every later request: R·r."""
-    payback_requests: float
-    """one_time / saving; ``inf`` when nothing is reclaimed."""
-
-    @property
-    def payback_turns(self) -> int:
-        return math.ceil(self.payback_requests) if math.isfinite(self.payback_requests) else -1
-
-    def usd(self, input_price_per_mtok: float) -> tuple[float, float]:
-        """(one-time cost, saving per request) in USD at an input price per 1M tokens."""
-        return (self.one_time * input_price_per_mtok / 1e6,
-                self.saving_per_request * input_price_per_mtok / 1e6)
-
-
-def sweep_gate(reclaimed_tokens: float, suffix_tokens: float, write_mult: float,
-               read_mult: float) -> SweepGate:
-    """
-    Is a sweep worth it? Reclaiming R tokens whose removal invalidates a suffix of S tokens
-    (what survives after the earliest touched position) costs the suffix's move from read
-    price to write price once, S·(w − r), and saves R·r on every later request.
-    """
-    one_time = suffix_tokens * (write_mult - read_mult)
-    saving = reclaimed_tokens * read_mult
-    payback = one_time / saving if saving > 0 else math.inf
-    return SweepGate(one_time=one_time, saving_per_request=saving, payback_requests=payback)
+        return Gate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

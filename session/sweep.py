@@ -4,6 +4,10 @@ The gate is computed, never guessed (seed 004): tokens reclaimed R, tokens after
 touched position S (after the sweep), cache write and read multipliers w and r. A sweep costs
 once S·(w − r) — the suffix is written again instead of read — and saves R·r on every later
 request. Sweep when the payback, in requests, is within the horizon.
+
+``Gate`` is the one place this arithmetic is written: the harness (``orchestrator/weighing.py``),
+the model's tools and replay read it through ``gate``; ``Gate(R, S, w, r)`` prices any figures
+directly (seed 004's worked example is ``tests/session/test_sweep_gate.py``).
 """
 
 from __future__ import annotations
@@ -23,11 +27,16 @@ READ_MULT = 0.1
 
 @dataclass(frozen=True)
 class Gate:
+    """Is a sweep worth it? Reclaiming R tokens whose removal invalidates a suffix of S tokens
+    (what survives after the earliest touched position) moves the suffix from read price to
+    write price once, S·(w − r), and saves R·r on every later request. All figures are in
+    input-token equivalents (multiples of the input price)."""
+
     reclaimed_tokens: float  # R
     suffix_tokens: float  # S, after the sweep
     write_mult: float
     read_mult: float
-    earliest: tuple[int, int] | None  # the earliest touched block
+    earliest: tuple[int, int] | None = None  # the earliest touched block, when from a context
 
     @property
     def one_time(self) -> float:
@@ -42,6 +51,17 @@ class Gate:
         if self.saving_per_request <= 0:
             return math.inf
         return self.one_time / self.saving_per_request
+
+    @property
+    def payback_turns(self) -> int:
+        """The payback in whole requests, rounded up; -1 when nothing is reclaimed."""
+        pb = self.payback_requests
+        return math.ceil(pb) if math.isfinite(pb) else -1
+
+    def usd(self, input_price_per_mtok: float) -> tuple[float, float]:
+        """(one-time cost, saving per request) in USD at an input price per 1M tokens."""
+        return (self.one_time * input_price_per_mtok / 1e6,
+                self.saving_per_request * input_price_per_mtok / 1e6)
 
     def pays(self, horizon: float) -> bool:
         return self.reclaimed_tokens > 0 and self.payback_requests <= horizon

@@ -5,8 +5,8 @@ those inside functions too, since an import inside a function is still an import
 under ``if TYPE_CHECKING:`` are left out, as they never run. The test fails on any cycle between
 modules and on any import against the layer order ``session → lineage → providers →
 orchestrator`` (a lower layer never imports a higher one). The face (``mnemon``,
-``mnemon.__main__``) sits on top; its helpers ``mnemon._lazy``, ``_about`` and ``_version`` at the
-bottom, usable by every layer.
+``mnemon.__main__``) sits on top; its helpers ``mnemon._lazy``, ``_about``, ``_version`` and
+``_toml`` (the one TOML reader) at the bottom, usable by every layer.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ORDER = ("session", "lineage", "providers", "orchestrator")
-BASE = ("mnemon._lazy", "mnemon._version", "mnemon._about")
+BASE = ("mnemon._lazy", "mnemon._version", "mnemon._about", "mnemon._toml")
 
 
 def installed() -> dict[str, Path]:

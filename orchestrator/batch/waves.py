@@ -50,7 +50,7 @@ from ...providers.prices import cost_usd
 from ...session.log import iter_lines
 from ...session.records import DECODE_ERRORS, ProviderCall, Usage
 from .ids import create_marker, custom_id
-from .ledger import Ledger
+from .journal import BatchJournal
 
 if TYPE_CHECKING:
     from ..node import AgentNode
@@ -143,7 +143,7 @@ class Waves:
             (an agent blocked on something that is neither a batch nor a child: a slow tool).
     """
 
-    def __init__(self, api: Any, ledger: Ledger, agents: Callable[[], dict[str, "AgentNode"]],
+    def __init__(self, api: Any, ledger: BatchJournal, agents: Callable[[], dict[str, "AgentNode"]],
                  spend: "Spend", *, run: str, price: Callable[["AgentNode"], tuple[str | None, str]],
                  poll_s: float = 5.0, poll_max_s: float = 60.0, max_attempts: int = 6,
                  hold_s: float = 30.0, settle_s: float = 0.02):

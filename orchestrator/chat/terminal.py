@@ -283,15 +283,15 @@ class Terminal:
                           ("label / note", "left")):
             t.add_column(col, justify=just)  # type: ignore[arg-type]
         for item in s["frontier"]:
-            if "turn" in item:
-                t.add_row(str(item["turn"]), item["role"], str(item["bytes"]),
+            if item["kind"] == "turn":
+                t.add_row(str(item["id"]), item["role"], str(item["bytes"]),
                           escape(self.safe(item.get("label") or "")))
             else:
-                a, b = item["residue"]
+                a, b = item["span"]
                 t.add_row(f"[{a}, {b}]", f"residue, {item['by']}", str(item["bytes"]),
                           escape(self.safe(item.get("note") or "")))
         self.console.print(t)
-        window = s["window"]
+        window = s["context_window"]
         line = f"used ~{s['used_tokens']} tokens"
         line += f" of a {window}-token window (eviction at {s['eviction_at']})" if window else \
             f"; {s['history_bytes']} history bytes (no window known)"

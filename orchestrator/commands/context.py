@@ -8,8 +8,8 @@ from pathlib import Path
 from ...lineage.runroot import RunRootError, find_run_root, read_run_json
 from ...lineage.view import open_agent, report_torn
 from ...session.errors import LogRefused
-from ...session.context import Turn
-from ...session.render import render, residue_message
+from ...session.render import render
+from ...session.survey import survey  # the one survey (session/survey.py); kept importable here
 
 from ..cli import COMMANDS, Failure, UserError
 from ..terminal import shown
@@ -21,18 +21,6 @@ def add_parser(sub) -> None:
     p.add_argument("--rendered", action="store_true",
                    help="print the provider-neutral messages it would send now")
     p.add_argument("--json", action="store_true", help="machine output")
-
-
-def survey(ctx) -> dict:
-    frontier = []
-    for item in ctx.frontier():
-        if isinstance(item, Turn):
-            frontier.append({"kind": "turn", "id": item.id, "role": item.role, "bytes": item.bytes})
-        else:
-            frontier.append({"kind": "residue", "span": list(item.span), "note": item.note,
-                             "by": item.by, "bytes": len(residue_message(ctx, item).encode())})
-    return {"frontier": frontier, "history_bytes": ctx.history_bytes(),
-            "used_tokens": ctx.used_tokens()}
 
 
 def run(args) -> int:

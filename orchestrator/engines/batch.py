@@ -22,7 +22,7 @@ from ...lineage.runroot import read_run_json
 from ...providers.batches import BatchEnds, batch_api
 from ...providers.prices import batch_model
 from ..batch.ids import run_tag
-from ..batch.ledger import Ledger, LedgerError
+from ..batch.journal import BatchJournal, BatchJournalError
 from ..batch.waves import BatchProvider, Waves
 from ..costs import run_cost
 from ..jobs.spec import Job, JobError
@@ -85,8 +85,8 @@ def attach(live: Any, root: Path, *, poll_s: float = 5.0, poll_max_s: float = 60
     needs the supervisor (``bind``) before it runs."""
     api = batch_api(live)
     try:
-        ledger = Ledger(root)
-    except LedgerError as e:
+        ledger = BatchJournal(root)
+    except BatchJournalError as e:
         raise JobError(str(e)) from None
     waves = Waves(api, ledger, lambda: {}, None, run=run_tag(read_run_json(root).get(
         "created_at", str(root))), price=lambda node: (None, "5m"), poll_s=poll_s,

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ..engines import Engine, engine_for
+from ..importpath import ImportPathError, resolve
 from ..policy import PolicyError, ToolPolicy, combine, load_policy, parse_policy
 from ..roles.book import check_providers
 from ..roles.load import roles_from
@@ -165,26 +164,10 @@ def user_tools_for(job: Job) -> list[Tool]:
 
 def load_object(job: Job, ref: str, key: tuple[str, ...]) -> Any:
     """``module:attr`` imported with the job's folder first on ``sys.path``."""
-    where = f"{job.path}:{_line(job.text, key) or '?'}"
-    module, sep, attr = ref.partition(":")
-    if not sep or not module or not attr:
-        raise JobError(f"{where}: {ref!r} is not an import path of the form 'module:name'")
-    folder = str(job.folder.resolve())
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
     try:
-        mod = importlib.import_module(module)
-    except ImportError as e:
-        raise JobError(f"{where}: cannot import {module!r} ({e})") from None
-    obj: Any = mod
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise JobError(f"{where}: {module!r} has no {attr!r}") from None
-    if not callable(obj):
-        raise JobError(f"{where}: {ref!r} is not callable")
-    return obj
+        return resolve(ref, job.folder, want_callable=True)
+    except ImportPathError as e:
+        raise JobError(f"{job.path}:{_line(job.text, key) or '?'}: {e}") from None
 
 
 def load(path: str | Path) -> "tuple[Job, list]":

@@ -6,11 +6,11 @@ of the job). It holds one fixed-width record, rewritten in place: what the attem
 since it started (the four token counts and USD) and how many tasks it has running. Nobody else
 writes it, so there is no lock and no append race (decision 0251):
 
-* a worker whose job has a budget **publishes** after every turn (``SharedSpend``'s meter,
-  ``LedgerSpend``: the hook is the loop's own accounting) and **reads every other ledger before
-  every turn** (``over_budget``), so the job's budget is one total over every worker and a
-  turn starts only while it is not spent; without a budget it publishes at most every
-  ``QUIET_S`` (the figures are only shown);
+* a worker whose job has a budget **publishes** after every turn (``SharedSpendSupervisor``'s
+  meter, ``LedgerSpend``: the hook is the loop's own accounting) and **reads every other
+  ledger before every turn** (``over_budget``), so the job's budget is one total over every
+  worker and a turn starts only while it is not spent; without a budget it publishes at most
+  every ``QUIET_S`` (the figures are only shown);
 * the driver reads them for the live progress (cost so far, tasks running) and sums them for the
   job's usage when every chunk has ended.
 
@@ -229,8 +229,10 @@ class LedgerSpend(Spend):
         return self._own_usage, self._own_usd
 
 
-class SharedSpend(Supervisor):
-    """A supervisor whose run's spend meter is the job's over every worker (``LedgerSpend``)."""
+class SharedSpendSupervisor(Supervisor):
+    """A supervisor whose run's spend meter is the job's over every worker (``LedgerSpend``):
+    what a Dask chunk runs its tasks under. (A supervisor, not a meter: ``LedgerSpend`` is the
+    meter; the name said the other until decision 0344.)"""
 
     def __init__(self, root: Any, provider: Any, settings: Any, *args: Any, ledger: Ledger,
                  base: tuple[Usage, float], **kw: Any):
@@ -245,3 +247,6 @@ class SharedSpend(Supervisor):
     def own(self) -> tuple[Usage, float]:
         """This process's own spend, without the base and the other workers'."""
         return self.env.spend.own
+
+
+SharedSpend = SharedSpendSupervisor  # kept one release (docs/changelog-names.md)

@@ -127,7 +127,7 @@ class JobRunner:
         self.interrupted = False
         self.watch_sigint = watch_sigint  # off when a host (the service) owns the signals
         # read what earlier runs spent (every log of the run root) for the job's budget and
-        # total; a Dask chunk is handed it by the driver instead (``ledger.SharedSpend``)
+        # total; a Dask chunk is handed it by the driver instead (``ledger.SharedSpendSupervisor``)
         self.count_prior = True
         self._file: ResultsFile | None = None
         self._existing = set(existing)

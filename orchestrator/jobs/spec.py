@@ -1,4 +1,4 @@
-"""The job file: TOML read with ``tomllib``, validated into msgspec Structs.
+"""The job file: TOML read with ``mnemon._toml``, validated into msgspec Structs.
 
 Every Struct forbids unknown fields, so a misspelt key anywhere is refused naming the key and the
 line it is on (``JobError``); a wrong type is refused the same way. Relative paths in the file
@@ -8,12 +8,13 @@ resolve against the job file's folder. ``docs/jobs.md`` is the reference.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
+
+from ... import _toml as toml
 
 
 class JobError(Exception):
@@ -196,13 +197,12 @@ def load_job(path: str | Path) -> Job:
     """Read and validate a job file. Raises ``JobError`` naming the key and its line."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = toml.read_text(path)
+        data = toml.parse(text, path)
     except OSError as e:
         raise JobError(f"{path}: {e.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise JobError(f"{path}: not TOML: {e}") from None
+    except toml.TomlError as e:
+        raise JobError(str(e)) from None
     try:
         spec = msgspec.convert(data, JobSpec)
     except msgspec.ValidationError as e:

@@ -58,7 +58,7 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
     from ..gctune import tuned
     from ..tracing.switch import live_tracing
     from .build import prepare
-    from .ledger import Ledger, SharedSpend, folder_of
+    from .ledger import Ledger, SharedSpendSupervisor, folder_of
 
     root = Path(run_root)
     out = root / RESULTS / f"{chunk}.jsonl"
@@ -67,7 +67,7 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
     logs.configure(None, path=root / LOGS / f"{attempt}.log", level=log_level)
     logs.bind(chunk=chunk, pid=os.getpid())  # every line of the chunk, its agents' too
     ledger = Ledger(folder_of(root, run), attempt)
-    shared = functools.partial(SharedSpend, ledger=ledger,
+    shared = functools.partial(SharedSpendSupervisor, ledger=ledger,
                                base=(Usage(**base["usage"]), float(base["cost_usd"])))
     try:
         runner, provider = prepare(job.path, run_root=run_root, output=out, watch_sigint=False,

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from msgspec import Struct
 
+from ... import _toml as toml
 from ..extras import require
 
 #: a server name becomes the prefix of its tools' names (``<server>__<tool>``), so it keeps to
@@ -61,16 +62,15 @@ def load_config(path: str | Path, env: Mapping[str, str] = os.environ) -> tuple[
         raise McpConfigError(f"cannot read the MCP configuration {p}: {e.strerror or e}") from None
     try:
         if p.suffix.lower() == ".toml":
-            import tomllib
-
-            data = tomllib.loads(raw.decode("utf-8"))
+            data = toml.parse(toml.decode(raw, p), p)
         else:
             import json
 
             data = json.loads(raw)
+    except toml.TomlError as e:  # the one TOML message (decision 0343)
+        raise McpConfigError(str(e)) from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise McpConfigError(f"{p} is not valid {'TOML' if p.suffix.lower() == '.toml' else 'JSON'}: "
-                             f"{e}") from None
+        raise McpConfigError(f"{p} is not valid JSON: {e}") from None
     return parse_config(data, env)
 
 

@@ -51,8 +51,9 @@ DOOR_TOOLS: dict[str, tuple[str, dict]] = {
     "transcript_read": (_description("transcript_read"), _schema("transcript_read")),
     "transcript_grep": (_description("transcript_grep"), _schema("transcript_grep")),
     "context_survey": ("Survey an agent's context as it stands in its log: the frontier (turns "
-                       "and residues in order, with bytes), history bytes and used tokens, as "
-                       "`mnemon context --json`.", _schema("context_survey")),
+                       "and residues in order, with bytes), history bytes, used tokens, pending "
+                       "marks and the context window, as `mnemon context --json`.",
+                       _schema("context_survey")),
 }
 
 
@@ -116,7 +117,7 @@ class RunDoor:
 
     def context_survey(self, args: dict) -> dict:
         from ...lineage.view import open_agent
-        from ..commands.context import survey
+        from ...session.survey import survey
 
         _root, _agent, ctx, _torn = open_agent(self._agent_dir(args))
         return survey(ctx)

@@ -6,12 +6,11 @@ config — and every refusal is one ``RolesError`` line naming the file and the 
 
 from __future__ import annotations
 
-import importlib
-import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from ... import _toml as toml
+from ..importpath import ImportPathError, resolve
 from ..mcp.config import McpConfigError, load_config
 from ..policy import PolicyError, load_policy
 from ..typed.load import OutputError, check_for, load_output
@@ -55,25 +54,10 @@ def resolvers(base: Path) -> Resolvers:
 
 
 def _import(ref: str, base: Path, where: str) -> Any:
-    module, sep, attr = ref.partition(":")
-    if not sep or not module or not attr:
-        raise RolesError(f"{where}: {ref!r} is not an import path of the form 'module:name'")
-    folder = str(base.resolve())
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
     try:
-        obj: Any = importlib.import_module(module)
-    except Exception as e:  # an import error, or whatever the module raises as it loads
-        raise RolesError(f"{where}: cannot import {module!r} ({type(e).__name__}: {e})") \
-            from None
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise RolesError(f"{where}: {module!r} has no {attr!r}") from None
-    if not callable(obj):
-        raise RolesError(f"{where}: {ref!r} is not callable")
-    return obj
+        return resolve(ref, base, want_callable=True)
+    except ImportPathError as e:
+        raise RolesError(f"{where}: {e}") from None
 
 
 def roles_from(data: Any, source: str, *, base: Path, root: str | None = None,
@@ -96,11 +80,11 @@ def load_roles(path: str | Path, *, root: str | None = None,
     root's); ``root`` (``--role NAME``) overrides the file's."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = toml.load(p)
     except OSError as e:
         raise RolesError(f"{p}: cannot be read ({e.strerror or e})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise RolesError(f"{p}: not valid TOML ({e})") from None
+    except toml.TomlError as e:
+        raise RolesError(str(e)) from None
     if "roles" not in data:
         raise RolesError(f"{p}: no [roles.NAME] table")
     return roles_from(data, str(p), base=p.parent, root=root, provider=provider)

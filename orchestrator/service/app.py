@@ -378,23 +378,9 @@ class Handlers:
 
 
 def _survey(aid: str, ctx) -> S.Survey:
-    from ...session.context import Turn
-    from ...session.render import residue_message
+    from ...session.survey import survey
 
-    frontier = []
-    for item in ctx.frontier():
-        if isinstance(item, Turn):
-            frontier.append({"kind": "turn", "id": item.id, "role": item.role,
-                             "bytes": item.bytes, "label": item.label})
-        else:
-            frontier.append({"kind": "residue", "span": list(item.span), "note": item.note,
-                             "by": item.by, "bytes": len(residue_message(ctx, item).encode())})
-    marks = [{"block": f"{k[0]}.{k[1]}", "replacement_bytes": len(v.encode())}
-             for k, v in sorted(ctx.marks.items())]
-    started = ctx.started
-    return S.Survey(agent=aid, frontier=frontier, marks=marks, history_bytes=ctx.history_bytes(),
-                    used_tokens=ctx.used_tokens(),
-                    context_window=started.context_window if started else None)
+    return S.Survey(agent=aid, **survey(ctx))
 
 
 @functools.lru_cache(maxsize=1)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...session.context import Turn
 from ...session.eviction import due_line, plan_eviction, pressure_line
-from ...session.render import residue_message
+from ...session.survey import survey as survey_table
 from ...session.sweep import candidates
 from ..weighing import economy, sweep_gate, sweep_horizon, used_tokens
 
@@ -24,18 +23,12 @@ __all__ = ["survey"]
 
 
 def survey(env: "AgentEnv", node: "AgentNode") -> dict:
-    """The survey of ``node``'s context, as the model reads it."""
+    """The survey of ``node``'s context, as the model reads it: the table every surface shows
+    (``session/survey.py``, decision 0341) with the live agent's figures on top."""
     ctx = node.ctx
     s = env.settings_for(node)
     used = used_tokens(node)
-    frontier = []
-    for item in ctx.frontier():
-        if isinstance(item, Turn):
-            frontier.append({"turn": item.id, "role": item.role, "bytes": item.bytes,
-                             "label": item.label})
-        else:
-            frontier.append({"residue": list(item.span), "note": item.note, "by": item.by,
-                             "bytes": len(residue_message(ctx, item).encode())})
+    table = survey_table(ctx, node.tokens_per_byte)  # what the log says, as every surface shows it
     plan = plan_eviction(ctx, s.keep, economy(env, node, used))
     large = []
     for t in ctx.resident():
@@ -47,19 +40,18 @@ def survey(env: "AgentEnv", node: "AgentNode") -> dict:
     g = sweep_gate(env, node)
     horizon = sweep_horizon(env, node)
     return {
-        "window": s.context_window,
+        "context_window": s.context_window,
         "used_tokens": used,
         "eviction_at": round(due_line(s.context_window)) if s.context_window else None,
         "pressure_at": round(pressure_line(s.context_window)) if s.context_window else None,
-        "history_bytes": ctx.history_bytes(),
-        "frontier": frontier,
+        "history_bytes": table["history_bytes"],
+        "frontier": table["frontier"],
         "plan": ({"span": list(plan.span), "bytes_out": plan.bytes_out,
                   "keep": (plan.figures.keep if plan.figures else
                            round(plan.bytes_kept / max(1, ctx.history_bytes()), 4))}
                  if plan else None),
         "large_blocks": large[:20],
-        "marks": [{"block": f"{k[0]}.{k[1]}", "replacement_bytes": len(v.encode())}
-                  for k, v in sorted(ctx.marks.items())],
+        "marks": table["marks"],
         "sweep_gate": {**g.as_dict(), "horizon_requests": round(horizon, 1),
                        "would_sweep": g.pays(horizon)},
         "candidates": [c.as_dict() for c in candidates(ctx)],

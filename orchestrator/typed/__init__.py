@@ -1,6 +1,6 @@
 """Typed answers, the orchestrator's part: loading output types (``load``: a schema file, a
-dict, ``module:Type``, a Python type) and checking them against the provider; judging an
-answer and wording a retry (``judge``); the loop's hook (``turn``); the field-wise vote of a
+dict, ``module:Type``, a Python type) and checking them against the provider; checking an
+answer and wording a retry (``answer``); the loop's hook (``turn``); the field-wise vote of a
 typed synod (``vote``). The pure schema logic is ``providers.typed``. See
 docs/orchestrator.md, "Typed answers"."""
 
@@ -16,13 +16,15 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "check_for": ".load",
     "from_python": ".load",
     "load_output": ".load",
-    "Verdict": ".judge",
-    "judge": ".judge",
+    "AnswerCheck": ".answer",
+    "check_answer": ".answer",
+    "Verdict": ".answer",  # kept one release: AnswerCheck
+    "judge": ".answer",  # kept one release: check_answer
     "FieldVote": ".vote",
     "vote_fields": ".vote",
 })
 
 if TYPE_CHECKING:
-    from .judge import Verdict, judge
+    from .answer import AnswerCheck, Verdict, check_answer, judge
     from .load import OutputError, as_output_type, check_for, from_python, load_output
     from .vote import FieldVote, vote_fields

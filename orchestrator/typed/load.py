@@ -7,15 +7,14 @@ path) and the reason, raised before anything runs.
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ...providers.typed import (OUTPUT_RETRIES, OutputType, SchemaError, StrictError)
+from ..importpath import ImportPathError, resolve
 
 __all__ = ["OutputError", "as_output_type", "load_output", "from_python", "check_for"]
 
@@ -77,20 +76,10 @@ def load_output(ref: str, *, base: Path | None = None, retries: int = OUTPUT_RET
     label = f"{where}: {ref}" if where else ref
     if not module or not attr:
         raise OutputError(f"{label}: {ref!r} is not a file or an import path 'module:Type'")
-    folder = str(base.resolve())
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
     try:
-        mod = importlib.import_module(module)
-    except Exception as e:  # an import error, or whatever the module raises as it loads
-        raise OutputError(f"{label}: cannot import {module!r} ({type(e).__name__}: {e})") \
-            from None
-    obj: Any = mod
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise OutputError(f"{label}: {module!r} has no {attr!r}") from None
+        obj = resolve(ref, base)
+    except ImportPathError as e:
+        raise OutputError(f"{label}: {e}") from None
     return from_python(obj, retries=retries, where=label)
 
 

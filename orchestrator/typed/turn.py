@@ -5,7 +5,7 @@ its answer, must try again, or goes on working — and record what the model is 
 * A message with tool calls other than the final-answer tool goes on as any turn (a final
   answer called beside them is answered with an error: it must come alone, at the end).
 * Otherwise the message is the answer: the final-answer tool's input, or the text as JSON
-  (``judge``). One that fits ends the agent ``done``, with ``node.output`` set (and recorded
+  (``check_answer``). One that fits ends the agent ``done``, with ``node.output`` set (and recorded
   in ``SessionEnded.output``). One that does not is answered with its problems — as the
   tool's error result, or as harness ``Steering`` after a text answer — and the model tries
   again, up to ``output_type.retries`` times; each try is an ordinary turn (recorded, priced,
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ...providers.typed import OUTPUT_TOOL
 from ...session.records import (AssistantMessage, Steering, ToolResult, ToolResults, ToolUse,
                                 compact)
-from .judge import judge_off_loop, retry_text
+from .answer import check_answer_off_loop, retry_text
 
 if TYPE_CHECKING:
     from ...providers.base import Response
@@ -57,7 +57,7 @@ async def settle(env: "AgentEnv", node: "AgentNode", response: "Response",
 async def _verdict(env: "AgentEnv", node: "AgentNode", blocks: list[Any],
              finals: list[ToolUse]) -> str | None:
     output = node.output_type
-    verdict = await judge_off_loop(output, blocks)
+    verdict = await check_answer_off_loop(output, blocks)
     extra = [ToolResult(tool_use_id=c.id, content=ALONE, is_error=True) for c in finals[1:]]
     if verdict.ok:
         if finals:
@@ -108,7 +108,7 @@ async def settle_resumed(env: "AgentEnv", node: "AgentNode") -> str | None:
         if r is not None and r.is_error:
             return None
         if r is not None:  # accepted before the interruption
-            verdict = await judge_off_loop(node.output_type, first.blocks)
+            verdict = await check_answer_off_loop(node.output_type, first.blocks)
             if verdict.ok:
                 node.output = verdict.value
                 node.answer = compact(verdict.value).decode()

@@ -20,7 +20,8 @@ def test_ask_plays_a_script(tmp_path, capsys):
     assert main(["verify", str(tmp_path / "run")]) == 0
     recs = [json.loads(l) for l in (tmp_path / "run/agents/a1/record.jsonl").open()]
     survey = json.loads(recs[[r["t"] for r in recs].index("ToolResults")]["results"][0]["content"])
-    assert survey["frontier"][0]["turn"] == 1 and "sweep_gate" in survey
+    assert survey["frontier"][0]["kind"] == "turn" and survey["frontier"][0]["id"] == 1
+    assert "sweep_gate" in survey
 
 
 def test_ask_user_errors_are_one_line(tmp_path, capsys, monkeypatch):

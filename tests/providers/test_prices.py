@@ -1,9 +1,8 @@
-"""The price table, cost of a usage, and the sweep gate with the seed's worked example."""
+"""The price table and the cost of a usage."""
 
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -15,38 +14,18 @@ from mnemon.providers.prices import (
     load_prices,
     price_for,
     prices_from,
-    sweep_gate,
 )
 from mnemon.session.records import Usage
 
 
-def test_seed_worked_example():
-    """seeds/004: 800k context, sweep reclaims 200k at earliest position 100k, 1-hour TTL."""
-    context, earliest, reclaimed = 800_000, 100_000, 200_000
-    read = 0.1
-    suffix = context - earliest - reclaimed  # what survives after the earliest touched position
-    assert suffix == 500_000
-    low = sweep_gate(reclaimed, suffix, write_mult=1.0, read_mult=read)
-    high = sweep_gate(reclaimed, suffix, write_mult=2.0, read_mult=read)
-    assert (low.one_time, high.one_time) == pytest.approx((450_000, 950_000))
-    assert low.saving_per_request == pytest.approx(20_000)
-    assert context * read == pytest.approx(80_000)  # standing cost before
-    assert (context - reclaimed) * read == pytest.approx(60_000)  # and after
-    assert (low.payback_turns, high.payback_turns) == (23, 48)
-    assert low.payback_requests == pytest.approx(22.5)
-    assert high.payback_requests == pytest.approx(47.5)
-    # At $5 / 1M input (the Opus tier):
-    input_price = price_for("claude-opus-4-6").input
-    assert input_price == 5.0
-    assert context * read * input_price / 1e6 == pytest.approx(0.40)
-    assert (context - reclaimed) * read * input_price / 1e6 == pytest.approx(0.30)
-    assert low.usd(input_price) == pytest.approx((2.25, 0.10))
-    assert high.usd(input_price)[0] == pytest.approx(4.75)
+def test_the_sweep_gate_names_are_kept_one_release():
+    """The gate's arithmetic moved to ``session/sweep.py`` (tests/session/test_sweep_gate.py);
+    the old names still answer, with the same arguments."""
+    from mnemon.providers import prices
+    from mnemon.session.sweep import Gate
 
-
-def test_gate_with_nothing_reclaimed():
-    gate = sweep_gate(0, 1000, 1.25, 0.1)
-    assert math.isinf(gate.payback_requests) and gate.payback_turns == -1
+    assert prices.SweepGate is Gate and prices.sweep_gate is Gate
+    assert prices.sweep_gate(200, 500, write_mult=1.0, read_mult=0.1).payback_requests == 22.5
 
 
 def test_anthropic_multipliers_and_openai_cached_price():

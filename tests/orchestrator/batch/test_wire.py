@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from mnemon.orchestrator.batch.ids import CUSTOM_ID, custom_id, run_tag
-from mnemon.orchestrator.batch.ledger import Ledger, LedgerError
+from mnemon.orchestrator.batch.journal import BatchJournal, BatchJournalError
 from mnemon.providers.anthropic import AnthropicProvider
 from mnemon.providers.base import Request
 from mnemon.providers.batches import Limits, split
@@ -86,20 +86,20 @@ def test_custom_ids_are_valid_and_distinct():
 
 
 def test_ledger_round_trip_and_refusals(tmp_path):
-    led = Ledger(tmp_path)
+    led = BatchJournal(tmp_path)
     led.submitted("msgbatch_1", "anthropic", 1, [{"custom_id": "c1", "agent": "t1", "turn": 2,
                                                   "attempt": 1}])
-    assert Ledger(tmp_path).open_batches() == ["msgbatch_1"]
+    assert BatchJournal(tmp_path).open_batches() == ["msgbatch_1"]
     led.collected("msgbatch_1", b'{"custom_id":"c1"}\n')
     led.cancelled("msgbatch_1")
-    again = Ledger(tmp_path)
+    again = BatchJournal(tmp_path)
     assert again.owner == {"c1": "msgbatch_1"} and again.open_batches() == []
     assert again.batches["msgbatch_1"]["cancelled_at"] and again.waves() == 1
-    with pytest.raises(LedgerError):
+    with pytest.raises(BatchJournalError):
         led.submitted("../evil", "anthropic", 2, [])
     (tmp_path / "batches" / "bad.json").write_text("{")
-    with pytest.raises(LedgerError):
-        Ledger(tmp_path)
+    with pytest.raises(BatchJournalError):
+        BatchJournal(tmp_path)
 
 
 def test_the_batch_price_is_half_of_every_price():

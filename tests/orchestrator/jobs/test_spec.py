@@ -104,7 +104,7 @@ def test_a_valid_job_fills_templates_from_rows(tmp_path):
     assert (task.id, task.agent, task.prompt) == ("7", "t1", "Where is Paris, France? {braces}")
     assert task.question == "Is it Paris, France?"
     assert task.row == {"id": "7", "city": "Paris, France"}
-    with pytest.raises(JobError, match="not TOML"):
+    with pytest.raises(JobError, match="job.toml: not valid TOML at line 1, column 5: "):
         load_job(write_job(tmp_path / "bad", "x = = 1"))
 
 

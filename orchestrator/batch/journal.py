@@ -1,6 +1,6 @@
-"""The run root's record of batches: ``batches/<marker>.create`` while a batch is being
-created, ``batches/<id>.json`` for each batch submitted, and ``batches/<id>.results.jsonl``
-once its results are fetched.
+"""The batch journal — the run root's record of batches: ``batches/<marker>.create`` while a
+batch is being created, ``batches/<id>.json`` for each batch submitted, and
+``batches/<id>.results.jsonl`` once its results are fetched.
 
 The order of writes is the engine's durability (decisions 0296, 0313): a create's marker and
 requests are written, and flushed, **before** the create is sent; a batch's file as soon as
@@ -39,14 +39,14 @@ from typing import Any
 
 from ...lineage.runroot import now_iso
 
-__all__ = ["Ledger", "LedgerError", "DIR"]
+__all__ = ["BatchJournal", "BatchJournalError", "DIR", "Ledger", "LedgerError"]
 
 DIR = "batches"
 CREATE = ".create"
 _SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 
 
-class LedgerError(Exception):
+class BatchJournalError(Exception):
     """A batch file that cannot be read, or a batch id that is not a safe file name."""
 
 
@@ -59,7 +59,7 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-class Ledger:
+class BatchJournal:
     """The batches of one run root: their files, and an index of custom id → batch id."""
 
     def __init__(self, root: Path):
@@ -73,7 +73,7 @@ class Ledger:
                 try:
                     entry = json.loads(p.read_bytes())
                 except (OSError, ValueError) as e:
-                    raise LedgerError(f"{p}: not a batch file ({e})") from None
+                    raise BatchJournalError(f"{p}: not a batch file ({e})") from None
                 self._index(entry)
                 res = self.dir / f"{entry['batch']}.results.jsonl"
                 if res.is_file():
@@ -83,9 +83,9 @@ class Ledger:
                 try:
                     entry = json.loads(p.read_bytes())
                 except (OSError, ValueError) as e:
-                    raise LedgerError(f"{p}: not a batch create file ({e})") from None
+                    raise BatchJournalError(f"{p}: not a batch create file ({e})") from None
                 if not isinstance(entry, dict) or not {"marker", "requests"} <= entry.keys():
-                    raise LedgerError(f"{p}: not a batch create file (no marker or requests)")
+                    raise BatchJournalError(f"{p}: not a batch create file (no marker or requests)")
                 if entry["marker"] in markers:  # answered: its batch's file was written
                     p.unlink(missing_ok=True)
                 else:
@@ -98,7 +98,7 @@ class Ledger:
 
     def _path(self, batch: str, suffix: str) -> Path:
         if not _SAFE.match(batch) or batch.startswith("."):
-            raise LedgerError(f"batch id {batch!r} is not a safe file name")
+            raise BatchJournalError(f"batch id {batch!r} is not a safe file name")
         return self.dir / f"{batch}{suffix}"
 
     def creating(self, marker: str, provider: str, wave: int, since: float,
@@ -147,3 +147,9 @@ class Ledger:
 
     def waves(self) -> int:
         return max((e.get("wave", 0) for e in self.batches.values()), default=0)
+
+
+# kept one release (docs/changelog-names.md): this module was ``batch/ledger.py``, a name the
+# Dask workers' spend files (``jobs/ledger.py``) also have
+Ledger = BatchJournal
+LedgerError = BatchJournalError

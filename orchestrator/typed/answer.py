@@ -1,9 +1,13 @@
-"""Judging a typed answer: what the model gave, whether it fits, and what the harness says back.
+"""Checking a typed answer: what the model gave, whether it fits, and what the harness says back.
 
 Pure: ``candidate`` finds the answer in a response's blocks (the final-answer tool's input, or
-the text as JSON), ``judge`` validates it against the output type (after ``loosen``: a ``null``
-that strict mode made stand for an absent optional field is removed) and words the problems
-for the model — each with its JSON path — the way a retry is asked for.
+the text as JSON), ``check_answer`` validates it against the output type (after ``loosen``: a
+``null`` that strict mode made stand for an absent optional field is removed) and words the
+problems for the model — each with its JSON path — the way a retry is asked for.
+
+This module was ``typed/judge.py`` with ``judge`` and ``Verdict``: names the tool policy's
+``gate.judge`` and ``policy.Verdict`` (is this call allowed?) and the fold's ``session/judge.py``
+(does the table take this record?) also use. The old names stay one release (decision 0344).
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from msgspec import Struct
 from ...providers.typed import OUTPUT_TOOL, OutputType, loosen, problems
 from ...session.records import Text, ToolUse
 
-__all__ = ["Verdict", "candidate", "judge", "judge_off_loop", "retry_text", "parse_text"]
+__all__ = ["AnswerCheck", "candidate", "check_answer", "check_answer_off_loop", "retry_text",
+           "parse_text", "Verdict", "judge", "judge_off_loop"]
 
 
-class Verdict(Struct, frozen=True):
+class AnswerCheck(Struct, frozen=True):
     """``value`` when the answer fits; else ``error``, one line per problem."""
 
     value: Any = None
@@ -59,30 +64,30 @@ def candidate(blocks: list[Any]) -> tuple[bool, Any, str | None]:
         return True, None, f"$: the answer is not JSON ({e})"
 
 
-def judge(output: OutputType, blocks: list[Any]) -> Verdict:
-    """The verdict on a final message of a typed agent."""
+def check_answer(output: OutputType, blocks: list[Any]) -> AnswerCheck:
+    """Whether a final message of a typed agent fits its output type, and the value if so."""
     _found, value, error = candidate(blocks)
     if error is not None:
-        return Verdict(error=error)
+        return AnswerCheck(error=error)
     try:
         value = loosen(value, output.schema)
         found = problems(value, output.schema)
     except RecursionError:  # a value nested deeper than Python's stack
-        return Verdict(error="$: the answer is nested too deeply to be checked")
+        return AnswerCheck(error="$: the answer is nested too deeply to be checked")
     if found:
-        return Verdict(error="\n".join(str(p) for p in found))
-    return Verdict(value=value)
+        return AnswerCheck(error="\n".join(str(p) for p in found))
+    return AnswerCheck(value=value)
 
 
-async def judge_off_loop(output: OutputType, blocks: list[Any]) -> Verdict:
-    """``judge``, in a worker thread when the output type has a ``pattern``: a match over the
+async def check_answer_off_loop(output: OutputType, blocks: list[Any]) -> AnswerCheck:
+    """``check_answer``, in a worker thread when the output type has a ``pattern``: a match over the
     model's text is bounded and releases the GIL, so it stalls no other agent on the Trio
     thread (decision 0309); a schema without one is judged here."""
     if not output.patterned:
-        return judge(output, blocks)
+        return check_answer(output, blocks)
     import trio  # (here: the pure part of typed answers never loads Trio)
 
-    return await trio.to_thread.run_sync(judge, output, blocks, abandon_on_cancel=True)
+    return await trio.to_thread.run_sync(check_answer, output, blocks, abandon_on_cancel=True)
 
 
 def retry_text(output: OutputType, error: str, left: int, mode: str) -> str:
@@ -93,3 +98,9 @@ def retry_text(output: OutputType, error: str, left: int, mode: str) -> str:
     tries = "1 more try" if left == 1 else f"{left} more tries"
     return (f"The answer does not fit the output type {output.name}:\n{error}\n"
             f"{how}; {tries} left.")
+
+
+# kept one release (docs/changelog-names.md)
+Verdict = AnswerCheck
+judge = check_answer
+judge_off_loop = check_answer_off_loop
