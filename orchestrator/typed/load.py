@@ -16,11 +16,12 @@ from typing import Any
 import msgspec
 
 from ...providers.typed import (OUTPUT_RETRIES, OutputType, SchemaError, StrictError)
+from ...errors import ConfigError
 
 __all__ = ["OutputError", "as_output_type", "load_output", "from_python", "check_for"]
 
 
-class OutputError(ValueError):
+class OutputError(ConfigError, ValueError):
     """An output type that cannot be used: one line naming where it came from and why."""
 
 
