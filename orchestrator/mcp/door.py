@@ -117,7 +117,7 @@ class RunDoor:
 
     def context_survey(self, args: dict) -> dict:
         from ...lineage.view import open_agent
-        from ..commands.context import survey
+        from ...session.survey import survey
 
         _root, _agent, ctx, _torn = open_agent(self._agent_dir(args))
         return survey(ctx)

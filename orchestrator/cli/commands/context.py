@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...lineage.runroot import RunRootError, find_run_root, read_run_json
-from ...lineage.view import open_agent, report_torn
-from ...session.errors import LogRefused
-from ...session.context import Turn
-from ...session.render import render, residue_message
+from ....lineage.runroot import find_run_root, read_run_json
+from ....lineage.view import open_agent, report_torn
+from ....session.errors import LogRefused
+from ....session.render import render
+from ....session.survey import survey
 
-from ..cli import COMMANDS, Failure, UserError
-from ..terminal import shown
+from .. import COMMANDS
+from ....errors import Failure
+from ...terminal import shown
 
 
 def add_parser(sub) -> None:
@@ -23,24 +24,10 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="machine output")
 
 
-def survey(ctx) -> dict:
-    frontier = []
-    for item in ctx.frontier():
-        if isinstance(item, Turn):
-            frontier.append({"kind": "turn", "id": item.id, "role": item.role, "bytes": item.bytes})
-        else:
-            frontier.append({"kind": "residue", "span": list(item.span), "note": item.note,
-                             "by": item.by, "bytes": len(residue_message(ctx, item).encode())})
-    return {"frontier": frontier, "history_bytes": ctx.history_bytes(),
-            "used_tokens": ctx.used_tokens()}
-
-
 def run(args) -> int:
     try:
         read_run_json(find_run_root(Path(args.path)))
         root, agent, ctx, torn = open_agent(Path(args.path))
-    except RunRootError as e:
-        raise UserError(str(e)) from None
     except LogRefused as e:  # a log that does not fold: not the user's doing
         raise Failure(f"{e} (run `mnemon verify` for every problem)") from None
     report_torn(f"agents/{agent}/record.jsonl", torn)

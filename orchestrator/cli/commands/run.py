@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from ..cli import COMMANDS, Failure, UserError
-from ..extras import require
+from .. import COMMANDS
+from ....errors import Failure, UserError
+from ...extras import require
 from ..options import add_roles_args, policy_from, roles_from_args
-from ..tracing.switch import carried, live_tracing
+from ...tracing.switch import carried, live_tracing
 
 
 def add_parser(sub) -> None:
@@ -50,10 +51,10 @@ def run(args) -> int:
     import msgspec
     import trio
 
-    from .. import logs
-    from ..jobs.build import prepare
-    from ..jobs.display import JobProgress, final_table
-    from ..jobs.spec import JobError
+    from ... import logs
+    from ...jobs.build import prepare
+    from ...jobs.display import JobProgress, final_table
+    from ...jobs.spec import JobError
 
     try:  # every check before anything is written or any agent starts
         runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
@@ -67,7 +68,7 @@ def run(args) -> int:
     logs.configure(root, verbose=args.verbose)
     batch = getattr(provider, "waves", None) is not None  # the batch engine (orchestrator.batch)
     if batch:
-        from ..batch import job as engine
+        from ...batch import job as engine
 
     async def main():
         try:
@@ -120,19 +121,19 @@ def _run_dask(args) -> int:
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, not {args.workers}")
     if not args.scheduler:  # first: it imports while this process imports the rest (0252)
-        from ..jobs.forks import start_fork_server
+        from ...jobs.forks import start_fork_server
 
         start_fork_server()
-    from ..gctune import warming
+    from ...gctune import warming
 
     with warming():  # this process's imports: none of them in a collection (decision 0264)
         import distributed  # noqa: F401 - while the fork server imports it too
 
-        from .. import logs
-        from ..jobs.display import JobProgress, final_table
-        from ..jobs.runner import JobSummary
-        from ..jobs.spec import JobError
-        from ..jobs.spread import run_job
+        from ... import logs
+        from ...jobs.display import JobProgress, final_table
+        from ...jobs.runner import JobSummary
+        from ...jobs.spec import JobError
+        from ...jobs.spread import run_job
 
     shown: list = []  # the driver's Watch, once it exists
     display = JobProgress(lambda: (shown[0].counts, shown[0].cost_usd),
