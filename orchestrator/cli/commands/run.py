@@ -54,16 +54,13 @@ def run(args) -> int:
     from ... import logs
     from ...jobs.build import prepare
     from ...jobs.display import JobProgress, final_table
-    from ...jobs.spec import JobError
 
-    try:  # every check before anything is written or any agent starts
-        runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
-                                   policy=policy_from(args.policy) if args.policy else None,
-                                   engine=args.engine,
-                                   roles=roles_from_args(args, None) if args.roles else None,
-                                   role=args.role)
-    except JobError as e:
-        raise UserError(str(e)) from None
+    # every check before anything is written or any agent starts (a JobError: exit 2)
+    runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
+                               policy=policy_from(args.policy) if args.policy else None,
+                               engine=args.engine,
+                               roles=roles_from_args(args, None) if args.roles else None,
+                               role=args.role)
     root, output = runner.root, runner.output
     logs.configure(root, verbose=args.verbose)
     batch = getattr(provider, "waves", None) is not None  # the batch engine (orchestrator.batch)
@@ -132,7 +129,6 @@ def _run_dask(args) -> int:
         from ... import logs
         from ...jobs.display import JobProgress, final_table
         from ...jobs.runner import JobSummary
-        from ...jobs.spec import JobError
         from ...jobs.spread import run_job
 
     shown: list = []  # the driver's Watch, once it exists
@@ -154,9 +150,7 @@ def _run_dask(args) -> int:
                           on_root=lambda root: logs.configure(root, verbose=args.verbose),
                           log_level=logs.level_from_env(),
                           trace=carried(args.trace_content))
-    except JobError as e:
-        raise UserError(str(e)) from None
-    except OSError as e:
+    except OSError as e:  # (a JobError goes on as it is: exit 2)
         raise Failure(f"the Dask cluster failed: {e}") from None
     finally:
         display.clear()
