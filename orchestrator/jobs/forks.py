@@ -13,7 +13,7 @@ PRELOAD = (
     "distributed", "distributed.nanny", "distributed.worker", "trio", "msgspec",
     "mnemon.orchestrator.jobs.spread", "mnemon.orchestrator.jobs.build",
     "mnemon.orchestrator.jobs.ledger", "mnemon.orchestrator.jobs.runner",
-    "mnemon.orchestrator.loop", "mnemon.orchestrator.options", "mnemon.orchestrator.tools",
+    "mnemon.orchestrator.loop", "mnemon.orchestrator.configure", "mnemon.orchestrator.tools",
     "mnemon.orchestrator.costs", "mnemon.providers.select", "mnemon.session.door",
 )
 
