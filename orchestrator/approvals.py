@@ -26,6 +26,7 @@ import trio
 
 from ..lineage.runroot import now_iso
 from ..session.records import ApprovalDecided, ApprovalRequested, ToolUse
+from ..errors import UserError
 
 if TYPE_CHECKING:
     from .node import AgentNode
@@ -40,15 +41,15 @@ DECISIONS = ("approve", "reject")
 DECIDED_KEPT = 10_000  # decisions remembered for telling a repeat (409) from an unknown call
 
 
-class UnknownApproval(LookupError):
+class UnknownApproval(UserError, LookupError):
     """No such request of this agent (the service answers 404)."""
 
 
-class AlreadyDecided(Exception):
+class AlreadyDecided(UserError):
     """The request was decided already, or is not waiting now (409)."""
 
 
-class BadDecision(ValueError):
+class BadDecision(UserError, ValueError):
     """Not ``approve`` or ``reject``, or an edited input that is not a JSON object (400)."""
 
 

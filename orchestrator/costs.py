@@ -36,6 +36,7 @@ from ..lineage.view import agents_in
 from ..providers.prices import BATCH_SUFFIX, batch_model, cost_usd, is_batch
 from ..session.log import TornTail, find_torn_tail, iter_lines
 from ..session.records import DECODE_ERRORS, Usage
+from ..errors import UserError
 
 __all__ = ["FIELDS", "NO_ROLE", "AgentCost", "CostError", "agent_cost", "by_role", "run_cost",
            "as_json", "total", "reports_reasoning"]
@@ -44,7 +45,7 @@ FIELDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tok
 TTLS = ("5m", "1h")
 
 
-class CostError(Exception):
+class CostError(UserError):
     """A log that cannot be read for costing (a line that is not a JSON record), or bad input."""
 
 

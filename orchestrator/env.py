@@ -80,7 +80,7 @@ class AgentEnv:
         self.text_listeners: list[Callable[[str, str], None]] = []
         self.spawner = spawner
         self.edit_hook = on_edit
-        # the tool lists offered so far (``tooldefs.tool_defs``): each made once per set of
+        # the tool lists offered so far (``tools.definitions.tool_defs``): each made once per set of
         # tools, not per request or per agent
         self.tool_sets: list[tuple[tuple, list]] = []
         self.approvals = Approvals()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
+from ..errors import UserError
+
 #: extra → the top-level modules it installs that mnemon imports
 EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("hypercorn", "starlette"),
@@ -24,7 +26,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 }
 
 
-class MissingExtra(ImportError):
+class MissingExtra(UserError, ImportError):
     """A surface asked for without its extra installed: the CLI answers it in one line, exit 2;
     from Python it is an ``ImportError`` whose message names the install command."""
 

@@ -33,6 +33,8 @@ from ..session.records import compact
 from ..session.runaway import (MATCH_TIMEOUT_S, PATTERN_MAX_CHARS, PROBE_TIMEOUT_S,
                                RunawayPattern, compile_bounded, search)
 
+from ..errors import ConfigError
+
 __all__ = ["ACTIONS", "PolicyError", "Rule", "ToolPolicy", "Verdict", "combine", "load_policy",
            "parse_policy", "policy_from_record", "policy_record", "strictest"]
 
@@ -44,7 +46,7 @@ _RULE_KEYS = {"tool", "when", "action", "reason"}
 _TOP_KEYS = {"default", "rule", "ask_timeout"}
 
 
-class PolicyError(ValueError):
+class PolicyError(ConfigError, ValueError):
     """A policy that cannot be used: the message is one line naming the file and the rule."""
 
 

@@ -1,9 +1,11 @@
 """The transcript door from outside, answered: an agent directory's door opened (its torn tail
-reported, its refusals turned into the CLI's one-line errors) and each answer printed, as
+reported; a log that does not fold a ``Failure``, its refusals left as they are — each a
+``mnemon.MnemonError`` the CLI prints in one line) and each answer printed, as
 ``mnemon transcript`` shows it.
 
-Apart from the command (``commands.transcript``: its arguments and the quick no-hit answer) so
-that a grep ``lineage.nohit`` answers never imports the door, the fold or msgspec.
+Apart from the command (``cli.commands.transcript``: its arguments and the quick no-hit answer)
+so that a grep ``lineage.nohit`` answers never imports the door, the fold or msgspec. It does
+not import the CLI.
 """
 
 from __future__ import annotations
@@ -12,25 +14,20 @@ import json
 import sys
 from pathlib import Path
 
-from ..lineage.runroot import RunRootError
+from ..errors import Failure
 from ..lineage.view import open_door, report_torn
 from ..session.constants import GREP_HITS
 from ..session.door import Door
-from ..session.errors import LogRefused, Refusal
-from .cli import Failure, UserError
+from ..session.errors import LogRefused
 from .terminal import shown
 
 
 def _open(path: str) -> Door:
-    try:
+    try:  # a run root or a refusal is the user's (exit 2), as it comes
         door = open_door(Path(path))
-    except RunRootError as e:
-        raise UserError(str(e)) from None
     except LogRefused as e:  # a log that does not verify: a failure, not the user's doing
         raise Failure(f"the log does not fold: {e} (run `mnemon verify` for every problem)") \
             from None
-    except Refusal as e:
-        raise UserError(str(e)) from None
     report_torn(door.ctx.source, door.torn)
     return door
 
@@ -38,23 +35,20 @@ def _open(path: str) -> Door:
 def answer(args) -> int:
     """Open the door of ``args.path`` and print the answer ``args`` asks for."""
     door = _open(args.path)
-    try:
-        if args.door == "index":
-            raw = door.index_json(args.turns) if args.json else None
-            if raw is not None:  # the checkpoint's printed rows, copied
-                sys.stdout.flush()
-                out = sys.stdout.buffer
-                for piece in raw:
-                    out.write(piece)
-                out.flush()
-            else:
-                _print_index(door.index_chunks(args.turns), args.json)
-        elif args.door == "read":
-            _print_read(door.read(args.turns), args.json)
+    if args.door == "index":
+        raw = door.index_json(args.turns) if args.json else None
+        if raw is not None:  # the checkpoint's printed rows, copied
+            sys.stdout.flush()
+            out = sys.stdout.buffer
+            for piece in raw:
+                out.write(piece)
+            out.flush()
         else:
-            _print_grep(door.grep(args.pattern, args.turns, timeout_s=args.timeout), args.json)
-    except Refusal as e:
-        raise UserError(str(e)) from None
+            _print_index(door.index_chunks(args.turns), args.json)
+    elif args.door == "read":
+        _print_read(door.read(args.turns), args.json)
+    else:
+        _print_grep(door.grep(args.pattern, args.turns, timeout_s=args.timeout), args.json)
     return 0
 
 

@@ -34,6 +34,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "cost_usd": ".prices",
     "SweepGate": ".prices",
     "sweep_gate": ".prices",
+    "KNOWN_WINDOWS": ".windows",
+    "window_for": ".windows",
     "ProviderError": ".errors",
     "ProviderConfigError": ".errors",
     "ProviderHTTPError": ".errors",
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
     )
     from .openai import OpenAIProvider
     from .openai_responses import ResponsesProvider
+    from .windows import KNOWN_WINDOWS, window_for
     from .prices import (
         PRICES,
         PRICES_DATE,

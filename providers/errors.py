@@ -3,8 +3,10 @@ The provider error tree, and the one place where httpx exceptions become ours.
 
 ::
 
-    ProviderError                      base; ``retryable`` says whether retry.py tries again
+    ProviderError                      base; ``retryable`` says whether retry.py tries again;
+    │                                  a ``mnemon.errors.Failure`` (exit 1)
     ├── ProviderConfigError            missing key, unknown provider name          not retried
+    │                                  also a ``mnemon.errors.ConfigError`` (exit 2)
     ├── ProviderHTTPError(status, body, headers)   any other 4xx                    not retried
     │   ├── RateLimited                429, rate_limit_error                           retried
     │   ├── Overloaded                 529, overloaded_error                           retried
@@ -36,6 +38,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ..errors import ConfigError, Failure
+
 if TYPE_CHECKING:
     import httpx
 
@@ -66,16 +70,19 @@ EXCERPT_CHARS = 300
 """How much of a body an error shows when the server's message is not in a shape we know."""
 
 
-class ProviderError(Exception):
-    """Base of every error a provider raises."""
+class ProviderError(Failure):
+    """Base of every error a provider raises: a failure the user did not cause (exit 1), but
+    for ``ProviderConfigError``."""
 
     retryable: bool = False
 
 
-class ProviderConfigError(ProviderError):
-    """The provider cannot be built: a key is missing or the name is unknown. Never retried."""
+class ProviderConfigError(ProviderError, ConfigError):
+    """The provider cannot be built: a key is missing or the name is unknown. Never retried.
+    The user's to fix: exit 2."""
 
     retryable = False
+    exit_code = 2
 
 
 class ProviderHTTPError(ProviderError):

@@ -1,6 +1,6 @@
 """Errors of the session layer: each names the state it refuses.
 
-    SessionError
+    SessionError           (``mnemon.errors.UserError``: the CLI exits 2)
     ├── Refusal            a record (or a tool call) the fold will not apply; its message goes
     │                      back to the model verbatim and names the state
     ├── LogRefused         a file that does not fold: path, 1-based line and why
@@ -15,9 +15,12 @@
 
 from __future__ import annotations
 
+from ..errors import UserError
 
-class SessionError(Exception):
-    pass
+
+class SessionError(UserError):
+    """Exit 2 when it reaches the CLI (``mnemon.errors``): a refusal, or a log the user's
+    command cannot use as it stands."""
 
 
 class Refusal(SessionError):

@@ -36,6 +36,8 @@ import re._parser as _sre
 
 import regex
 
+from ..errors import UserError
+
 __all__ = ["RunawayPattern", "compile_bounded", "search", "PATTERN_MAX_CHARS", "PROBE_TIMEOUT_S",
            "MATCH_TIMEOUT_S"]
 
@@ -46,7 +48,7 @@ PROBE_PUMP_CHARS = 64  # a repeated part is spelled out to about this many chara
 MATCH_TIMEOUT_S = 0.25  # the bound on one match of model text
 
 
-class RunawayPattern(ValueError):
+class RunawayPattern(UserError, ValueError):
     """A pattern refused at load: the message says why (the caller adds where)."""
 
 

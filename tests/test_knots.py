@@ -5,8 +5,14 @@ those inside functions too, since an import inside a function is still an import
 under ``if TYPE_CHECKING:`` are left out, as they never run. The test fails on any cycle between
 modules and on any import against the layer order ``session → lineage → providers →
 orchestrator`` (a lower layer never imports a higher one). The face (``mnemon``,
-``mnemon.__main__``) sits on top; its helpers ``mnemon._lazy``, ``_about``, ``_version`` and
-``_toml`` (the one TOML reader) at the bottom, usable by every layer.
+``mnemon.__main__``) sits on top; its helpers ``mnemon._lazy``, ``_about``, ``_version``,
+``_toml`` (the one TOML reader) and the error root ``mnemon.errors`` at the bottom, usable by
+every layer.
+
+And the library never imports its CLI: nothing imports ``mnemon.orchestrator.cli`` (or a module
+under it) but the entry point ``mnemon.__main__`` and the package itself, and no module outside
+``cli/`` imports ``argparse`` — the engine, jobs, the service, MCP and the batch engine take plain
+values (``orchestrator/configure.py``), never parsed arguments.
 """
 
 from __future__ import annotations
@@ -19,7 +25,11 @@ from pathlib import Path
 import pytest
 
 ORDER = ("session", "lineage", "providers", "orchestrator")
-BASE = ("mnemon._lazy", "mnemon._version", "mnemon._about", "mnemon._toml")
+BASE = ("mnemon._lazy", "mnemon._version", "mnemon._about", "mnemon._toml", "mnemon.errors")
+CLI = "mnemon.orchestrator.cli"
+#: the modules that may import the CLI: the entry points (the console script names
+#: ``mnemon.orchestrator.cli:console`` itself)
+ENTRY_POINTS = ("mnemon.__main__",)
 
 
 def installed() -> dict[str, Path]:
@@ -77,6 +87,47 @@ def graph(mods: dict[str, Path]) -> dict[str, dict[str, int]]:
         visit(ast.parse(path.read_text(encoding="utf-8")))
         out[name] = found
     return out
+
+
+def external(mods: dict[str, Path]) -> dict[str, dict[str, int]]:
+    """``module → {top-level name of a module outside the package: line}`` (``argparse``,
+    ``trio``), read as ``graph`` reads imports: inside functions too, ``TYPE_CHECKING`` aside."""
+    out: dict[str, dict[str, int]] = {}
+    for name, path in mods.items():
+        found: dict[str, int] = {}
+
+        def visit(node: ast.AST) -> None:
+            if isinstance(node, ast.If) and _type_checking(node):
+                for n in node.orelse:
+                    visit(n)
+                return
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    found.setdefault(a.name.split(".")[0], node.lineno)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.setdefault(node.module.split(".")[0], node.lineno)
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+
+        visit(ast.parse(path.read_text(encoding="utf-8")))
+        out[name] = found
+    return out
+
+
+def _in_cli(name: str) -> bool:
+    return name == CLI or name.startswith(CLI + ".")
+
+
+def into_the_cli(g: dict[str, dict[str, int]], mods: dict[str, Path]) -> list[str]:
+    """Imports of the CLI by anything but the entry points and the CLI itself."""
+    return [f"{mods[a]}:{line}: {a} imports {b}" for a, deps in sorted(g.items())
+            for b, line in sorted(deps.items())
+            if _in_cli(b) and not _in_cli(a) and a not in ENTRY_POINTS]
+
+
+def argparse_outside_the_cli(ext: dict[str, dict[str, int]], mods: dict[str, Path]) -> list[str]:
+    return [f"{mods[a]}:{deps['argparse']}: {a} imports argparse" for a, deps in sorted(ext.items())
+            if "argparse" in deps and not _in_cli(a)]
 
 
 def cycles(g: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -176,6 +227,27 @@ def test_the_tool_pipeline_sits_below_the_loop():
             assert f"mnemon.orchestrator.{above}" not in g[f"mnemon.orchestrator.{m}"], (m, above)
 
 
+def test_nothing_imports_the_cli_but_the_entry_points():
+    mods = installed()
+    assert CLI in mods and f"{CLI}.commands.ask" in mods and f"{CLI}.options" in mods
+    assert not into_the_cli(graph(mods), mods)
+
+
+def test_no_module_outside_the_cli_imports_argparse():
+    """Jobs, the service, MCP, the batch engine and the engine take plain values: a job is not
+    read as if it were a command line (``configure.settings_from``)."""
+    mods = installed()
+    assert not argparse_outside_the_cli(external(mods), mods)
+
+
+def test_the_cli_says_who_may_import_it():
+    """As openai-agents' ``run_internal/__init__.py`` does: the package's docstring names who
+    may import it, and the two rules above hold it."""
+    import mnemon.orchestrator.cli as cli
+
+    assert "Who may import this package" in (cli.__doc__ or "")
+
+
 # ---------------------------------------------------------------- the check itself bites
 
 
@@ -220,7 +292,28 @@ def test_the_check_sees_an_upward_import(tmp_path):
     assert len(bad) == 1 and bad[0].endswith(":2: mnemon.session.door imports mnemon.lineage.runroot")
 
 
-@pytest.mark.parametrize("name, expected", [("mnemon._lazy", -1), ("mnemon.session.x", 0),
+def test_the_check_sees_the_cli_imported_and_argparse_used(tmp_path):
+    mods = _tree(tmp_path, {
+        "mnemon/__init__.py": "",
+        "mnemon/__main__.py": "from .orchestrator.cli import console\n",
+        "mnemon/orchestrator/__init__.py": "",
+        "mnemon/orchestrator/cli/__init__.py": "import argparse\nfrom .commands import ask\n",
+        "mnemon/orchestrator/cli/commands/__init__.py": "",
+        "mnemon/orchestrator/cli/commands/ask.py": "from ... import settings\n",
+        "mnemon/orchestrator/settings.py": "",
+        "mnemon/orchestrator/jobs/__init__.py": "",
+        "mnemon/orchestrator/jobs/build.py": "def f():\n    import argparse\n"
+                                             "    from ..cli.commands.ask import run\n",
+    })
+    bad = into_the_cli(graph(mods), mods)
+    assert len(bad) == 1 and bad[0].endswith(
+        ":3: mnemon.orchestrator.jobs.build imports mnemon.orchestrator.cli.commands.ask")
+    bad = argparse_outside_the_cli(external(mods), mods)
+    assert len(bad) == 1 and bad[0].endswith(":2: mnemon.orchestrator.jobs.build imports argparse")
+
+
+@pytest.mark.parametrize("name, expected", [("mnemon._lazy", -1), ("mnemon.errors", -1),
+                                            ("mnemon.session.x", 0),
                                             ("mnemon.orchestrator", 3), ("mnemon", 4)])
 def test_the_layers(name, expected):
     assert layer(name) == expected

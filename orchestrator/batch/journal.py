@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ...lineage.runroot import now_iso
+from ...errors import Failure
 
 __all__ = ["BatchJournal", "BatchJournalError", "DIR", "Ledger", "LedgerError"]
 
@@ -46,7 +47,7 @@ CREATE = ".create"
 _SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 
 
-class BatchJournalError(Exception):
+class BatchJournalError(Failure):
     """A batch file that cannot be read, or a batch id that is not a safe file name."""
 
 

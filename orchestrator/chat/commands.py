@@ -8,6 +8,8 @@ import shlex
 
 from msgspec import Struct
 
+from ...errors import UserError
+
 HELP = [
     ("/clear", "withdraw every turn from the agent's context (they stay readable); cancels forks"),
     ("/rewind N", "withdraw every turn after turn N"),
@@ -22,7 +24,7 @@ HELP = [
 ]
 
 
-class ChatInputError(Exception):
+class ChatInputError(UserError):
     """A slash command that cannot be run as typed: one line, the session goes on."""
 
 

@@ -36,6 +36,7 @@ from typing import Union
 import msgspec
 
 from ...session.records import Block, ToolResult, Usage
+from ...errors import UserError
 
 NO_RESULT = "no result was recorded for this call"
 OPENS_WITH_ASSISTANT = "The recording opens with an assistant turn; no user prompt was recorded before it."
@@ -107,7 +108,7 @@ class Trajectory(msgspec.Struct, kw_only=True):
     skipped_lines: list[SkippedLine] = []
 
 
-class TrajectoryFormatError(ValueError):
+class TrajectoryFormatError(UserError, ValueError):
     """A file that no importer can read, or that breaks its format; the message is one line."""
 
     def __init__(self, path: str | Path, reason: str, *, line: int | None = None) -> None:

@@ -1,14 +1,14 @@
 """From a validated job to what the supervisor needs: ``Settings``, the provider, user tools.
 
-The job's ``[provider]`` and ``[agent]`` go through the same functions as the CLI's
-``--provider/--model/--base-url/--context-window/...`` (``orchestrator/options.py``), so a job
-and ``mnemon ask`` with the same values build the same provider and settings. Import paths
-(``module:callable``) resolve with the job file's folder first on ``sys.path``.
+The job's ``[provider]``, ``[agent]`` and ``[budget]`` go, as plain values, through the same
+builder as the CLI's ``--provider/--model/--base-url/--context-window/...``
+(``orchestrator/configure.py``), so a job and ``mnemon ask`` with the same values build the
+same provider and settings; neither knows the CLI. Import paths (``module:callable``) resolve
+with the job file's folder first on ``sys.path``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from ..configure import provider_from, settings_from
 from ..engines import Engine, engine_for
 from ..importpath import ImportPathError, resolve
 from ..policy import PolicyError, ToolPolicy, combine, load_policy, parse_policy
@@ -30,27 +31,21 @@ from .outputs import outputs_for
 from .spec import Job, JobError, _line
 
 
-def _namespace(job: Job) -> argparse.Namespace:
-    p, a, b = job.spec.provider, job.spec.agent, job.spec.budget
-    return argparse.Namespace(
-        provider=p.name, model=p.model, base_url=p.base_url, context_window=a.context_window,
-        max_tokens=p.max_tokens, script=str(job.resolve(p.script)) if p.script else None,
-        cache_ttl=p.cache_ttl, store=p.store, keep=a.keep, keep_floor=a.keep_floor_tokens,
-        max_turns=a.max_turns, system=job.system(),
-        mcp=str(job.resolve(job.spec.mcp)) if job.spec.mcp else None,
-        budget_usd=b.usd, budget_tokens=b.tokens)
+def _provider_values(job: Job) -> dict[str, Any]:
+    """``[provider]`` as ``configure.provider_from``'s values (the CLI's flags, by name)."""
+    p = job.spec.provider
+    return dict(provider=p.name, model=p.model, base_url=p.base_url, max_tokens=p.max_tokens,
+                script=str(job.resolve(p.script)) if p.script else None,
+                cache_ttl=p.cache_ttl, store=p.store)
 
 
 def settings_for(job: Job) -> Settings:
-    from ..cli import UserError
-    from ..options import settings_from
-
     spec = job.spec
     width = spec.synod.n + 1 if spec.synod is not None else 1
     own: dict[str, Any] = {}
-    if spec.agent.mcp is not None:  # each task's agent starts these for itself
-        from ..mcp.config import McpConfigError, load_config
+    from ..mcp.config import McpConfigError, load_config
 
+    if spec.agent.mcp is not None:  # each task's agent starts these for itself
         try:
             own["agent_mcp_servers"] = load_config(job.resolve(spec.agent.mcp))
         except McpConfigError as e:
@@ -62,14 +57,22 @@ def settings_for(job: Job) -> Settings:
     roles = roles_for(job)
     if roles is not None:
         own["roles"] = roles
-    try:
-        return settings_from(
-            _namespace(job), **own, task_budget_tokens=spec.budget.task_tokens,
-            task_budget_usd=spec.budget.task_usd, price_model=spec.provider.price_as,
-            concurrency=spec.concurrency * width,
-            max_agents=spec.concurrency * width + 64)  # finished tasks leave the table
-    except UserError as e:  # what the CLI would refuse (a bad --mcp config, say), as a job error
-        raise JobError(f"{job.path}: {e}") from None
+    if spec.mcp is not None:  # every task's agents share these, for the whole run
+        try:
+            own["mcp_servers"] = load_config(job.resolve(spec.mcp))
+        except McpConfigError as e:
+            raise JobError(e, file=job.path, key="mcp") from None
+    a, b = spec.agent, spec.budget
+    return settings_from(
+        dict(provider=spec.provider.name, model=spec.provider.model,
+             max_tokens=spec.provider.max_tokens, cache_ttl=spec.provider.cache_ttl,
+             context_window=a.context_window, keep=a.keep, keep_floor_tokens=a.keep_floor_tokens,
+             max_turns=a.max_turns, system=job.system(), budget_usd=b.usd,
+             budget_tokens=b.tokens, **own, task_budget_tokens=b.task_tokens,
+             task_budget_usd=b.task_usd, price_model=spec.provider.price_as,
+             concurrency=spec.concurrency * width,
+             max_agents=spec.concurrency * width + 64),  # finished tasks leave the table
+        file=job.path)
 
 
 _ROLE = re.compile(r": role ([A-Za-z][A-Za-z0-9_-]*)")
@@ -135,13 +138,11 @@ def policy_for(job: Job) -> ToolPolicy | None:
 
 
 def provider_for(job: Job):
-    from ..options import provider_from
-
     p = job.spec.provider
     kw: dict[str, Any] = {}
     if p.policy is not None:
         kw["policy"] = load_object(job, p.policy, ("provider", "policy"))
-    provider = provider_from(_namespace(job), **kw)
+    provider = provider_from(_provider_values(job), **kw)
     if p.latency_s and hasattr(provider, "latency_s"):
         provider.latency_s = p.latency_s
     return provider

@@ -14,7 +14,7 @@ PRELOAD = (
     "mnemon.orchestrator.jobs.spread", "mnemon.orchestrator.jobs.build",
     "mnemon.orchestrator.engines.dask",
     "mnemon.orchestrator.jobs.ledger", "mnemon.orchestrator.jobs.runner",
-    "mnemon.orchestrator.loop", "mnemon.orchestrator.options", "mnemon.orchestrator.tools",
+    "mnemon.orchestrator.loop", "mnemon.orchestrator.configure", "mnemon.orchestrator.tools",
     "mnemon.orchestrator.costs", "mnemon.providers.select", "mnemon.session.door",
 )
 

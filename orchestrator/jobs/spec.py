@@ -14,10 +14,12 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from ...errors import ConfigError
 from ... import _toml as toml
 
 
-class JobError(Exception):
+
+class JobError(ConfigError):
     """A job file, input file or template that cannot run: one line naming the key, column or
     line. The CLI turns it into exit 2 before any agent starts."""
 

@@ -19,6 +19,7 @@ from msgspec import Struct
 
 from ... import _toml as toml
 from ..extras import require
+from ...errors import ConfigError
 
 #: a server name becomes the prefix of its tools' names (``<server>__<tool>``), so it keeps to
 #: the providers' tool-name alphabet and leaves room for the tool's own name
@@ -27,7 +28,7 @@ DEFAULT_TOOL_TIMEOUT_S = 60.0
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
 
 
-class McpConfigError(Exception):
+class McpConfigError(ConfigError):
     """A configuration that cannot be used: one line naming the server and the key."""
 
 

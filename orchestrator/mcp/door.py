@@ -16,9 +16,10 @@ from ...lineage.runroot import AGENT_ID, RunRootError, agent_dir, find_run_root,
     read_run_json
 from ...session.constants import GREP_TIMEOUT_S
 from ..tools import BUILTIN
+from ...errors import UserError
 
 
-class DoorError(Exception):
+class DoorError(UserError):
     """A refusal or a bad argument: answered to the caller as an error result, one line."""
 
 

@@ -37,6 +37,7 @@ from ...providers.typed import OutputType
 from ..policy import PolicyError, ToolPolicy, parse_policy
 from ..tools.base import is_tool
 from ..typed.load import OutputError, as_output_type
+from ...errors import ConfigError
 
 __all__ = ["KINDS", "PROVIDERS", "ROLE_KEYS", "Resolvers", "Role", "Roles", "RolesError",
            "check_tools", "parse_roles"]
@@ -52,7 +53,7 @@ PREFIX_KEYS = ("system", "provider", "model", "base_url", "tools", "mcp")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,47}$")  # ``ask_<name>`` is a tool name
 
 
-class RolesError(ValueError):
+class RolesError(ConfigError, ValueError):
     """A roles table that cannot run: one line naming its source and the role."""
 
 

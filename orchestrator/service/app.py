@@ -32,6 +32,7 @@ from ..typed.load import OutputError
 from .runs import Conflict, NotFound, Run
 from .jobs import job_results
 from .transcript import LIMIT, MAX_LIMIT, transcript
+from ...errors import UserError
 
 log = structlog.get_logger("mnemon.service")
 
@@ -49,7 +50,7 @@ SECURITY_HEADERS = ((b"content-security-policy", CSP.encode()),
                     (b"referrer-policy", b"no-referrer"))
 
 
-class HTTPError(Exception):
+class HTTPError(UserError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status

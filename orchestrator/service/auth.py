@@ -16,6 +16,8 @@ import os
 import secrets
 from typing import Any, Callable, Sequence
 
+from ...errors import ConfigError
+
 #: routes that answer without a token: the health check, the page, its static files and its icon
 #: (they hold no run data; the page sends the token on every API call — decision 0230)
 OPEN_PATHS = ("/v1/health", "/", "/static/", "/favicon.ico")
@@ -29,7 +31,7 @@ NO_DISCOVERY = ("no such route: this server takes a bearer token (Authorization:
                 "<token>), not OAuth")
 
 
-class AuthConfigError(Exception):
+class AuthConfigError(ConfigError):
     pass
 
 

@@ -22,6 +22,7 @@ from ...session.records import SessionResumed
 from ..approvals import AlreadyDecided, BadDecision, UnknownApproval
 from ..terminal import shown
 from .runs import Conflict, NotFound, Run
+from ...errors import UserError
 
 log = structlog.get_logger("mnemon.service")
 
@@ -63,7 +64,7 @@ class DecisionOut(Struct, kw_only=True):
     at: str | None = None
 
 
-class BadRequest(Exception):
+class BadRequest(UserError):
     """A request the service refuses as malformed (400)."""
 
 

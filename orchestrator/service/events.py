@@ -28,11 +28,13 @@ from ...session.records import (ApprovalDecided, ApprovalRequested, AssistantMes
                                 SessionStarted, Steering, Swept, Text, ToolResults, ToolUse,
                                 TurnStarted, UserPrompt, compact, decode)
 
+from ...errors import UserError
+
 POLL_S = 0.05  # how often logs written by another process are looked at
 PING_S = 15.0  # a comment line keeps proxies from closing an idle stream
 
 
-class BadEventId(ValueError):
+class BadEventId(UserError, ValueError):
     pass
 
 

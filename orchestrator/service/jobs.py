@@ -13,9 +13,10 @@ import trio
 from ..jobs.results import read_results
 from ..jobs.table import columns, table_rows
 from .schema import JobIn, JobOut, JobResults
+from ...errors import UserError
 
 
-class JobError(Exception):
+class JobError(UserError):
     """A job file or run root the service cannot run (422), named by its key and line."""
 
 

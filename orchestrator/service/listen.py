@@ -15,8 +15,10 @@ import socket
 
 from hypercorn.config import Config
 
+from ...errors import UserError
 
-class BindError(Exception):
+
+class BindError(UserError):
     """The address cannot be served (the CLI's exit 2)."""
 
 

@@ -20,13 +20,14 @@ from ..loop import state_of
 from ..settings import Settings
 from ..typed.load import check_for, from_python
 from .schema import AgentCreate, AgentOut, UsageOut
+from ...errors import UserError
 
 
-class NotFound(Exception):
+class NotFound(UserError):
     """An unknown agent (404)."""
 
 
-class Conflict(Exception):
+class Conflict(UserError):
     """The request does not fit the state (409): read-only, not running, already running."""
 
 

@@ -16,11 +16,12 @@ from ...session.records import DECODE_ERRORS, SessionStarted, decode
 from . import ids
 from .build import TraceBuilder
 from .spans import Span
+from ...errors import UserError
 
 __all__ = ["TraceError", "RunTrace", "read_run"]
 
 
-class TraceError(Exception):
+class TraceError(UserError):
     """A log that cannot be read for tracing: a line that is not a record."""
 
 

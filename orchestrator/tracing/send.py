@@ -22,12 +22,13 @@ import httpx
 
 from . import otlp, protobuf
 from .spans import Span
+from ...errors import Failure
 
 BATCH = 512
 TIMEOUT_S = 10.0
 
 
-class SendError(Exception):
+class SendError(Failure):
     """The receiver could not be reached, or refused the spans."""
 
 

@@ -38,6 +38,7 @@ from . import otlp, protobuf
 from .plainpost import Poster
 from .send import headers_from_env, traces_url
 from .spans import Span
+from ...errors import ConfigError as _ConfigError
 
 QUIET_S = 30.0
 #: how often the sender's thread steps a request without blocking (``plainpost``)
@@ -69,7 +70,7 @@ def _plain(url: str) -> Poster | None:
     return Poster(u.hostname, port, (u.path or "/") + (f"?{u.query}" if u.query else ""))
 
 
-class ConfigError(Exception):
+class ConfigError(_ConfigError):
     """A variable that asks for what cannot be done (gRPC, an unknown compression)."""
 
 

@@ -14,12 +14,13 @@ from typing import Any
 import msgspec
 
 from ...providers.typed import (OUTPUT_RETRIES, OutputType, SchemaError, StrictError)
+from ...errors import ConfigError
 from ..importpath import ImportPathError, resolve
 
 __all__ = ["OutputError", "as_output_type", "load_output", "from_python", "check_for"]
 
 
-class OutputError(ValueError):
+class OutputError(ConfigError, ValueError):
     """An output type that cannot be used: one line naming where it came from and why."""
 
 

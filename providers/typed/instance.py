@@ -24,6 +24,7 @@ import re._parser as _sre
 
 from .schema import SchemaError, resolve
 from .validate import json_equal, problems
+from ...errors import UserError
 
 __all__ = ["NoInstance", "build_instance"]
 
@@ -39,7 +40,7 @@ MAX_CHARS = 4_000_000  # characters of strings built for one instance
 _SPENT: contextvars.ContextVar[list[int]] = contextvars.ContextVar("spent")
 
 
-class NoInstance(ValueError):
+class NoInstance(UserError, ValueError):
     """No value was found that fits the schema (the message names where)."""
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...session.runaway import RunawayPattern, compile_bounded
+from ...errors import ConfigError
 
 __all__ = ["SchemaError", "TYPES", "KEYWORDS", "ANNOTATIONS", "check_schema", "resolve",
            "root_object", "pointer"]
@@ -41,7 +42,7 @@ _COUNTS = ("minProperties", "maxProperties", "minItems", "maxItems", "minLength"
 _NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
-class SchemaError(ValueError):
+class SchemaError(ConfigError, ValueError):
     """A schema outside the subset, or not a JSON Schema at all: the message names where
     (a JSON pointer into the schema, ``#/properties/capital``) and why."""
 

@@ -38,12 +38,14 @@ _WHERE: dict[str, str] = {
     "ScriptedProvider": ".providers.scripted",
     "AnthropicProvider": ".providers.anthropic",
     "OpenAIProvider": ".providers.openai",
+    "window_for": ".providers.windows",
     # reading transcripts from outside
     "open_agent": ".lineage.view:open_door",
     "Door": ".session.door",
     "fold_file": ".session.resume",
     "build_tree": ".lineage.tree",
     # refusals and errors
+    "MnemonError": ".errors",
     "SessionError": ".session.errors",
     "Refusal": ".session.errors",
     "LogRefused": ".session.errors",
@@ -74,6 +76,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
+    from .errors import MnemonError
     from .lineage.fork import ForkError
     from .lineage.runroot import RunRootError, create_run_root
     from .lineage.tree import build_tree
@@ -90,6 +93,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .providers.openai import OpenAIProvider
     from .providers.scripted import ScriptedProvider
     from .providers.select import make_provider
+    from .providers.windows import window_for
     from .session.door import Door
     from .session.errors import (AncestorUnreadable, DigestMismatch, LogClosed, LogCorrupt,
                                  LogRefused, Refusal, SessionError)

@@ -260,7 +260,7 @@ def test_a_resume_from_the_checkpoint_is_the_full_fold(tmp_path_factory, ops, mo
 def test_context_from_the_checkpoint_is_the_full_fold(tmp_path_factory, ops, more, appended,
                                                       forked):
     from mnemon.lineage.view import open_agent
-    from mnemon.orchestrator.commands.context import survey
+    from mnemon.session.survey import survey
     from mnemon.session.render import render
 
     root = create_run_root(tmp_path_factory.mktemp("cx") / "run", "tests")

@@ -28,7 +28,7 @@ NOTE = ("doc-01 (Carrow Point keeper's log) holds the harbour codeword; doc-02 i
 
 
 def demo_settings(window: int = 6000) -> Settings:
-    """As ``mnemon demo`` sets them (orchestrator/commands/demo.py)."""
+    """As ``mnemon demo`` sets them (orchestrator/cli/commands/demo.py)."""
     return Settings(system="You are a careful archivist.", model="claude-sonnet-4-5",
                     context_window=window, max_turns=60, price_model="claude-sonnet-4-5")
 

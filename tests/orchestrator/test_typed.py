@@ -13,7 +13,7 @@ import trio
 from hypothesis import HealthCheck, given, settings as hsettings
 
 from mnemon.orchestrator.cli import main
-from mnemon.orchestrator.commands.results import rows_from_logs
+from mnemon.orchestrator.cli.commands.results import rows_from_logs
 from mnemon.orchestrator.settings import Settings
 from mnemon.orchestrator.supervisor import open_supervisor
 from mnemon.orchestrator.typed import OutputError, load_output, vote_fields

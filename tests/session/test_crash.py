@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from mnemon.orchestrator.cli import main
-from mnemon.orchestrator.commands.verify import verify
+from mnemon.orchestrator.cli.commands.verify import verify
 from mnemon.session.agentlog import AgentLog
 from mnemon.session.errors import DigestMismatch, LogCorrupt
 from mnemon.session.log import RecordLog, find_torn_tail, read_span

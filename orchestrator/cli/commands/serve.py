@@ -9,11 +9,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..cli import COMMANDS, UserError
-from ..extras import require
-from ..tracing.switch import live_tracing
-from ..options import (add_provider_args, listen_from, provider_from, run_root_from,
-                       settings_from)
+from .. import COMMANDS
+from ....errors import UserError
+from ...extras import require
+from ...tracing.switch import live_tracing
+from ..options import (add_provider_args, listen_from, provider_from_args, run_root_from,
+                       settings_from_args)
 
 
 def add_parser(sub) -> None:
@@ -38,37 +39,32 @@ def run(args) -> int:
     require("serve", "mnemon serve")
     import trio
 
-    from ..._about import __version__
-    from ..service.listen import BindError, bind
-    from ..service.runs import Run
-    from ..service.server import serve
+    from ...._about import __version__
+    from ...service.listen import bind
+    from ...service.runs import Run
+    from ...service.server import serve
 
     token, generated = listen_from(args)
     if args.max_agents is not None and args.max_agents < 1:
         raise UserError(f"--max-agents must be at least 1, not {args.max_agents}")
-    settings = settings_from(args, **({"max_agents": args.max_agents}
+    settings = settings_from_args(args, **({"max_agents": args.max_agents}
                                       if args.max_agents is not None else {}))
-    try:  # bound before anything is written: an address in use leaves no run root behind
-        sock = bind(args.host, args.port)
-    except BindError as e:
-        raise UserError(str(e)) from None
+    # bound before anything is written: an address in use leaves no run root behind
+    sock = bind(args.host, args.port)
     if args.run_root_ro:
-        from ...lineage.runroot import RunRootError, find_run_root, read_run_json
+        from ....lineage.runroot import find_run_root, read_run_json
 
         path = Path(args.run_root_ro)
-        try:
-            root = find_run_root(path)
-            read_run_json(root)
-        except RunRootError as e:
-            raise UserError(str(e)) from None
+        root = find_run_root(path)
+        read_run_json(root)
         run_ = Run(root, read_only=True, settings=settings)
         provider, provider_name = None, None
     else:
         root = run_root_from(args, "mnemon serve")
-        provider = provider_from(args)
+        provider = provider_from_args(args)
         provider_name = args.provider
         run_ = Run(root, read_only=False, settings=settings, provider_name=provider_name)
-        from .. import logs
+        from ... import logs
 
         logs.configure(root, verbose=args.verbose)
 

@@ -7,22 +7,21 @@ import os
 import sys
 from pathlib import Path
 
-from ...lineage.runroot import (
-    RunRootError,
+from ....lineage.runroot import (
     agent_source,
     confine,
     make_loader,
     read_pointer,
     read_run_json,
 )
-from ...lineage.view import agents_in
-from ...session.errors import LogRefused, SessionError
-from ...session.log import iter_lines
-from ...session.records import Inherited, decode
-from ...session.resume import fold_file
+from ....lineage.view import agents_in
+from ....session.errors import LogRefused, SessionError
+from ....session.log import iter_lines
+from ....session.records import Inherited, decode
+from ....session.resume import fold_file
 
-from ..cli import COMMANDS, UserError
-from ..terminal import shown
+from .. import COMMANDS
+from ...terminal import shown
 
 
 def add_parser(sub) -> None:
@@ -81,11 +80,8 @@ def lineage_problems(full: Path, ctx, line: int, link: Inherited | None) -> list
 
 
 def verify(path: Path) -> dict:
-    try:
-        root, agents = agents_in(path)
-        read_run_json(root)
-    except RunRootError as e:
-        raise UserError(str(e)) from None
+    root, agents = agents_in(path)
+    read_run_json(root)
     problems: list[dict] = []
     torn_list: list[dict] = []
     if (root / "run.json").is_file() and Path(path).resolve() == root:

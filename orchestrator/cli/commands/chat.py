@@ -6,10 +6,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..cli import COMMANDS, UserError
-from ..extras import require
-from ..options import add_provider_args, provider_from, run_root_from, settings_from
-from ..tracing.switch import live_tracing
+from .. import COMMANDS
+from ....errors import UserError
+from ...extras import require
+from ..options import (add_provider_args, provider_from_args, run_root_from,
+                       settings_from_args)
+from ...tracing.switch import live_tracing
 
 
 def add_parser(sub) -> None:
@@ -28,26 +30,23 @@ def run(args) -> int:
     require("chat", "mnemon chat")
     import trio
 
-    from .. import logs
-    from ..chat.terminal import run_terminal
-    from ..supervisor import open_supervisor
+    from ... import logs
+    from ...chat.terminal import run_terminal
+    from ...supervisor import open_supervisor
 
-    settings = settings_from(args)
-    provider = provider_from(args)
+    settings = settings_from_args(args)
+    provider = provider_from_args(args)
     if args.latency:
         if args.provider != "scripted":
             raise UserError("--latency is for the scripted provider")
         provider.latency_s = args.latency  # type: ignore[attr-defined]
     agent = None
     if args.resume:
-        from ...lineage.runroot import RunRootError, agent_of
-        from ...lineage.view import open_agent
+        from ....lineage.runroot import agent_of
+        from ....lineage.view import open_agent
 
-        try:
-            root, agent = agent_of(Path(args.resume))
-            open_agent(Path(args.resume))  # refuse a log that does not fold before writing
-        except RunRootError as e:
-            raise UserError(str(e)) from None
+        root, agent = agent_of(Path(args.resume))
+        open_agent(Path(args.resume))  # refuse a log that does not fold before writing
     else:
         root = run_root_from(args, "mnemon chat")
     logs.configure(root, verbose=False)

@@ -1,8 +1,16 @@
-"""The ``mnemon`` command line.
+"""The ``mnemon`` command line: the parser, ``main``, the console entry point and its exit.
 
-Each command lives in ``orchestrator/commands/<name>.py``. User errors and refusals exit 2 with
-one line on stderr naming the state — never a traceback; a failure the user did not cause
-exits 1.
+Who may import this package: the entry points alone — the ``mnemon`` console script
+(``mnemon.orchestrator.cli:console``) and ``python -m mnemon`` — and the package's own modules.
+The library below it (the engine, jobs, the service, MCP, the batch engine) never imports it,
+nor ``argparse`` (``tests/test_knots.py`` holds both); a program uses ``mnemon`` and
+``mnemon.orchestrator`` instead.
+
+Each command lives in ``cli/commands/<name>.py``; the argparse plumbing the commands share
+(provider flags, run root, ``--host/--port/--token``) in ``cli/options.py``. Every error of
+mnemon is a ``mnemon.MnemonError`` carrying its exit code (``mnemon.errors``): the user's
+mistakes and refusals exit 2 with one line on stderr naming the state — never a traceback; a
+failure the user did not cause exits 1.
 """
 
 from __future__ import annotations
@@ -12,11 +20,14 @@ import importlib
 import os
 import sys
 
-from .extras import MissingExtra
-from .terminal import shown
+from ...errors import Failure, MnemonError, UserError
+from ..terminal import shown
+
+__all__ = ["COMMANDS", "LOG_LEVELS", "Failure", "UserError", "build_parser", "console", "leave",
+           "main"]
 
 #: every command and its one-line help, in the order ``--help`` lists them; the module
-#: ``commands/<name>.py`` is imported only when its command runs (or its own ``--help``)
+#: ``cli/commands/<name>.py`` is imported only when its command runs (or its own ``--help``)
 COMMANDS = {
     "demo": 'offline end-to-end run on the scripted provider',
     "ask": 'one root agent on one prompt with the configured provider',
@@ -36,14 +47,6 @@ COMMANDS = {
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")  # as ``logs.LEVELS``, without importing it
-
-
-class UserError(Exception):
-    """Bad input or a refusal: exit 2, one line."""
-
-
-class Failure(Exception):
-    """A failure the user did not cause (a provider failing after retries): exit 1, one line."""
 
 
 def _chosen(argv: list[str]) -> str | None:
@@ -94,15 +97,13 @@ def main(argv: list[str] | None = None) -> int:
             sp.error = error  # type: ignore[method-assign]
     args = parser.parse_args(argv)
     if args.version:
-        from .._about import __version__
+        from ..._about import __version__
 
         print(f"mnemon {__version__}")
         return 0
     if not args.command:
         parser.print_help()
         return 2
-    from ..session.errors import SessionError
-
     level = os.environ.get("MNEMON_LOG_LEVEL")
     if level is not None and level.strip().lower() not in LOG_LEVELS:
         sys.stderr.write(f"mnemon: MNEMON_LOG_LEVEL={level!r} is not one of "
@@ -110,18 +111,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(handlers[args.command](args) or 0)
-    except (UserError, MissingExtra) as e:  # a diagnostic may quote a log or a model: escaped
+    except MnemonError as e:  # a diagnostic may quote a log or a model: escaped
         sys.stderr.write(f"mnemon: {shown(str(e))}\n")
-        return 2
-    except Failure as e:
-        sys.stderr.write(f"mnemon: {shown(str(e))}\n")
-        return 1
+        return e.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("mnemon: interrupted\n")
         return 130
     except BrokenPipeError:
         return 0
-    except (SessionError, OSError) as e:
+    except OSError as e:
         sys.stderr.write(f"mnemon: {shown(str(e))}\n")
         return 2
 
@@ -130,7 +128,7 @@ def console() -> None:
     """The ``mnemon`` command (and ``python -m mnemon``): its own process, so the collector is
     set for many agents first (``gctune``, decision 0261), and left without the interpreter's
     teardown once the command is done (``leave``)."""
-    from .gctune import for_process
+    from ..gctune import for_process
 
     for_process()
     leave(main())

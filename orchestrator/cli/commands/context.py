@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...lineage.runroot import RunRootError, find_run_root, read_run_json
-from ...lineage.view import open_agent, report_torn
-from ...session.errors import LogRefused
-from ...session.render import render
-from ...session.survey import survey  # the one survey (session/survey.py); kept importable here
+from ....lineage.runroot import find_run_root, read_run_json
+from ....lineage.view import open_agent, report_torn
+from ....session.errors import LogRefused
+from ....session.render import render
+from ....session.survey import survey
 
-from ..cli import COMMANDS, Failure, UserError
-from ..terminal import shown
+from .. import COMMANDS
+from ....errors import Failure
+from ...terminal import shown
 
 
 def add_parser(sub) -> None:
@@ -27,8 +28,6 @@ def run(args) -> int:
     try:
         read_run_json(find_run_root(Path(args.path)))
         root, agent, ctx, torn = open_agent(Path(args.path))
-    except RunRootError as e:
-        raise UserError(str(e)) from None
     except LogRefused as e:  # a log that does not fold: not the user's doing
         raise Failure(f"{e} (run `mnemon verify` for every problem)") from None
     report_torn(f"agents/{agent}/record.jsonl", torn)

@@ -6,11 +6,12 @@ import json
 import sys
 from pathlib import Path
 
-from ...lineage.runroot import RunRootError, find_run_root, read_run_json
-from ...lineage.tree import build_tree, format_node, walk
+from ....lineage.runroot import find_run_root, read_run_json
+from ....lineage.tree import build_tree, format_node, walk
 
-from ..cli import COMMANDS, UserError
-from ..terminal import shown
+from .. import COMMANDS
+from ....errors import UserError
+from ...terminal import shown
 
 
 def add_parser(sub) -> None:
@@ -24,11 +25,8 @@ def run(args) -> int:
     path = Path(args.path)
     if not path.exists():
         raise UserError(f"{path} does not exist")
-    try:
-        root = find_run_root(path)
-        read_run_json(root)
-    except RunRootError as e:
-        raise UserError(str(e)) from None
+    root = find_run_root(path)
+    read_run_json(root)
     nodes = walk(build_tree(root))
     for n, _ in nodes:
         if n.torn is not None:

@@ -12,10 +12,10 @@ import os
 import sys
 from pathlib import Path
 
-from ...lineage.runroot import RunRootError
-from ...lineage.view import report_torn
+from ....lineage.view import report_torn
 
-from ..cli import COMMANDS, Failure, UserError
+from .. import COMMANDS
+from ....errors import UserError
 
 
 def add_parser(sub) -> None:
@@ -34,9 +34,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..tracing import semconv
-    from ..tracing.otlp import request, resource_attributes
-    from ..tracing.runlogs import TraceError, read_run
+    from ...tracing import semconv
+    from ...tracing.otlp import request, resource_attributes
+    from ...tracing.runlogs import read_run
 
     endpoint = args.endpoint
     if not args.json and endpoint is None:
@@ -45,11 +45,8 @@ def run(args) -> int:
         if not endpoint:
             raise UserError("trace needs --json or --endpoint URL (or "
                             "OTEL_EXPORTER_OTLP_ENDPOINT set)")
-    try:
-        trace = read_run(Path(args.path), content=args.trace_content,
-                         latest_only=semconv.latest_only())
-    except (RunRootError, TraceError) as e:
-        raise UserError(str(e)) from None
+    trace = read_run(Path(args.path), content=args.trace_content,
+                     latest_only=semconv.latest_only())
     for src, torn in trace.torn.items():
         report_torn(src, torn)
     resource = resource_attributes(extra={"mnemon.run.created_at":
@@ -58,11 +55,8 @@ def run(args) -> int:
         json.dump(request(trace.spans, resource), sys.stdout, separators=(",", ":"))
         sys.stdout.write("\n")
         return 0
-    from ..tracing.send import SendError, send
+    from ...tracing.send import send
 
-    try:
-        send(trace.spans, resource, endpoint, encoding=args.encoding)
-    except SendError as e:
-        raise Failure(str(e)) from None
+    send(trace.spans, resource, endpoint, encoding=args.encoding)
     sys.stderr.write(f"mnemon: {len(trace.spans)} spans sent to {endpoint}\n")
     return 0

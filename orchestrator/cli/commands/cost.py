@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...lineage.runroot import RunRootError
-from ...lineage.view import report_torn
+from ....lineage.view import report_torn
 
-from ..cli import COMMANDS, UserError
+from .. import COMMANDS
 
 
 def add_parser(sub) -> None:
@@ -29,16 +28,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..costs import CostError, as_json, by_role, reports_reasoning, run_cost, total
-    from ..report import table
+    from ...costs import as_json, by_role, reports_reasoning, run_cost, total
+    from ...report import table
 
     path = Path(args.path)
-    try:
-        rows = run_cost(path, price_as=args.price_as, ttl=args.cache_ttl)
-    except RunRootError as e:
-        raise UserError(str(e)) from None
-    except CostError as e:
-        raise UserError(str(e)) from None
+    rows = run_cost(path, price_as=args.price_as, ttl=args.cache_ttl)
     for r in rows:
         report_torn(f"agents/{r.agent}/record.jsonl", r.torn)
     roles = args.by == "role"

@@ -6,8 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-from ...session.constants import KEEP_FLOOR_TOKENS
-from ..cli import COMMANDS, UserError
+from ....session.constants import KEEP_FLOOR_TOKENS
+from .. import COMMANDS
+from ....errors import UserError
 from ..options import keep_arg
 
 
@@ -51,9 +52,9 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import json
 
-    from ..importers import TrajectoryFormatError, every_skipped_line, load
-    from ..replay import replay, summary_table, write_reports
-    from ..replay.strategies import STRATEGIES, Options
+    from ...importers import every_skipped_line, load
+    from ...replay import replay, summary_table, write_reports
+    from ...replay.strategies import STRATEGIES, Options
 
     names = [s.strip() for s in args.strategy.split(",") if s.strip()]
     bad = [s for s in names if s not in STRATEGIES]
@@ -70,12 +71,10 @@ def run(args) -> int:
         raise UserError(f"{out} exists and is not an empty directory")
     try:
         traj = load(args.trajectory, args.format)
-    except TrajectoryFormatError as e:
-        raise UserError(str(e)) from None
     except FileNotFoundError:
         raise UserError(f"{args.trajectory}: no such file") from None
     if args.prices:
-        from ...providers import prices
+        from ....providers import prices
 
         try:
             prices.PRICES.update(prices.load_prices(args.prices))
@@ -83,14 +82,12 @@ def run(args) -> int:
             raise UserError(f"{args.prices}: {e}") from None
     wire = None
     if args.provider is not None:
-        from argparse import Namespace
-
-        from ...providers.select import DEFAULT_MODELS, KEY_VARIABLES
-        from ..options import provider_from
+        from ....providers.select import DEFAULT_MODELS, KEY_VARIABLES
+        from ...configure import provider_from
 
         args.model = args.model or DEFAULT_MODELS[args.provider]
-        spec = Namespace(provider=args.provider, model=args.model, base_url=args.base_url,
-                         max_tokens=args.max_tokens or 8192, cache_ttl=args.cache_ttl)
+        spec = dict(provider=args.provider, model=args.model, base_url=args.base_url,
+                    max_tokens=args.max_tokens or 8192, cache_ttl=args.cache_ttl)
         variable = KEY_VARIABLES[args.provider]
         if not os.environ.get(variable) and (args.provider == "anthropic" or args.base_url is None
                                              or "api.openai.com" in args.base_url):
@@ -102,7 +99,7 @@ def run(args) -> int:
     elif args.base_url is not None or args.max_tokens is not None:
         raise UserError("--base-url and --max-tokens go with --provider")
     args.model = args.model or "claude-sonnet-4-5"
-    from .. import logs
+    from ... import logs
 
     out.mkdir(parents=True, exist_ok=True)
     results = []

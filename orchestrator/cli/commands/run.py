@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from ..cli import COMMANDS, Failure, UserError
+from .. import COMMANDS
+from ....errors import Failure, UserError
 from ..options import add_roles_args, policy_from, roles_from_args
-from ..tracing.switch import carried, live_tracing
+from ...tracing.switch import carried, live_tracing
 
 
 def add_parser(sub) -> None:
@@ -37,7 +38,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..engines import engine_for
+    from ...engines import engine_for
 
     # the engine chosen once: the one named here, else (no --engine) the job's own, which
     # ``prepare`` reads with the job; from then on it is asked, never named
@@ -52,19 +53,16 @@ def run(args) -> int:
     import msgspec
     import trio
 
-    from .. import logs
-    from ..jobs.build import prepare
-    from ..jobs.display import JobProgress, final_table
-    from ..jobs.spec import JobError
+    from ... import logs
+    from ...jobs.build import prepare
+    from ...jobs.display import JobProgress, final_table
 
-    try:  # every check before anything is written or any agent starts
-        runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
-                                   policy=policy_from(args.policy) if args.policy else None,
-                                   engine=named,
-                                   roles=roles_from_args(args, None) if args.roles else None,
-                                   role=args.role)
-    except JobError as e:
-        raise UserError(str(e)) from None
+    # every check before anything is written or any agent starts (a JobError: exit 2)
+    runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
+                               policy=policy_from(args.policy) if args.policy else None,
+                               engine=named,
+                               roles=roles_from_args(args, None) if args.roles else None,
+                               role=args.role)
     root, output = runner.root, runner.output
     engine = runner.engine
     logs.configure(root, verbose=args.verbose)
@@ -120,19 +118,18 @@ def _run_dask(args, engine) -> int:
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, not {args.workers}")
     if not args.scheduler:  # first: it imports while this process imports the rest (0252)
-        from ..jobs.forks import start_fork_server
+        from ...jobs.forks import start_fork_server
 
         start_fork_server()
-    from ..gctune import warming
+    from ...gctune import warming
 
     with warming():  # this process's imports: none of them in a collection (decision 0264)
         import distributed  # noqa: F401 - while the fork server imports it too
 
-        from .. import logs
-        from ..jobs.display import JobProgress, final_table
-        from ..jobs.runner import JobSummary
-        from ..jobs.spec import JobError
-        from ..jobs.spread import run_job
+        from ... import logs
+        from ...jobs.display import JobProgress, final_table
+        from ...jobs.runner import JobSummary
+        from ...jobs.spread import run_job
 
     shown: list = []  # the driver's Watch, once it exists
     display = JobProgress(lambda: (shown[0].counts, shown[0].cost_usd),
@@ -153,9 +150,7 @@ def _run_dask(args, engine) -> int:
                           on_root=lambda root: logs.configure(root, verbose=args.verbose),
                           log_level=logs.level_from_env(),
                           trace=carried(args.trace_content))
-    except JobError as e:
-        raise UserError(str(e)) from None
-    except OSError as e:
+    except OSError as e:  # (a JobError goes on as it is: exit 2)
         raise Failure(f"the Dask cluster failed: {e}") from None
     finally:
         display.clear()

@@ -6,12 +6,14 @@ import sys
 
 import trio
 
-from ..approvals import reject_every_ask
-from ..cli import COMMANDS, Failure, UserError
-from ..options import add_provider_args, provider_from, run_root_from, settings_from
-from ..terminal import for_stream, shown
-from ..tracing.switch import live_tracing
-from ..typed.load import OutputError, check_for, load_output
+from ...approvals import reject_every_ask
+from .. import COMMANDS
+from ....errors import Failure, UserError
+from ..options import (add_provider_args, provider_from_args, run_root_from,
+                       settings_from_args)
+from ...terminal import for_stream, shown
+from ...tracing.switch import live_tracing
+from ...typed.load import check_for, load_output
 
 
 def add_parser(sub) -> None:
@@ -33,18 +35,18 @@ _nobody_to_ask = reject_every_ask("nobody to ask: mnemon ask is not interactive 
 def run(args) -> int:
     import json
 
-    from .. import logs
-    from ..report import cost_rows
-    from ..supervisor import open_supervisor
+    from ... import logs
+    from ...report import cost_rows
+    from ...supervisor import open_supervisor
 
-    settings = settings_from(args)  # bad input is refused before anything is written
+    settings = settings_from_args(args)  # bad input is refused before anything is written
     output = _output(args)
-    provider = provider_from(args)
+    provider = provider_from_args(args)
     root = run_root_from(args, "mnemon ask")
     logs.configure(root, verbose=args.verbose)
 
     async def main():
-        from ..progress import Progress
+        from ...progress import Progress
 
         try:
             async with open_supervisor(root, provider, settings, started_by="mnemon ask",
@@ -93,9 +95,6 @@ def _output(args):
         return None
     if args.output_retries < 0:
         raise UserError(f"--output-retries must be ≥ 0, not {args.output_retries}")
-    try:
-        output = load_output(args.output, retries=args.output_retries)
-        check_for(output, args.provider, where=args.output)
-    except OutputError as e:
-        raise UserError(str(e)) from None
+    output = load_output(args.output, retries=args.output_retries)
+    check_for(output, args.provider, where=args.output)
     return output

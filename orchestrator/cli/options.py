@@ -1,4 +1,6 @@
-"""Options shared by the commands that run agents: provider selection and run settings.
+"""The command line's options shared by the commands that run agents: provider selection and
+run settings, as argparse flags turned into plain values for ``configure`` (which builds the
+settings and the provider, for jobs and library callers alike).
 
 Provider selection is the same everywhere: ``--provider scripted|anthropic|openai|openai-responses``,
 ``--model``, ``--base-url``, keys from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``, and
@@ -10,19 +12,13 @@ from __future__ import annotations
 import datetime as _dt
 import secrets
 from pathlib import Path
+from typing import Any
 
-from ..lineage.runroot import RunRootError, create_run_root
-from ..session.constants import KEEP_FLOOR_TOKENS
-
-from .cli import UserError
-from .policy import PolicyError, load_policy
-from .roles.book import check_providers
-from .roles.load import load_roles
-from .roles.spec import RolesError, check_tools
-from .settings import Settings
-
-KNOWN_WINDOWS = {"claude": 200_000, "gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gpt-5": 400_000,
-                 "o3": 200_000, "o4": 200_000, "scripted": None}
+from ...errors import ConfigError, UserError
+from ...lineage.runroot import create_run_root
+from ...session.constants import KEEP_FLOOR_TOKENS
+from ..configure import keep_value, policy_file, provider_from, roles_file, settings_from
+from ..settings import Settings
 
 
 def add_provider_args(p, *, default_provider: str = "scripted") -> None:
@@ -73,65 +69,37 @@ def add_roles_args(group) -> None:
                        help="the root agent's role (default: the roles file's role)")
 
 
+#: how the command line spells each setting in a refusal (``configure.settings_from``)
+FLAGS = {"keep": "--keep", "keep_floor_tokens": "--keep-floor", "role": "--role",
+         "roles_file": "--roles", "mcp_file": "--mcp", "policy_file": "--policy"}
+
+
 def keep_arg(text: str | float) -> float | str:
     """``--keep``: ``auto`` or a share strictly between 0 and 1; anything else is refused."""
-    if isinstance(text, str) and text.strip().lower() == "auto":
-        return "auto"
-    try:
-        value = float(text)
-    except ValueError:
-        raise UserError(f"--keep must be auto or a share between 0 and 1, not {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise UserError(f"--keep must be auto or between 0 and 1, not {text}")
-    return value
+    return keep_value(text, name=FLAGS["keep"])
 
 
-def window_for(model: str | None) -> int | None:
-    if not model:
-        return None
-    m = model.lower()
-    for prefix, w in KNOWN_WINDOWS.items():
-        if m.startswith(prefix) or f"/{prefix}" in m:
-            return w
-    return None
-
-
-def settings_from(args, **over) -> Settings:
-    from ..providers.select import DEFAULT_MODELS
-
-    model = args.model or DEFAULT_MODELS.get(args.provider)
-    window = args.context_window or window_for(model)
-    base = dict(system=args.system, model=model, context_window=window, keep=keep_arg(args.keep),
+def values_from(args) -> dict[str, Any]:
+    """The run's settings as plain values (``configure.settings_from``'s keys) from the flags
+    of ``add_provider_args``: the command line's only part in building ``Settings``."""
+    return dict(provider=args.provider, system=args.system, model=args.model,
+                context_window=args.context_window, keep=args.keep,
+                keep_floor_tokens=getattr(args, "keep_floor", None),
                 max_turns=args.max_turns, max_tokens=args.max_tokens, cache_ttl=args.cache_ttl,
-                budget_usd=args.budget_usd, budget_tokens=args.budget_tokens)
-    floor = getattr(args, "keep_floor", None)
-    if floor is not None:
-        if floor < 0:
-            raise UserError(f"--keep-floor must be a number of tokens, not {floor}")
-        base["keep_floor_tokens"] = floor
-    if getattr(args, "mcp", None):
-        from .mcp.config import McpConfigError, load_config
+                budget_usd=args.budget_usd, budget_tokens=args.budget_tokens,
+                mcp_file=getattr(args, "mcp", None), policy_file=getattr(args, "policy", None),
+                roles_file=getattr(args, "roles", None), role=getattr(args, "role", None))
 
-        try:
-            base["mcp_servers"] = load_config(args.mcp)
-        except McpConfigError as e:
-            raise UserError(str(e)) from None
-    if getattr(args, "policy", None):
-        base["tool_policy"] = policy_from(args.policy)
-    roles = roles_from_args(args)
-    if roles is not None:
-        base["roles"] = roles
-    base.update(over)
-    return Settings(**base)
+
+def settings_from_args(args, **over) -> Settings:
+    """``Settings`` from the command line (``over``: settings the command fixes itself)."""
+    return settings_from({**values_from(args), **over}, names=FLAGS)
 
 
 def policy_from(path: str):
     """``--policy FILE``: the policy, judged whole before anything runs (exit 2 naming the
     file and the rule otherwise)."""
-    try:
-        return load_policy(path)
-    except PolicyError as e:
-        raise UserError(str(e)) from None
+    return policy_file(path)
 
 
 def roles_from_args(args, tools: "frozenset[str] | None" = frozenset()):
@@ -141,31 +109,18 @@ def roles_from_args(args, tools: "frozenset[str] | None" = frozenset()):
     path, root = getattr(args, "roles", None), getattr(args, "role", None)
     if path is None:
         if root is not None:
-            raise UserError(f"--role {root} needs --roles FILE (the roles it names)")
+            raise ConfigError(f"--role {root} needs --roles FILE (the roles it names)",
+                              key="role")
         return None
-    try:
-        roles = load_roles(path, root=root, provider=getattr(args, "provider", None))
-        check_providers(roles, getattr(args, "provider", None))
-        if tools is not None:
-            check_tools(roles, tools)
-    except RolesError as e:
-        raise UserError(str(e)) from None
-    return roles
+    return roles_file(path, role=root, provider=getattr(args, "provider", None), tools=tools)
 
 
-def provider_from(args, **kw):
-    from ..providers.errors import ProviderConfigError
-    from ..providers.select import make_provider
-
-    try:
-        return make_provider(args.provider, model=args.model, base_url=args.base_url,
-                             script=getattr(args, "script", None), max_tokens=args.max_tokens,
-                             cache_ttl=args.cache_ttl, store=getattr(args, "store", False),
-                             **kw)
-    except ProviderConfigError as e:
-        raise UserError(str(e)) from None
-    except (OSError, ValueError) as e:
-        raise UserError(str(e)) from None
+def provider_from_args(args, **kw):
+    """The provider the flags name (``--provider/--model/--base-url/--script/...``)."""
+    return provider_from(dict(provider=args.provider, model=args.model, base_url=args.base_url,
+                              script=getattr(args, "script", None), max_tokens=args.max_tokens,
+                              cache_ttl=args.cache_ttl, store=getattr(args, "store", False)),
+                         **kw)
 
 
 def run_root_from(args, started_by: str) -> Path:
@@ -174,23 +129,17 @@ def run_root_from(args, started_by: str) -> Path:
     else:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         path = Path("mnemon-runs") / f"{stamp}-{secrets.token_hex(3)}"
-    try:
-        return create_run_root(path, started_by)
-    except RunRootError as e:
-        raise UserError(str(e)) from None
+    return create_run_root(path, started_by)
 
 
 def listen_from(args) -> tuple[str, bool]:
     """``(token, generated)`` for a server's ``--host/--port/--token`` (``mnemon serve``,
     ``mnemon mcp --http``): the port checked, the token resolved, a public address refused
     without a chosen token."""
-    from .service.auth import AuthConfigError, check_bind, resolve_token
+    from ..service.auth import check_bind, resolve_token
 
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port must be 0..65535, not {args.port}")
-    try:
-        token, generated = resolve_token(args.token)
-        check_bind(args.host, not generated)
-    except AuthConfigError as e:
-        raise UserError(str(e)) from None
+    token, generated = resolve_token(args.token)
+    check_bind(args.host, not generated)
     return token, generated

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import msgspec
 
-from ...lineage.runroot import RunRootError, agent_source, find_run_root, list_agents
-from ...session.log import iter_lines
-from ..cli import COMMANDS, UserError
-from ..jobs.results import read_results
-from ..jobs.table import to_csv, to_jsonl
-from ..terminal import for_stream
+from ....lineage.runroot import agent_source, find_run_root, list_agents
+from ....session.log import iter_lines
+from .. import COMMANDS
+from ....errors import UserError
+from ...jobs.results import read_results
+from ...jobs.table import to_csv, to_jsonl
+from ...terminal import for_stream
 
 
 def add_parser(sub) -> None:
@@ -81,10 +82,7 @@ def run(args) -> int:
             raise UserError(f"{file}: no such results file")
         rows = list(read_results(file).values())
     else:
-        try:
-            root = find_run_root(path)
-        except RunRootError as e:
-            raise UserError(str(e)) from None
+        root = find_run_root(path)
         file = root / "results.jsonl"
         rows = list(read_results(file).values()) if file.is_file() else rows_from_logs(root)
     # CSV holds the answers as they came: escaped on a terminal, raw into a pipe (a program's)

@@ -14,10 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-from ...lineage.nohit import NO_HITS, quick_miss
-from ...session.constants import GREP_TIMEOUT_S
+from ....lineage.nohit import NO_HITS, quick_miss
+from ....session.constants import GREP_TIMEOUT_S
 
-from ..cli import COMMANDS, UserError
+from .. import COMMANDS
+from ....errors import UserError
 
 
 def _one_line_error(message: str) -> None:
@@ -55,6 +56,6 @@ def run(args) -> int:
         if args.turns is None and quick_miss(Path(args.path), args.pattern):
             print(json.dumps(NO_HITS) if args.json else "0 matching lines")
             return 0
-    from .. import transcripts  # the door, the fold and msgspec: only when they answer
+    from ... import transcripts  # the door, the fold and msgspec: only when they answer
 
     return transcripts.answer(args)

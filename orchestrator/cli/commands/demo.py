@@ -8,9 +8,10 @@ from pathlib import Path
 
 import trio
 
-from ..cli import COMMANDS, UserError
+from .. import COMMANDS
+from ....errors import UserError
 from ..options import run_root_from
-from ..tracing.switch import live_tracing
+from ...tracing.switch import live_tracing
 
 
 def add_parser(sub) -> None:
@@ -24,15 +25,15 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ...lineage.tree import tree_text
-    from ...providers.cache import CacheModel
-    from ...providers.scripted import ScriptedProvider
+    from ....lineage.tree import tree_text
+    from ....providers.cache import CacheModel
+    from ....providers.scripted import ScriptedProvider
 
-    from .. import demo, logs
-    from ..progress import Progress
-    from ..report import cost_table, evictions
-    from ..settings import Settings
-    from ..supervisor import open_supervisor
+    from ... import demo, logs
+    from ...progress import Progress
+    from ...report import cost_table, evictions
+    from ...settings import Settings
+    from ...supervisor import open_supervisor
 
     if args.context_window < 2000:
         raise UserError("--context-window must be at least 2000 tokens for the demo")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..cli import COMMANDS, UserError
-from ..extras import require
+from .. import COMMANDS
+from ....errors import UserError
+from ...extras import require
 
 
 def add_parser(sub) -> None:
@@ -30,27 +31,21 @@ def run(args) -> int:
     require("mcp", "mnemon mcp")
     import trio
 
-    from ..mcp.door import DoorError, RunDoor
+    from ...mcp.door import RunDoor
 
-    try:
-        door = RunDoor(Path(args.run_root))
-    except DoorError as e:
-        raise UserError(str(e)) from None
-    from ..._about import __version__
-    from ..mcp.server import build_server, serve_http, serve_stdio
+    door = RunDoor(Path(args.run_root))
+    from ...._about import __version__
+    from ...mcp.server import build_server, serve_http, serve_stdio
 
     server = build_server(door, version=__version__)
     if not args.http:
         trio.run(_until_signal, lambda task_status: _started(serve_stdio(server), task_status))
         return 0
     from ..options import listen_from
-    from ..service.listen import BindError, bind
+    from ...service.listen import bind
 
     token, generated = listen_from(args)
-    try:
-        sock = bind(args.host, args.port)
-    except BindError as e:
-        raise UserError(str(e)) from None
+    sock = bind(args.host, args.port)
 
     def ready(binds: list[str]) -> None:
         url = (binds[0] if binds else f"http://{args.host}:{args.port}") + "/mcp"

@@ -1,1 +1,0 @@
-"""One module per CLI command: each has ``add_parser(subparsers)`` and ``run(args) -> int``."""
