@@ -18,6 +18,7 @@ values (``orchestrator/configure.py``), never parsed arguments.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 import importlib
 import importlib.util
 from pathlib import Path
@@ -50,6 +51,20 @@ def _type_checking(node: ast.If) -> bool:
     return getattr(t, "id", None) == "TYPE_CHECKING" or getattr(t, "attr", None) == "TYPE_CHECKING"
 
 
+def imports(path: Path) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement of a module, those inside functions too; those under
+    ``if TYPE_CHECKING:`` left out (they never run)."""
+    todo: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and _type_checking(node):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
 def graph(mods: dict[str, Path]) -> dict[str, dict[str, int]]:
     """``module → {imported module: line}``, the imported name resolved to the nearest module
     of the package (``from .x import f`` names ``x``; ``from . import x`` names ``x``)."""
@@ -62,29 +77,21 @@ def graph(mods: dict[str, Path]) -> dict[str, dict[str, int]]:
             while target and target not in mods:
                 target = target.rpartition(".")[0]
             if target and target != importer:
-                found.setdefault(target, line)
+                found[target] = min(line, found.get(target, line))
 
-        def visit(node: ast.AST) -> None:
-            if isinstance(node, ast.If) and _type_checking(node):
-                for n in node.orelse:
-                    visit(n)
-                return
+        for node in imports(path):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     add(a.name, node.lineno)
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
-                    mod = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    mod = node.module or ""
-                subs = [f"{mod}.{a.name}" for a in node.names if f"{mod}.{a.name}" in mods]
-                for target in subs or [mod]:  # ``from pkg import sub`` is sub, not pkg's face
-                    add(target, node.lineno)
-            for child in ast.iter_child_nodes(node):
-                visit(child)
-
-        visit(ast.parse(path.read_text(encoding="utf-8")))
+                continue
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            subs = [f"{mod}.{a.name}" for a in node.names if f"{mod}.{a.name}" in mods]
+            for target in subs or [mod]:  # ``from pkg import sub`` is sub, not pkg's face
+                add(target, node.lineno)
         out[name] = found
     return out
 
@@ -95,21 +102,12 @@ def external(mods: dict[str, Path]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for name, path in mods.items():
         found: dict[str, int] = {}
-
-        def visit(node: ast.AST) -> None:
-            if isinstance(node, ast.If) and _type_checking(node):
-                for n in node.orelse:
-                    visit(n)
-                return
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    found.setdefault(a.name.split(".")[0], node.lineno)
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                found.setdefault(node.module.split(".")[0], node.lineno)
-            for child in ast.iter_child_nodes(node):
-                visit(child)
-
-        visit(ast.parse(path.read_text(encoding="utf-8")))
+        for node in imports(path):
+            tops = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                    [node.module] if not node.level and node.module else [])
+            for top in tops:
+                key = top.split(".")[0]
+                found[key] = min(node.lineno, found.get(key, node.lineno))
         out[name] = found
     return out
 

@@ -132,6 +132,17 @@ def run_root_from(args, started_by: str) -> Path:
     return create_run_root(path, started_by)
 
 
+def add_listen_args(p, *, port: int, when: str = "") -> None:
+    """A server's ``--host``, ``--port`` and ``--token`` (``mnemon serve``; ``mnemon mcp``
+    with ``when="--http: "``), read back by ``listen_from``."""
+    p.add_argument("--host", default="127.0.0.1",
+                   help=f"{when}address to bind (default loopback)")
+    p.add_argument("--port", type=int, default=port, help=f"{when}port (0: any free port)")
+    p.add_argument("--token", default=None,
+                   help=f"{when}the bearer token, at least 16 characters (default: "
+                        "$MNEMON_TOKEN, else one is generated and printed once)")
+
+
 def listen_from(args) -> tuple[str, bool]:
     """``(token, generated)`` for a server's ``--host/--port/--token`` (``mnemon serve``,
     ``mnemon mcp --http``): the port checked, the token resolved, a public address refused

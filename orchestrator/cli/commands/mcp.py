@@ -20,11 +20,9 @@ def add_parser(sub) -> None:
     p.add_argument("run_root", metavar="RUN_ROOT", help="the run root to serve (read-only)")
     p.add_argument("--http", action="store_true",
                    help="serve streamable HTTP at /mcp instead of stdio")
-    p.add_argument("--host", default="127.0.0.1", help="--http: address to bind (loopback)")
-    p.add_argument("--port", type=int, default=8766, help="--http: port (0: any free port)")
-    p.add_argument("--token", default=None,
-                   help="--http: the bearer token, at least 16 characters (default: "
-                        "$MNEMON_TOKEN, else one is generated and printed once)")
+    from ..options import add_listen_args  # options load the settings: only for this command
+
+    add_listen_args(p, port=8766, when="--http: ")
 
 
 def run(args) -> int:

@@ -13,19 +13,15 @@ from .. import COMMANDS
 from ....errors import UserError
 from ...extras import require
 from ...tracing.switch import live_tracing
-from ..options import (add_provider_args, listen_from, provider_from_args, run_root_from,
-                       settings_from_args)
+from ..options import (add_listen_args, add_provider_args, listen_from, provider_from_args,
+                       run_root_from, settings_from_args)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("serve", help=COMMANDS["serve"])
     p.add_argument("run_root_ro", nargs="?", metavar="RUN_ROOT",
                    help="serve this existing run root read-only")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    p.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
-    p.add_argument("--token", default=None,
-                   help="the bearer token, at least 16 characters (default: $MNEMON_TOKEN, "
-                        "else one is generated and printed once)")
+    add_listen_args(p, port=8765)
     p.add_argument("--no-resume", action="store_true",
                    help="over an existing run root, do not resume the agents a crash left "
                         "running (POST /v1/agents/{id}/resume resumes one)")
