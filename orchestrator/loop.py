@@ -383,13 +383,17 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
         table = env.table_for(node)
     results: list[ToolResult | None] = [None] * len(calls)
 
+    def refused(call: ToolUse, mode: str | None) -> ToolResult | None:
+        """A call a tool claims whose input is not a JSON object is answered, not run (the
+        fallback answers what no tool claims as recorded, whatever its input)."""
+        if mode is None or isinstance(call.input, dict):
+            return None
+        return ToolResult(tool_use_id=call.id, content=not_run(call, stop_reason),
+                          is_error=True)
+
     if len(calls) == 1:  # nothing to run beside it: no nursery to open and close
         call = calls[0]
-        if table.mode(call) is not None and not isinstance(call.input, dict):
-            results[0] = ToolResult(tool_use_id=call.id, content=not_run(call, stop_reason),
-                                    is_error=True)
-        else:
-            results[0] = await table.call(call)
+        results[0] = refused(call, table.mode(call)) or await table.call(call)
         node.log.append(ToolResults(results=[r for r in results if r is not None]))
         return
 
@@ -409,11 +413,8 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
     async with trio.open_nursery() as nursery:
         for i, call in enumerate(calls):
             mode = table.mode(call)
-            if mode is None:
-                nursery.start_soon(one, i, call)  # answered by the fallback, as recorded
-            elif not isinstance(call.input, dict):
-                results[i] = ToolResult(tool_use_id=call.id, content=not_run(call, stop_reason),
-                                        is_error=True)
+            if (no := refused(call, mode)) is not None:
+                results[i] = no
             elif mode == "exclusive":
                 if tail is not None:
                     await tail.wait()
@@ -422,6 +423,6 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
                 done = trio.Event()
                 nursery.start_soon(one_serial, i, call, tail, done)
                 tail = done
-            else:
+            else:  # shared, or the fallback's (as recorded)
                 nursery.start_soon(one, i, call)
     node.log.append(ToolResults(results=[r for r in results if r is not None]))

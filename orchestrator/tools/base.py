@@ -25,6 +25,7 @@ Results are recorded in call order whatever the modes.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ...providers.base import ToolDef
@@ -73,9 +74,10 @@ class Tool(Protocol):
         ...
 
 
-class ToolBase:
+class ToolBase(ABC):
     """Defaults for a ``Tool``: shared, starts no agent; ``definition`` from ``name``,
-    ``description`` and ``schema``."""
+    ``description`` and ``schema``. ``call`` is the one method a subclass must write (a class
+    without it cannot be made)."""
 
     name: str = ""
     description: str = ""
@@ -89,8 +91,9 @@ class ToolBase:
         d: ToolDef | None = self.__dict__.get("_definition")
         return d if d is not None else ToolDef(self.name, self.description, self.schema)
 
+    @abstractmethod
     async def call(self, ctx: "ToolContext", input: dict[str, Any]) -> str:
-        raise NotImplementedError
+        """Answer one call (``Tool.call``)."""
 
     def starts(self, input: dict[str, Any]) -> dict[str, Any] | None:
         return None
