@@ -33,6 +33,7 @@ from ..session.records import (
     ToolResults,
     ToolUse,
     TurnStarted,
+    WorkspaceSnapshot,
     Usage,
     compact,
 )
@@ -115,6 +116,8 @@ async def run_agent(env: "AgentEnv", node: "AgentNode",
                 log.error("could not record SessionEnded", error=str(e))
         # after the record: a reader in another thread that sees the agent no longer
         # running finds its end in the log (the service's views)
+        if node.workspace is not None:
+            node.workspace.release()  # its directory is free for another agent
         node.reason = reason
         node.state = state_of(reason)
         node.done.set()
@@ -147,6 +150,8 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
     spend = env.spend
     if node.resumed:
         node.resumed = False
+        if node.workspace is not None:  # its files as its log last names them (0356)
+            await reconcile_workspace(node)
         await resume_approvals(env, node)  # calls its log shows asked about, answered first
         if node.output_type is not None and (end := await settle_resumed(env, node)) is not None:
             return end  # a typed agent's last answer already judged (typed.turn)
@@ -205,6 +210,11 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
                 continue  # more work for the same agent (the next recorded prompt, in replay)
             return "done"
         await run_calls(env, node, calls, table, stop_reason=response.stop_reason)
+        ws = node.workspace
+        if ws is not None and ws.changed:  # the files this turn's tools left (docs/workspace.md)
+            snap = await ws.turn_snapshot()
+            if snap is not None:
+                alog.append(WorkspaceSnapshot(snapshot=snap, turn=tid, at=now_iso()))
         policy.after_tools(env, node)
 
 
@@ -367,6 +377,19 @@ def not_run(call: ToolUse, stop_reason: str | None) -> str:
             return "this call was not run: its arguments nest too deeply to parse as JSON"
     kind = _JSON_KINDS.get(type(raw), "not an object")
     return f"this call was not run: its arguments are {kind}, not a JSON object"
+
+
+async def reconcile_workspace(node: "AgentNode") -> None:
+    """A reopened agent's workspace brought back to the snapshot its log names last; what its
+    directory held beyond it (a crashed turn's writes) is kept in the store and named in the
+    record (``aside``), never silently lost or kept (docs/workspace.md, "Resume")."""
+    ws = node.workspace
+    aside = await ws.reconcile()
+    if aside is not None:
+        node.log.append(WorkspaceSnapshot(snapshot=ws.recorded, why="resume", aside=aside,
+                                          at=now_iso()))
+        log.warning("workspace changes after the last snapshot kept aside", agent=node.id,
+                    aside=aside, restored=ws.recorded)
 
 
 async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],

@@ -97,6 +97,8 @@ class AgentNode:
     # the provider answers its log records (``ProviderCall`` with usage, no error): sent as
     # ``meta["requests"]``, so a scripted provider continues its script where the log stands
     requests: int = 0
+    # its workspace (``workspace.handle.Workspace``; docs/workspace.md), or None: no file tools
+    workspace: Any = None
 
     def on_edit(self, kind: str, history_before: int) -> None:
         self.edit_hook(self, kind, history_before)

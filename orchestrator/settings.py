@@ -11,6 +11,7 @@ from ..session.constants import GREP_TIMEOUT_S, KEEP_FLOOR_TOKENS, MAX_TURNS
 from .mcp.config import McpServerSpec
 from .policy import ToolPolicy
 from .roles.spec import Roles
+from .workspace.spec import WorkspaceSpec
 
 
 class Settings(Struct, kw_only=True, frozen=True):
@@ -47,6 +48,9 @@ class Settings(Struct, kw_only=True, frozen=True):
     # the run's named roles (``roles.Roles``, docs/roles.md; its ``root``: the root agents'
     # role): None, a run without roles
     roles: Roles | None = None
+    # the root agents' workspace (docs/workspace.md): the user's directory in place
+    # (``--workspace DIR``), a copy of a source per root (a job's ``[workspace]``), or None
+    workspace: WorkspaceSpec | None = None
 
     def __post_init__(self) -> None:
         """A keep the plan cannot use is refused here, not at the first eviction."""

@@ -47,6 +47,9 @@ from .spend import Spend
 from .synod import SynodResult, run_synod
 from .tools.definitions import tool_defs
 from .typed.load import as_output_type
+from .workspace.history import read_history
+from .workspace.life import open_child, open_root, reopen
+from .workspace.life import rewind as ws_rewind
 from .tools.base import Tool
 
 __all__ = ["AgentNode", "Supervisor", "open_servers", "open_supervisor", "set_aside_unopened"]
@@ -257,6 +260,15 @@ class Supervisor:
         if unborn is not None and servers:  # born later, if ever: not worth holding it open
             os.close(unborn)
             unborn = None
+        spec = (settings or self.settings).workspace
+        ws_start = None
+        if spec is not None:  # its files (docs/workspace.md): made before its opening record
+            try:                # lists the file tools it is offered
+                node.workspace, ws_start = open_root(self.root, aid, spec)
+            except BaseException:
+                if unborn is not None:
+                    os.close(unborn)
+                raise
 
         def birth() -> AgentLog:
             src = agent_source(aid)
@@ -266,6 +278,8 @@ class Supervisor:
                                    fsync=self.settings.fsync,  # type: ignore[arg-type]
                                    unborn=unborn)
             alog.prompt(task)
+            if ws_start is not None:
+                alog.append(ws_start)
             return alog
 
         self._taken.add(aid)
@@ -330,6 +344,9 @@ class Supervisor:
         node.output_type = typed = as_output_type(output)
         tpb = parent.tokens_per_byte
         own_prefix = role is not None and kind == "fresh"  # the role's system, model, tools
+        ws_start = None
+        if parent.workspace is not None:  # its parent's files at the fork, by reference
+            node.workspace, ws_start = open_child(parent.workspace, aid)
 
         def birth() -> AgentLog:
             extra: dict[str, Any] = {}
@@ -346,9 +363,13 @@ class Supervisor:
             extra["policy"] = self._policy_record(node)
             if typed is not None:
                 extra["output_type"] = typed.as_record()
-            return fork(self.root, parent.log, aid, kind=kind, task=task,  # type: ignore[arg-type]
-                        depth=parent.depth + 1, tokens_per_byte=tpb, fsync=self.settings.fsync,
-                        **extra)
+            alog = fork(self.root, parent.log, aid, kind=kind,  # type: ignore[arg-type]
+                        task=task, depth=parent.depth + 1, tokens_per_byte=tpb,
+                        fsync=self.settings.fsync, **extra)
+            if ws_start is not None:
+                node.workspace.rename(aid)  # the id another process's agent left free
+                alog.append(ws_start)
+            return alog
 
         self._taken.add(aid)
         if agent_id is None and not node.mcp_servers:
@@ -407,6 +428,13 @@ class Supervisor:
             (self.settings.agent_mcp_servers if parent is None else ()))
         node.turns_taken = node.ctx.count(role="assistant", origin="own")
         node.requests = _answered(alog.path)
+        if alog.ctx.workspace is not None:  # its files, from its log alone (0356)
+            try:
+                node.workspace = reopen(self.root, agent_id, read_history(alog.path),
+                                        self.settings_for(node).workspace)
+            except BaseException:
+                alog.close()
+                raise
         book = self.env.roles
         try:  # its ancestors' policy, from the logs: with or without its live parent (0305)
             node.lineage_policy = recorded_policy(self.root, st, book)
@@ -535,10 +563,16 @@ class Supervisor:
             child.scope.cancel()
 
     def rewind(self, agent_id: str, to: int) -> None:
-        """``/rewind``: withdraw every turn with id > ``to``."""
+        """``/rewind``: withdraw every turn with id > ``to``; an agent with a workspace finds
+        its files as they stood after turn ``to`` (docs/workspace.md)."""
         from ..session.records import Rewound
 
-        self.agents[agent_id].log.append(Rewound(to=to))
+        node = self.agents[agent_id]
+        node.log.append(Rewound(to=to))  # refused (nothing written) into a residue
+        if node.workspace is not None:
+            rec = ws_rewind(node.workspace, node.log.path, to)
+            if rec is not None:
+                node.log.append(rec)
 
     def cancel(self, agent_id: str) -> None:
         self.agents[agent_id].scope.cancel()

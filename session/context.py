@@ -51,6 +51,7 @@ from .records import (
     ToolUse,
     Usage,
     UserPrompt,
+    WorkspaceSnapshot,
     compact,
     encode,
 )
@@ -96,6 +97,7 @@ class Context(Judgement, Linking):
         self.id_floor = 1
         self.in_hand: int | None = None
         self.started: SessionStarted | None = None
+        self.workspace: WorkspaceSnapshot | None = None  # the latest (docs/workspace.md)
         self.ended: str | None = None
         self.protocol_seen = False
         self.last_input_tokens: int | None = None  # the last response's total input
@@ -382,6 +384,8 @@ class Context(Judgement, Linking):
                 self.started = record
             elif type(record) is SessionEnded:
                 self.ended = record.reason
+            elif type(record) is WorkspaceSnapshot:
+                self.workspace = record
             return
         self.protocol_seen = True
         if type(record) is Inherited:

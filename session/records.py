@@ -240,6 +240,25 @@ class TurnStarted(_R, frozen=True):
     at: str | None = None
 
 
+class WorkspaceSnapshot(_R, frozen=True):
+    """The agent's workspace as it stood at this point of its log (docs/workspace.md): the
+    content id of a tree in the run root's store (``workspace/store.git``, git's object format).
+
+    ``turn``: the turn whose tools left it (absent: before any turn — the workspace the agent
+    started from). ``why``: absent for a turn's tools; ``start`` (the first, naming ``dir`` and
+    ``source``), ``rewind`` (``turn``: the turn rewound to), ``resume`` (the snapshot a resumed agent was restored to;
+    ``aside`` then names what its directory held that no record named, kept in the store), or
+    ``merge`` (a synod member's change applied; ``source`` names the member)."""
+
+    snapshot: str
+    turn: int | None = None
+    why: Literal["start", "rewind", "resume", "merge"] | None = None
+    dir: str | None = None
+    source: str | None = None
+    aside: str | None = None
+    at: str | None = None
+
+
 class ProviderCall(_R, frozen=True):
     attempt: int
     latency_s: float
@@ -303,12 +322,13 @@ Record = Union[
     ProviderCall,
     ApprovalRequested,
     ApprovalDecided,
+    WorkspaceSnapshot,
 ]
 
 PROTOCOL = (UserPrompt, AssistantMessage, ToolResults, Steering, Inherited, Evicted, Marked, Swept,
             Cleared, Rewound)
 FORENSIC = (SessionStarted, SessionResumed, SessionEnded, TurnStarted, ProviderCall,
-            ApprovalRequested, ApprovalDecided)
+            ApprovalRequested, ApprovalDecided, WorkspaceSnapshot)
 APPROVAL = (ApprovalRequested, ApprovalDecided)
 """Records of the approval of a call: they belong to no turn (like the forensic records, among
 which they are counted), but the fold judges them and keeps the turn in hand's approvals."""

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..node import AgentNode
     from ..settings import Settings
     from ..synod import SynodResult
+    from ..workspace.handle import Workspace
 
 __all__ = ["ToolContext"]
 
@@ -83,6 +84,12 @@ class ToolContext:
     @property
     def context(self) -> Context:
         return self._node.ctx
+
+    @property
+    def workspace(self) -> "Workspace | None":
+        """The agent's workspace (``workspace.handle.Workspace``; docs/workspace.md), or None
+        when it has none."""
+        return self._node.workspace
 
     @property
     def cancel_scope(self) -> trio.CancelScope:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...providers.base import ToolDef
 from .builtin import BUILTIN
+from .files import FILE_TOOLS
 
 if TYPE_CHECKING:
     from ..env import AgentEnv
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["BUILTIN", "tool_defs"]
 
 _NO_TOOLS: list[ToolDef] = []
+_FILES: list[ToolDef] = [t.definition for t in FILE_TOOLS]
+_BUILTIN_FILES: list[ToolDef] = BUILTIN + _FILES
 
 
 def tool_defs(env: "AgentEnv", node: "AgentNode | None" = None,
@@ -34,7 +37,9 @@ def tool_defs(env: "AgentEnv", node: "AgentNode | None" = None,
     have theirs); tuples compare element identity first, so a check costs no deep comparison
     while nothing changed (each tool's ``definition`` is one object for as long as the tool is
     unchanged: a tool that builds a new one per read is compared by value)."""
-    builtin = BUILTIN if env.settings_for(node).builtin_tools else _NO_TOOLS
+    files = getattr(node, "workspace", None) is not None  # the file tools (docs/workspace.md)
+    builtin = ((_BUILTIN_FILES if files else BUILTIN) if env.settings_for(node).builtin_tools
+               else (_FILES if files else _NO_TOOLS))
     if env.roles is not None:  # agents_start takes the roles this agent may start
         builtin = env.roles.builtins_for(node, builtin)
     if table is None:

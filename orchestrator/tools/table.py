@@ -22,6 +22,7 @@ from ...session.errors import Refusal, SessionError
 from ...session.records import ToolResult, ToolUse
 from .base import Mode, ToolError, ToolInputError
 from .builtin import BY_NAME
+from .files import FS_BY_NAME
 from .context import ToolContext
 from .definitions import tool_defs
 
@@ -36,6 +37,8 @@ __all__ = ["NO_BUILTINS", "ToolTable"]
 log = structlog.get_logger("mnemon.tools")
 
 NO_BUILTINS: Mapping[str, Any] = {}
+# an agent with a workspace is offered the file tools beside the built-ins (docs/workspace.md)
+_WITH_FILES: Mapping[str, Any] = {**BY_NAME, **FS_BY_NAME}
 
 Fallback = Callable[["AgentNode", ToolUse], Awaitable[ToolResult]]
 
@@ -49,7 +52,10 @@ class ToolTable:
                  builtin: bool = True, fallback: Fallback | None = None):
         self.env = env
         self.node = node
-        self.builtin: Mapping[str, Any] = BY_NAME if builtin else NO_BUILTINS
+        files = getattr(node, "workspace", None) is not None
+        self.builtin: Mapping[str, Any] = (
+            (_WITH_FILES if files else BY_NAME) if builtin else (FS_BY_NAME if files
+                                                                 else NO_BUILTINS))
         self.tools = tools
         self.fallback = fallback
 

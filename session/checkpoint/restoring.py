@@ -97,6 +97,8 @@ def _restore(table: Table, loader) -> "Context":
     ctx.in_hand = in_hand
     started = st["started"]
     ctx.started = decode(started.encode("utf-8")) if started is not None else None
+    ws = st.get("workspace")  # absent in a checkpoint of an older writer
+    ctx.workspace = decode(ws.encode("utf-8")) if ws is not None else None  # type: ignore[assignment]
     ctx.ended = st["ended"]
     ctx.protocol_seen = st["protocol_seen"]
     ctx.last_input_tokens = st["last_input_tokens"]

@@ -139,6 +139,8 @@ def _state(ctx: "Context", cols) -> dict[str, Any]:
                       for entry in ctx.approvals.values()],
         "reach": ctx.reach, "id_floor": ctx.id_floor, "in_hand": ctx.in_hand,
         "started": encode(ctx.started).decode("utf-8") if ctx.started is not None else None,
+        "workspace": encode(ctx.workspace).decode("utf-8") if ctx.workspace is not None
+        else None,
         "ended": ctx.ended, "protocol_seen": ctx.protocol_seen,
         "last_input_tokens": ctx.last_input_tokens,
         "history_at_response": ctx.history_at_response,

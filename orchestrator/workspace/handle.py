@@ -1,0 +1,347 @@
+"""One agent's workspace (``Workspace``): where its files are, what its log last recorded, and
+every operation its tools, its turns and its lineage perform on it.
+
+A workspace is a snapshot in the run's store (``store.Store``) plus, once something writes, a
+directory. Until then it *is* the snapshot: a forked child's reads, listings and searches are
+answered from the store, so a child that only reads costs no copy (fork by reference, as its
+context is). Its first write makes its directory (``directory()``: a checkout of the snapshot
+under ``<run root>/workspace/trees/<agent>``) — or, for a root started on the user's own
+directory (``--workspace DIR``), the directory is the user's, worked in place.
+
+The file tools tell the workspace exactly which paths they wrote (``touched``); a command that
+may have changed anything says so (``touched_all``). At the end of a turn whose tools changed
+something, ``turn_snapshot`` makes the directory's tree (git re-reads only what was touched, or
+everything through its stat cache) and answers it when it differs from the last one recorded:
+the loop then records a ``WorkspaceSnapshot``. A turn that touched nothing costs nothing.
+
+All store operations of one workspace run one at a time (``_lock``): a read beside a write in
+the same response never sees git's index half-written.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+from typing import Literal
+
+import trio
+
+from ...errors import UserError
+from . import confine
+from .store import EMPTY_TREE, Entry, Store, blob_id
+
+__all__ = ["Inherit", "Workspace", "WorkspaceBusy", "Read"]
+
+Inherit = Literal["inherit", "empty", "source"]
+
+
+class WorkspaceBusy(UserError):
+    """Another agent (of this process or another) works in the directory already."""
+
+
+class Read:
+    """What a read found: the bytes, the file's whole size, the path it resolved to and the
+    snapshot that holds exactly these bytes (the recovery pointer)."""
+
+    __slots__ = ("data", "size", "path", "snapshot")
+
+    def __init__(self, data: bytes, size: int, path: str, snapshot: str):
+        self.data, self.size, self.path, self.snapshot = data, size, path, snapshot
+
+
+class Workspace:
+    """One agent's workspace. Made by ``open_root`` / ``fork`` / ``reopen`` (``workspace.life``)."""
+
+    def __init__(self, store: Store, agent: str, *, tree: str, directory: Path | None = None,
+                 in_place: bool = False, inherit: Inherit = "inherit",
+                 source_tree: str | None = None, blocked: tuple[str, ...] = ()):
+        self.store = store
+        self.blocked = blocked  # paths inside the directory that are not the workspace's
+        self.agent = agent
+        self.index = store.index_of(agent)
+        self.dir = directory  # None: not made yet — reads come from the store
+        self.in_place = in_place  # the user's own directory (``--workspace DIR``)
+        self.inherit: Inherit = inherit  # how this agent's children start
+        self.source_tree = source_tree or tree  # the root's source (``inherit = "source"``)
+        self.start = tree  # where it began (a child: its parent's files at the fork)
+        self.tree = tree  # the tree the index (and the directory) matched at the last flush
+        self.recorded = tree  # the last snapshot the log names
+        self.dirty: set[str] = set()
+        self.all_dirty = False
+        self.index_ready = directory is not None
+        self._lock = trio.Lock()
+        self._lock_fd: int | None = None
+
+    @property
+    def run_root(self) -> Path:
+        return self.store.run_root
+
+    def __repr__(self) -> str:
+        where = self.dir if self.dir is not None else "(not made yet)"
+        return f"<workspace of {self.agent} at {self.tree[:12]} in {where}>"
+
+    # ------------------------------------------------------------------ ownership
+
+    def rename(self, agent: str) -> None:
+        """A child not yet made on disk takes the id its log was finally born under."""
+        if agent != self.agent and self.dir is None:
+            self.agent = agent
+            self.index = self.store.index_of(agent)
+
+    def claim(self) -> None:
+        """Hold the directory for this agent alone: two agents never write one directory. An
+        advisory lock on the directory itself (``flock``), released when the agent ends."""
+        if self.dir is None or self._lock_fd is not None:
+            return
+        fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                raise WorkspaceBusy(f"workspace {self.dir} is in use by another agent; give "
+                                    "this one its own directory (or a copy: a job's "
+                                    "[workspace] source)") from None
+            raise
+        self._lock_fd = fd
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ------------------------------------------------------------------ the directory
+
+    async def directory(self) -> Path:
+        """The workspace as a real, writable directory — made now (a checkout of its snapshot)
+        if it was not yet. What a command runs in (the shell) and what a write lands in."""
+        async with self._lock:
+            return await self._directory()
+
+    async def _directory(self) -> Path:
+        if self.dir is None:
+            d = self.store.tree_dir(self.agent)
+            tree = self.tree
+            if d.exists() and any(d.iterdir()):
+                raise WorkspaceBusy(f"{d} already holds files no record names")
+            await trio.to_thread.run_sync(self.store.checkout, tree, d, self.index)
+            self.dir = d
+            self.index_ready = True
+            self.claim()
+        return self.dir
+
+    def touched(self, path: str) -> None:
+        self.dirty.add(path)
+
+    def touched_all(self) -> None:
+        """A command ran: anything in the directory may have changed (``add -A`` at the flush)."""
+        self.all_dirty = True
+
+    @property
+    def changed(self) -> bool:
+        return self.all_dirty or bool(self.dirty)
+
+    # ------------------------------------------------------------------ snapshots
+
+    async def _ensure_index(self) -> None:
+        if not self.index_ready:
+            await trio.to_thread.run_sync(self.store.load_index, self.index, self.tree)
+            self.index_ready = True
+
+    async def _flush(self, *, everything: bool = False) -> str:
+        """Make ``tree`` the directory's tree now (only what was touched is re-read)."""
+        if self.dir is None:
+            return self.tree
+        if everything or self.all_dirty or self.dirty:
+            paths = None if (everything or self.all_dirty) else sorted(self.dirty)
+            self.dirty.clear()
+            self.all_dirty = False
+            await self._ensure_index()
+            self.tree = await trio.to_thread.run_sync(self.store.snapshot_dir, self.dir,
+                                                      self.index, paths)
+        return self.tree
+
+    async def current(self, *, everything: bool = False) -> str:
+        """The snapshot of the workspace as it stands (flushed first)."""
+        async with self._lock:
+            return await self._flush(everything=everything)
+
+    async def turn_snapshot(self) -> str | None:
+        """At a turn's end: the new snapshot when the turn's tools changed the workspace since
+        the last one recorded, else None (and nothing was read)."""
+        if not self.changed:
+            return None
+        async with self._lock:
+            tree = await self._flush()
+        if tree == self.recorded:
+            return None
+        self.recorded = tree
+        return tree
+
+    async def restore(self, tree: str) -> None:
+        """Bring the workspace to snapshot ``tree`` (a rewind, a clear, a resume, a merge): the
+        directory's files that differ are rewritten, the ones it lacks removed."""
+        async with self._lock:
+            if self.dir is None:
+                self.tree = tree
+                self.index_ready = False
+            else:
+                await self._flush(everything=True)
+                await trio.to_thread.run_sync(self.store.restore, self.dir, self.index, tree)
+                self.tree = tree
+            self.recorded = tree
+
+    def restore_now(self, tree: str) -> None:
+        """``restore`` from outside the agent's turn (a rewind by its user, between turns), in
+        the caller's thread: refused while one of its tools is at work on the workspace."""
+        if self._lock.locked():
+            from ...session.errors import Refusal
+
+            raise Refusal(f"agent {self.agent}'s tools are using its workspace; rewind it "
+                          "after the call")
+        if self.dir is None:
+            self.tree = tree
+            self.index_ready = False
+        else:
+            if not self.index_ready:
+                self.store.load_index(self.index, self.tree)
+                self.index_ready = True
+            self.dirty.clear()
+            self.all_dirty = False
+            self.tree = self.store.snapshot_dir(self.dir, self.index, None)
+            self.store.restore(self.dir, self.index, tree)
+            self.tree = tree
+        self.recorded = tree
+
+    async def reconcile(self) -> str | None:
+        """A reopened agent (a crash, a restart): the directory is brought back to the snapshot
+        its log names last. What the directory held beyond that (the crashed turn's writes, or
+        anyone's) is kept in the store and answered — named, not silently lost or kept."""
+        if self.dir is None or not self.dir.exists():
+            if self.dir is not None:  # made after the last record, then removed: make it anew
+                self.dir = None
+            return None
+        async with self._lock:
+            self.index_ready = False
+            self.index.unlink(missing_ok=True)
+            await self._ensure_index()  # the index of the recorded snapshot (a fresh stat cache)
+            now = await self._flush(everything=True)
+            if now == self.recorded:
+                return None
+            await trio.to_thread.run_sync(self.store.restore, self.dir, self.index,
+                                          self.recorded)
+            self.tree = self.recorded
+            return now
+
+    # ------------------------------------------------------------------ lineage
+
+    async def fork(self, agent: str, mode: Inherit | None = None) -> "Workspace":
+        """A child's workspace, by reference: its parent's snapshot as it stands now (or the
+        empty tree, or the root's source). Nothing is copied until the child writes."""
+        mode = mode or self.inherit
+        if mode == "empty":
+            tree = EMPTY_TREE
+        elif mode == "source":
+            tree = self.source_tree
+        else:
+            tree = await self.current()
+        return Workspace(self.store, agent, tree=tree, inherit=self.inherit,
+                         source_tree=self.source_tree)
+
+    async def merge(self, base: str, theirs: str) -> str:
+        """Apply the change from ``base`` to ``theirs`` (a synod member's) onto this workspace
+        as a three-way merge. A conflict is ``store.MergeConflict`` and nothing here changes."""
+        async with self._lock:
+            ours = await self._flush(everything=self.dir is not None)
+            merged = await trio.to_thread.run_sync(self.store.merge, base, ours, theirs)
+        if merged != ours:
+            await self.restore(merged)
+        return merged
+
+    # ------------------------------------------------------------------ reading
+
+    async def read(self, path: str, *, at: str | None = None, limit: int | None = None) -> Read:
+        """A file's bytes and the snapshot that holds exactly them. ``at``: read it as it stood
+        in that snapshot (a recovery pointer) rather than now."""
+        if at is not None or self.dir is None:
+            return await trio.to_thread.run_sync(self._read_tree, at or self.tree, path, limit)
+        async with self._lock:
+            await self._flush()
+            data, size, resolved = await trio.to_thread.run_sync(
+                confine.read_bytes, self.dir, path, None, self.blocked)
+            await self._ensure_index()
+            self.tree = await trio.to_thread.run_sync(self._pin, resolved, data)
+        if limit is not None:
+            data = data[:limit]
+        return Read(data, size, resolved, self.tree)
+
+    def _pin(self, path: str, data: bytes) -> str:
+        """The tree holding exactly ``data`` at ``path``: the current one when the index has
+        that blob there, else the blob written and the index updated (a file changed behind
+        the tools' back: the pointer still names the bytes that were read)."""
+        oid = blob_id(data)
+        out = self.store.git("ls-files", "-s", "-z", "--", f":(literal){path}", index=self.index,
+                             work_tree=self.dir).stdout
+        have = out.split(b"\0")[0].split() if out else []
+        if len(have) >= 2 and have[1].decode() == oid:
+            return self.tree
+        mode = have[0].decode() if have else "100644"
+        self.store.git("hash-object", "-w", "--stdin", input=data)
+        self.store.git("update-index", "--add", "--cacheinfo", f"{mode},{oid},{path}",
+                       index=self.index, work_tree=self.dir)
+        return self.store.git("write-tree", index=self.index,
+                              work_tree=self.dir).stdout.decode().strip()
+
+    def _read_tree(self, tree: str, path: str, limit: int | None) -> Read:
+        parts = confine.clean(path)
+        for _ in range(confine.MAX_HOPS):
+            e = self.store.entry(tree, "/".join(parts))
+            if e is None:
+                # a directory symlinked on the way: resolve component by component
+                parts = self._resolve_tree(tree, parts, path)
+                e = self.store.entry(tree, "/".join(parts))
+                if e is None:
+                    raise confine.Confined(f"{path}: no such file")
+            if e.kind == "symlink":
+                target = self.store.blob(e.oid).decode("utf-8", "surrogateescape")
+                parts = confine._resolve(parts[:-1], target, path)
+                continue
+            if e.kind == "dir":
+                raise confine.Confined(f"{path} is a directory; fs_list shows what is in it")
+            if e.kind != "file":
+                raise confine.Confined(f"{path} is not a regular file")
+            data = self.store.blob(e.oid)
+            size = len(data)
+            return Read(data if limit is None else data[:limit], size, "/".join(parts), tree)
+        raise confine.OutsideWorkspace(f"{path}: too many symlinks")
+
+    def _resolve_tree(self, tree: str, parts: list[str], shown: str) -> list[str]:
+        done: list[str] = []
+        for i, name in enumerate(parts[:-1]):
+            e = self.store.entry(tree, "/".join(done + [name]))
+            if e is None:
+                raise confine.Confined(f"{shown}: no such file or directory")
+            if e.kind == "symlink":
+                target = self.store.blob(e.oid).decode("utf-8", "surrogateescape")
+                return self._resolve_tree(tree, confine._resolve(done, target, shown)
+                                          + parts[i + 1:], shown)
+            done.append(name)
+        return done + [parts[-1]]
+
+    async def entries(self, at: str | None = None) -> tuple[str, list[Entry]]:
+        """Every file of the workspace (now, or in snapshot ``at``) with its size."""
+        tree = at or await self.current()
+        return tree, await trio.to_thread.run_sync(self.store.entries, tree)
+
+    # ------------------------------------------------------------------ writing
+
+    async def write(self, path: str, data: bytes) -> str:
+        """Replace or create a file, atomically; answers the path it resolved to."""
+        async with self._lock:
+            d = await self._directory()
+            resolved = await trio.to_thread.run_sync(
+                lambda: confine.write_atomic(d, path, data, blocked=self.blocked))
+            self.dirty.add(resolved)
+            return resolved
