@@ -140,3 +140,31 @@ async def test_a_second_agent_cannot_take_a_directory_in_use(tmp_path):
     ws.release()
     ws2, _ = open_root(tmp_path / "r2", "a1", WorkspaceSpec(dir=str(work)))
     ws2.release()
+
+
+async def test_the_view_reads_turns_diffs_and_exports(tmp_path):
+    from mnemon.orchestrator.workspace.view import NoWorkspace, view_of
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("one\n")
+    root = tmp_path / "run"
+    await ask(root, [[("fs_write", {"path": "a.txt", "content": "two\n"})],
+                     [("fs_write", {"path": "b.txt", "content": "bee\n"})]],
+              workspace=WorkspaceSpec(dir=str(work)))
+    v = view_of(root / "agents" / "a1")
+    assert [r["why"] for r in v.turns()] == ["start", "tools", "tools"]
+    assert v.show("a.txt", turn=1) == b"one\n"
+    assert v.show("a.txt", turn=2) == b"two\n"
+    assert [e.path for e in v.ls(2)] == ["a.txt"]
+    assert [e.path for e in v.ls()] == ["a.txt", "b.txt"]
+    d = v.diff(2, 3)
+    assert "+++ b/b.txt" in d and "a.txt" not in d
+    p = v.patch()
+    assert "-one" in p and "+two" in p and "+bee" in p
+    n = v.export(tmp_path / "out", turn=2)
+    assert n == 1 and (tmp_path / "out" / "a.txt").read_text() == "two\n"
+    assert [c["files"] for c in v.changes()] == [[{"status": "M", "path": "a.txt"}],
+                                                 [{"status": "A", "path": "b.txt"}]]
+    with pytest.raises(NoWorkspace):
+        v.show("zzz")
