@@ -540,16 +540,19 @@ class Supervisor:
                                             output=output))
 
     async def synod(self, parent: AgentNode, question: str, *, n: int, reduce: str = "vote",
-                    stances: list[str] | None = None, output: Any = None) -> SynodResult:
+                    stances: list[str] | None = None, output: Any = None,
+                    apply: str | None = None) -> SynodResult:
         """Fork ``n`` mnemon children of ``parent`` at one turn boundary, each given
         ``question`` (and its stance, if any), run them and wait for all; returns a
         ``synod.SynodResult`` (the vote, or every answer for a merge). With ``output`` (an
-        output type) every child answers in it and a vote is taken field by field.
+        output type) every child answers in it and a vote is taken field by field. With
+        ``apply="winner"`` the winning member's file changes are merged into ``parent``'s
+        workspace (docs/workspace.md, "Synods over changes").
 
         Cancellation: cancelling the caller cancels the children.
         """
         return await run_synod(self.env, parent, question, n=n, reduce=reduce, stances=stances,
-                               output=as_output_type(output))
+                               output=as_output_type(output), apply=apply)
 
     # ------------------------------------------------------------------ live operations
 

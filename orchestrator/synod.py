@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 from msgspec import Struct
 
+from ..errors import UserError
 from ..session.errors import Refusal
 
 from .servers import serving
 from .typed.vote import FieldVote, vote_fields
+from .workspace.life import apply_children
 
 if TYPE_CHECKING:
     from .env import AgentEnv
@@ -100,6 +102,10 @@ class SynodResult(Struct, kw_only=True):
     vote: Vote | None = None
     fields: FieldVote | None = None
     """A typed synod's vote, field by field (``typed.vote``)."""
+    applied: dict[str, Any] | None = None
+    """``apply="winner"`` (docs/workspace.md): ``{"agent", "snapshot"}`` — the member whose
+    change was merged into the parent's workspace — or ``{"agent", "refused"}`` on a
+    conflict (the parent's files untouched), or ``{"refused"}`` with no winner."""
 
     @property
     def answer(self) -> str | None:
@@ -117,6 +123,8 @@ class SynodResult(Struct, kw_only=True):
             out["vote"] = self.vote.as_dict()
         if self.fields is not None:
             out["vote"] = self.fields.as_dict()
+        if self.applied is not None:
+            out["applied"] = self.applied
         return out
 
 
@@ -181,12 +189,42 @@ async def wait_synod(env: "AgentEnv", parent: "AgentNode", children: list["Agent
 
 async def run_synod(env: "AgentEnv", parent: "AgentNode", question: str, *, n: int,
                     reduce: str = "vote", stances: list[str] | None = None,
-                    output: Any = None) -> SynodResult:
+                    output: Any = None, apply: str | None = None) -> SynodResult:
     """Fork, run, wait, reduce (``Supervisor.synod`` and the ``agents_synod`` tool); with
     ``output`` (an ``OutputType``) the children answer typed and a vote is field by field.
+    ``apply="winner"``: each member worked in its own workspace; the change of the first
+    member that gave the winning answer is merged into the parent's (``apply_winner``).
 
     Cancellation: cancelling the caller cancels the children it started.
     """
     check(question, n, reduce, stances)
+    if apply not in (None, "winner"):
+        raise Refusal(f"apply is 'winner' or nothing, not {apply!r}")
+    if apply is not None and (reduce != "vote" or parent.workspace is None):
+        raise Refusal("apply='winner' needs a vote and a parent with a workspace")
     children = fork_synod(env, parent, question, n=n, stances=stances, output=output)
-    return await wait_synod(env, parent, children, reduce)
+    result = await wait_synod(env, parent, children, reduce)
+    if apply == "winner":
+        await apply_winner(parent, children, result)
+    return result
+
+
+async def apply_winner(parent: "AgentNode", children: list["AgentNode"],
+                       result: SynodResult) -> None:
+    """Merge the change of the first member whose answer won the vote into the parent's
+    workspace (three-way; all or nothing) and record it; a conflict or no winner is said in
+    ``result.applied`` and leaves the parent's files as they were."""
+    win = result.answer
+    if win is None:
+        result.applied = {"refused": "no winner (a tie, or no answers)"}
+        return
+    key = normalise(win)
+    member = next(c for c in children
+                  if c.state == "ended" and c.answer is not None and normalise(c.answer) == key)
+    try:
+        rec = await apply_children(parent.workspace, [member])
+    except UserError as e:
+        result.applied = {"agent": member.id, "refused": str(e)}
+        return
+    parent.log.append(rec)
+    result.applied = {"agent": member.id, "snapshot": rec.snapshot}

@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ...errors import UserError
 from ...session.constants import GREP_HITS, GREP_LINE_BYTES
 from ..workspace.globs import GlobError, compile_glob, matches
+from ..workspace.life import apply_children
+from ..workspace.store import MergeConflict
 from .base import Mode, ToolBase, ToolError, ToolInputError
 
 if TYPE_CHECKING:
@@ -299,5 +302,41 @@ def _search(ws: "Workspace", tree: str, pattern: str, glob: str | None, timeout:
     return f"{total} hit(s) @ {tree[:12]}{more}\n" + "\n".join(hits)
 
 
-FILE_TOOLS: tuple[ToolBase, ...] = (FsRead(), FsWrite(), FsEdit(), FsList(), FsSearch())
+class WorkspaceApply(ToolBase):
+    """A synod's reduce over changes (docs/workspace.md, "Synods over changes")."""
+
+    name = "workspace_apply"
+    mode: Mode = "exclusive"
+    description = (
+        "Apply the file changes of children that have ended (e.g. a synod's winner) to your "
+        "workspace, as three-way merges in the order given: each child's change from where its "
+        "workspace started to where it ended. All or nothing: a conflict is refused, naming "
+        "the files, and your files stay as they are.")
+    schema = {"type": "object", "properties": {
+        "agents": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                   "description": "the children whose changes to apply, in order"}},
+        "required": ["agents"], "additionalProperties": False}
+
+    async def call(self, ctx: "ToolContext", input: dict[str, Any]) -> str:
+        ids = _arg(input, "agents", list, self.name)
+        if not ids or not all(isinstance(i, str) for i in ids):
+            raise ToolInputError("workspace_apply: 'agents' is a list of agent ids")
+        ws = _ws(ctx)
+        before = ws.recorded
+        nodes = [ctx.descendant(i) for i in ids]
+        try:
+            rec = await apply_children(ws, nodes)
+        except MergeConflict as e:
+            raise ToolError(str(e)) from None
+        except UserError as e:
+            raise ToolError(f"workspace_apply: {e}") from None
+        ctx.log.append(rec)
+        changed = (await trio.to_thread.run_sync(ws.store.changed, before, rec.snapshot)
+                   if rec.snapshot != before else [])
+        return (f"applied {', '.join(ids)}: {len(changed)} file(s) changed @ "
+                f"{rec.snapshot[:12]}" + "".join(f"\n{s}\t{p}" for s, p in changed[:50]))
+
+
+FILE_TOOLS: tuple[ToolBase, ...] = (FsRead(), FsWrite(), FsEdit(), FsList(), FsSearch(),
+                                    WorkspaceApply())
 FS_BY_NAME: dict[str, ToolBase] = {t.name: t for t in FILE_TOOLS}

@@ -250,14 +250,29 @@ class Workspace:
         return Workspace(self.store, agent, tree=tree, inherit=self.inherit,
                          source_tree=self.source_tree)
 
-    async def merge(self, base: str, theirs: str) -> str:
-        """Apply the change from ``base`` to ``theirs`` (a synod member's) onto this workspace
-        as a three-way merge. A conflict is ``store.MergeConflict`` and nothing here changes."""
+    async def apply(self, changes: list[tuple[str, str, str]]) -> str:
+        """Apply other workspaces' changes onto this one, each ``(name, base, theirs)`` — the
+        change from ``base`` to ``theirs`` (a synod member's from its fork to its end) — as
+        three-way merges, in order, all or nothing: a conflict in any is
+        ``store.MergeConflict`` naming the member and the paths, and nothing here changes.
+        Answers the merged snapshot."""
+        from .store import MergeConflict
+
         async with self._lock:
             ours = await self._flush(everything=self.dir is not None)
-            merged = await trio.to_thread.run_sync(self.store.merge, base, ours, theirs)
+            merged = ours
+            for name, base, theirs in changes:
+                try:
+                    merged = await trio.to_thread.run_sync(self.store.merge, base, merged,
+                                                           theirs)
+                except MergeConflict as e:
+                    e.args = (f"{name}'s change conflicts with the workspace in "
+                              f"{', '.join(e.paths[:10])}; nothing was applied",)
+                    raise
         if merged != ours:
             await self.restore(merged)
+        else:
+            self.recorded = merged
         return merged
 
     # ------------------------------------------------------------------ reading

@@ -13,22 +13,20 @@ import threading
 from pathlib import Path
 
 from ...errors import ConfigError
+from ...lineage.runroot import now_iso
 from ...session.records import WorkspaceSnapshot
 from .handle import Inherit, Workspace
 from .history import History
 from .spec import WorkspaceSpec
 from .store import EMPTY_TREE, Store, store_of
 
-__all__ = ["open_root", "open_child", "reopen", "source_tree", "now_iso", "rewind"]
+__all__ = ["open_root", "open_child", "reopen", "source_tree", "now_iso", "rewind",
+           "apply_children"]
 
 _SOURCES: dict[tuple[str, str], str] = {}
 _SOURCES_LOCK = threading.Lock()
 
 
-def now_iso() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _blocked(store: Store, directory: Path) -> tuple[str, ...]:
@@ -168,3 +166,22 @@ def rewind(ws: Workspace, log: Path, to: int) -> WorkspaceSnapshot | None:
         return None
     ws.restore_now(target)
     return WorkspaceSnapshot(snapshot=target, turn=to, why="rewind", at=now_iso())
+
+
+async def apply_children(ws: Workspace, children: list) -> WorkspaceSnapshot:
+    """Apply ended agents' changes (each from where its workspace started to its last
+    snapshot) onto ``ws`` as three-way merges, all or nothing (``Workspace.apply``); answers
+    the ``merge`` record to append. ``children``: agents (``AgentNode``) that have ended."""
+    from ...errors import UserError
+
+    changes = []
+    for c in children:
+        cw = c.workspace
+        if cw is None:
+            raise UserError(f"agent {c.id} has no workspace")
+        if c.state == "running":
+            raise UserError(f"agent {c.id} is still running: wait for it first")
+        changes.append((c.id, cw.start, cw.recorded))
+    merged = await ws.apply(changes)
+    return WorkspaceSnapshot(snapshot=merged, why="merge",
+                             source=",".join(c.id for c in children), at=now_iso())
