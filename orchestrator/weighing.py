@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING
 import structlog
 
 from ..providers.prices import price_for
-from ..session.constants import EVICT_THRESHOLD_BYTES
+from ..session.constants import EVICT_THRESHOLD_BYTES, NOTE_MAX_BYTES
 from ..session.eviction import (AUTO, Plan, due_line, eviction_due, falls_short, held_off,
                                  overflow_near, plan_eviction, pressure_reminder, short_of_target)
 from ..session.keep import Economy
 from ..session.records import Evicted, Residue, Steering, Swept
 from ..session.revisit import REVISIT_MIN_REQUESTS, may_pay, weigh_revisit
-from ..session.sweep import READ_MULT, WRITE_MULT, Gate, candidates, effective_horizon, gate
+from ..session.sweep import (READ_MULT, WRITE_MULT, Gate, candidates, effective_horizon,
+                             file_pointers, gate, pointer_note)
 
 if TYPE_CHECKING:
     from .env import AgentEnv
@@ -171,7 +172,10 @@ def cut(env: "AgentEnv", node: "AgentNode", plan: Plan) -> None:
     Evicted record with the plan's figures, and where the cut stood for a later revisit."""
     sweep_pending(node)
     before = node.ctx.history_bytes()
-    node.log.append(Evicted(residue=Residue(span=plan.span, note=None, by="harness"),
+    # the file reads it takes keep their recovery pointers in the residue (docs/workspace.md)
+    note = (pointer_note(file_pointers(node.ctx, plan.span), NOTE_MAX_BYTES)
+            if node.workspace is not None else None)
+    node.log.append(Evicted(residue=Residue(span=plan.span, note=note, by="harness"),
                             plan=plan.figures))
     node.evictions += 1
     node.edited = True

@@ -13,6 +13,7 @@ directly (seed 004's worked example is ``tests/session/test_sweep_gate.py``).
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -163,8 +164,13 @@ def call_target(call: ToolUse) -> tuple[str, str]:
     inp = call.input if isinstance(call.input, dict) else {}
     path = inp.get("path") or inp.get("file_path") or inp.get("file")
     if isinstance(path, str) and call.name.lower() in ("read", "read_file", "view", "open",
-                                                       "str_replace_editor", "cat"):
+                                                       "str_replace_editor", "cat", "fs_read"):
+        if call.name == "fs_read" and inp.get("at") is not None:
+            return "call", f"{call.name}:{compact(inp).decode()}"  # a pointer's past bytes
         return "read", path
+    if isinstance(path, str) and call.name in ("fs_write", "fs_edit", "write", "edit",
+                                               "write_file"):
+        return "write", path
     cmd = inp.get("command") or inp.get("cmd")
     if isinstance(cmd, list):
         cmd = " ".join(str(c) for c in cmd)
@@ -224,6 +230,11 @@ def candidates(ctx: Context, *, limit: int = 20) -> list[Candidate]:
                 reason = ("read again later" if kind == "read" else
                           "superseded by a later call with the same tool and target")
                 break
+        if reason is None and kind == "read":
+            for m in range(n + 1, len(calls)):
+                if targets[m] == ("write", target):
+                    reason = "the file was written after this read (its pointer reads it back)"
+                    break
         if reason is None and kind == "search" and size >= LARGE_SEARCH:
             result_text = ctx.blocks(tid)[bidx].text
             found = sorted(p for p in later_reads[n + 1] if p and p in result_text)
@@ -242,3 +253,43 @@ def default_replacement(ctx: Context, block: tuple[int, int]) -> str:
     text = ref.text
     first = text.split("\n", 1)[0][:120]
     return f"{first!r}… ({ref.length} bytes; transcript_read(turns=[{block[0]}]) has it all)"
+
+
+# a file read's recovery pointer, as the file tools open their answer (docs/workspace.md):
+# ``file <path> @ <snapshot> · …``
+FILE_POINTER = re.compile(r"file (\S[^\n]{0,300}?) @ ([0-9a-f]{12}) · ")
+
+
+def file_pointers(ctx: Context, span: tuple[int, int]) -> list[str]:
+    """The recovery pointers (``path @ snapshot``) of the file reads among the resident turns
+    of ``span``, oldest first, each once: what a harness residue names so that the files read
+    come back as they were with ``fs_read {path, at}``."""
+    out: list[str] = []
+    for t in ctx.resident():
+        if not span[0] <= t.id <= span[1] or t.records is None:
+            continue
+        for b in ctx.blocks(t.id):
+            if b.kind == "tool_result":
+                m = FILE_POINTER.match(b.text[:400])
+                if m is not None:
+                    p = f"{m.group(1)} @ {m.group(2)}"
+                    if p not in out:
+                        out.append(p)
+    return out
+
+
+def pointer_note(pointers: list[str], limit: int) -> str | None:
+    """A residue note naming file pointers, as many as fit in ``limit`` bytes, or None."""
+    if not pointers:
+        return None
+    head, tail = "files read (fs_read {path, at} reads each as it was): ", ""
+    shown: list[str] = []
+    for p in pointers:
+        cand = head + "; ".join(shown + [p])
+        if len(cand.encode()) > limit - 12:
+            tail = f"; +{len(pointers) - len(shown)} more"
+            break
+        shown.append(p)
+    if not shown:
+        return None
+    return head + "; ".join(shown) + tail

@@ -22,6 +22,7 @@ from ...session.context import Context, check_note
 from ...session.door import Door
 from ...session.errors import Refusal
 from ...session.records import Evicted, Marked, Residue
+from ...session.sweep import FILE_POINTER
 from ..weighing import sweep_gate, sweep_pending
 from .survey import survey
 
@@ -147,11 +148,13 @@ class ToolContext:
         """Mark ``block`` dead with its replacement (refused past ``mark_cap_bytes``); the
         sweep gate's figures after it."""
         s = self.settings
+        node = self._node
+        if node.workspace is not None:  # a file read's pointer goes with its replacement
+            replacement = with_pointer(node.ctx, block, replacement)
         size = len(replacement.encode())
         if size > s.mark_cap_bytes:
             raise Refusal(f"a replacement is at most {s.mark_cap_bytes} bytes — this one has "
                           f"{size}")
-        node = self._node
         node.log.append(Marked(block=block, replacement=replacement))
         g = sweep_gate(self._env, node)
         pb = g.payback_requests
@@ -191,3 +194,21 @@ class ToolContext:
         (through the spawner, as every child this agent starts)."""
         return await self._env.spawner.synod(self._node, question, n=n, reduce=reduce,
                                              stances=stances)
+
+
+def with_pointer(ctx: Context, block: tuple[int, int], replacement: str) -> str:
+    """A mark's replacement with the recovery pointer of the file read it replaces appended,
+    unless the model wrote it already (docs/workspace.md, "Recoverable reads")."""
+    refs = ctx.blocks(block[0])
+    if not 0 <= block[1] < len(refs) or refs[block[1]].kind != "tool_result":
+        return replacement
+    m = FILE_POINTER.match(refs[block[1]].text[:400])
+    if m is None:
+        return replacement
+    ptr = f"{m.group(1)} @ {m.group(2)}"
+    if ptr in replacement or m.group(2) in replacement:
+        return replacement
+    out = f"{replacement} [file {ptr}: fs_read {{path, at}} reads it back as it was]"
+    # a replacement is shorter than its block (the fold's rule): a read too small to carry
+    # the pointer beside the model's words keeps the model's words
+    return out if len(out.encode()) < refs[block[1]].length else replacement
