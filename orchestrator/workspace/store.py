@@ -248,6 +248,19 @@ class Store:
 
     # ------------------------------------------------------------------ reading
 
+    def trees_missing(self, oids: list[str]) -> list[str]:
+        """The ids among ``oids`` that are not trees in the store (one ``cat-file`` for all)."""
+        if not oids:
+            return []
+        out = self.git("cat-file", "--batch-check=%(objectname) %(objecttype)",
+                       input="".join(f"{o}\n" for o in oids).encode()).stdout.decode()
+        bad = []
+        for oid, line in zip(oids, out.splitlines()):
+            parts = line.split()
+            if len(parts) != 2 or parts[1] != "tree":
+                bad.append(oid)
+        return bad
+
     def has(self, oid: str) -> bool:
         return self.git("cat-file", "-e", oid, ok=(0, 1, 128)).returncode == 0
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ...errors import UserError
 from ...lineage.places import agent_dir, agent_of
-from .history import History, read_history
+from .history import History, history_of_lines, read_history
 from .store import EMPTY_TREE, Entry, Store, store_of
 
 __all__ = ["WorkspaceView", "NoWorkspace", "view_of", "view_of_agent"]
@@ -138,6 +138,35 @@ class WorkspaceView:
         finally:
             tmp_index.unlink(missing_ok=True)
         return sum(1 for e in self.store.entries(snap) if e.kind != "dir")
+
+
+def check_log(run_root: Path, log: Path) -> list[tuple[int, str]]:
+    """What ``mnemon verify`` says of a log's workspace records: ``(line, error)`` for a
+    snapshot id that is not a tree in the run's store (a store deleted, pruned or from another
+    run), or workspace records with no store at all."""
+    from .history import _SNAP
+    from .store import is_snapshot_id
+
+    named: list[tuple[int, str]] = []
+    with open(log, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if raw.startswith(_SNAP):
+                h = history_of_lines([raw])
+                for r in h.records:
+                    named += [(n, o) for o in (r.snapshot, r.aside) if o]
+    if not named:
+        return []
+    out = [(n, f"workspace snapshot {o!r} is not a snapshot id") for n, o in named
+           if not is_snapshot_id(o)]
+    named = [(n, o) for n, o in named if is_snapshot_id(o)]
+    store = store_of(run_root)
+    if not store.exists():
+        return out + [(named[0][0], "the log names workspace snapshots but the run root has "
+                                    "no store (workspace/store.git is missing)")] if named else out
+    missing = set(store.trees_missing(sorted({o for _, o in named} - {EMPTY_TREE})))
+    out += [(n, f"workspace snapshot {o} is not in the run's store") for n, o in named
+            if o in missing]
+    return sorted(out)
 
 
 def view_of_agent(run_root: Path, agent: str) -> WorkspaceView:

@@ -20,6 +20,7 @@ from ....session.log import iter_lines
 from ....session.records import Inherited, decode
 from ....session.resume import fold_file
 
+from ...workspace.view import check_log
 from .. import COMMANDS
 from ...terminal import shown
 
@@ -108,6 +109,9 @@ def verify(path: Path) -> dict:
         line, link = _inherited_line(full)
         for at, off, why in lineage_problems(full, ctx, line, link):
             problems.append({"path": src, "line": at, "offset": off, "error": why})
+        if ctx.workspace is not None:  # its snapshots are in the run's store (docs/workspace.md)
+            for at, why in check_log(root, full):
+                problems.append({"path": src, "line": at, "offset": None, "error": why})
         if link is not None:
             for item in link.turns:
                 if item.row.held in ("resident", "swept"):
