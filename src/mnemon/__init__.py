@@ -32,6 +32,9 @@ _WHERE: dict[str, str] = {
     "ToolError": ".orchestrator.tools.base",
     "ToolInputError": ".orchestrator.tools.base",
     "create_run_root": ".lineage.runroot",
+    # workspaces (docs/workspace.md)
+    "WorkspaceSpec": ".orchestrator.workspace.spec",
+    "Workspace": ".orchestrator.workspace.handle",
     # providers
     "make_provider": ".providers.select",
     "Provider": ".providers.base",
@@ -86,6 +89,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .orchestrator.tools.base import Tool, ToolBase, ToolError, ToolInputError
     from .orchestrator.tools.context import ToolContext
     from .orchestrator.tools.function import UserTool, tool
+    from .orchestrator.workspace.handle import Workspace
+    from .orchestrator.workspace.spec import WorkspaceSpec
     from .providers.anthropic import AnthropicProvider
     from .providers.base import Provider
     from .providers.errors import (AuthError, ContextTooLong, ProviderConfigError,
