@@ -119,9 +119,12 @@ class WorkspaceView:
         (``parent``)."""
         return self.store.diff(*self._patch_ends(against, turn))
 
-    def patch_bytes(self, *, against: str = "source", turn: int | None = None) -> bytes:
-        """``patch`` as git wrote it, in bytes (see ``diff_bytes``)."""
-        return self._raw_diff(*self._patch_ends(against, turn))
+    def patch_bytes(self, *, against: str = "source", turn: int | None = None,
+                    to_snapshot: str | None = None) -> bytes:
+        """``patch`` as git wrote it, in bytes (see ``diff_bytes``); ``to_snapshot``: up to
+        this snapshot instead of the turn's (a results row names the one its task ended on)."""
+        base, end = self._patch_ends(against, turn)
+        return self._raw_diff(base, to_snapshot or end)
 
     def _patch_ends(self, against: str, turn: int | None) -> tuple[str, str]:
         end = self.snapshot(turn)
