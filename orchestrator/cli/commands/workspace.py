@@ -73,7 +73,7 @@ def add_parser(sub) -> None:
     pg = action("log", "each workspace record of the log: turn, why, snapshot")
     pg.add_argument("--json", action="store_true", help="machine output")
     for sp in subs:
-        sp.error = _one_line_error  # type: ignore[method-assign]
+        sp.error = _one_line_error
 
 
 def run(args) -> int:
