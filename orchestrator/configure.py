@@ -16,6 +16,9 @@ The keys are ``Settings``' own fields, and these, which name where a setting is 
 ``roles_file``  a roles file (``--roles``) → ``roles``; ``role`` (``--role``): the root's
 =============== ==========================================================================
 
+``workspace`` is ``Settings``' own field, and may also be given as a path: a directory worked
+in place (``--workspace DIR``), refused here when it is not a directory.
+
 A value that cannot be used is a ``ConfigError`` (``mnemon.errors``: exit 2) naming its key —
 in the caller's own spelling (``names``: ``--keep`` for the CLI), and after the caller's file
 when it gives one — or the loader's own error (``PolicyError``, ``RolesError``,
@@ -34,6 +37,7 @@ from msgspec.structs import fields
 from ..errors import ConfigError
 from ..providers.windows import window_for
 from .settings import Settings
+from .workspace.spec import WorkspaceSpec
 
 if TYPE_CHECKING:
     from ..providers.base import Provider
@@ -41,7 +45,7 @@ if TYPE_CHECKING:
     from .roles.spec import Roles
 
 __all__ = ["VALUE_KEYS", "settings_from", "keep_value", "policy_file", "roles_file",
-           "provider_from"]
+           "provider_from", "workspace_dir"]
 
 #: the keys a value mapping may hold besides ``Settings``' fields
 VALUE_KEYS = ("provider", "mcp_file", "policy_file", "roles_file", "role")
@@ -67,6 +71,20 @@ def keep_value(value: str | float, *, name: str = "keep",
         raise ConfigError(f"{name} must be auto or between 0 and 1, not {value}", file=file,
                           key="keep")
     return share
+
+
+def workspace_dir(path: str | Path, *, name: str = "workspace",
+                  file: str | Path | None = None) -> WorkspaceSpec:
+    """A directory worked in place (``--workspace DIR``): refused before anything is written
+    when it is not a directory, since an agent would only find out at its start."""
+    text = str(path)
+    if not text.strip():
+        raise ConfigError(f"{name} needs a directory", file=file, key="workspace")
+    p = Path(text).expanduser()
+    if not p.is_dir():
+        why = "does not exist" if not p.exists() else "is not a directory"
+        raise ConfigError(f"{name} {text} {why}", file=file, key="workspace")
+    return WorkspaceSpec(dir=str(p.resolve()))
 
 
 def policy_file(path: str | Path) -> "ToolPolicy":
@@ -124,6 +142,9 @@ def settings_from(values: Mapping[str, Any], *, file: str | Path | None = None,
         given["mcp_servers"] = load_config(mcp)
     if policy is not None:
         given["tool_policy"] = policy_file(policy)
+    if isinstance(given.get("workspace"), (str, Path)):
+        given["workspace"] = workspace_dir(given["workspace"],
+                                           name=_named(names, "workspace"), file=file)
     if roles is not None:
         given["roles"] = roles_file(roles, role=role, provider=provider)
     elif role is not None:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
-SUBCOMMANDS = {"transcript": ("index", "read", "grep")}
+SUBCOMMANDS = {"transcript": ("index", "read", "grep"),
+               "workspace": ("ls", "show", "diff", "export", "patch", "log")}
 
 
 #: ``python -m mnemon WORDS --help`` for each WORDS, in one process (the help of each command

@@ -35,6 +35,7 @@ COMMANDS = {
     "replay": 'replay a recorded agent trajectory through the harness',
     "transcript": "the transcript door: index, read, grep an agent's whole lineage",
     "context": "the survey of an agent's context",
+    "workspace": "an agent's files at a turn: ls, show, diff, export, patch, log",
     "tree": 'the lineage tree of a run',
     "verify": "refold every log and check every pointer's digest",
     "cost": 'tokens, cache reads/writes and price of a run, per agent',

@@ -60,6 +60,16 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     add_roles_args(r)
 
 
+def add_workspace_arg(p, *, serve: bool = False) -> None:
+    """``--workspace DIR``: the root agents' files are DIR itself, worked in place (``mnemon
+    ask``, ``chat``, ``serve``; docs/cli.md). For ``serve``, the workspace of an agent POSTed
+    without one."""
+    what = ("the workspace of agents started without one" if serve
+            else "the root agent's workspace")
+    p.add_argument("--workspace", metavar="DIR", default=None,
+                   help=f"{what}: DIR worked in place, its file tools confined to it")
+
+
 def add_roles_args(group) -> None:
     """``--roles FILE`` and ``--role NAME`` (docs/roles.md)."""
     group.add_argument("--roles", metavar="FILE", default=None,
@@ -71,7 +81,8 @@ def add_roles_args(group) -> None:
 
 #: how the command line spells each setting in a refusal (``configure.settings_from``)
 FLAGS = {"keep": "--keep", "keep_floor_tokens": "--keep-floor", "role": "--role",
-         "roles_file": "--roles", "mcp_file": "--mcp", "policy_file": "--policy"}
+         "roles_file": "--roles", "mcp_file": "--mcp", "policy_file": "--policy",
+         "workspace": "--workspace"}
 
 
 def keep_arg(text: str | float) -> float | str:
@@ -88,7 +99,8 @@ def values_from(args) -> dict[str, Any]:
                 max_turns=args.max_turns, max_tokens=args.max_tokens, cache_ttl=args.cache_ttl,
                 budget_usd=args.budget_usd, budget_tokens=args.budget_tokens,
                 mcp_file=getattr(args, "mcp", None), policy_file=getattr(args, "policy", None),
-                roles_file=getattr(args, "roles", None), role=getattr(args, "role", None))
+                roles_file=getattr(args, "roles", None), role=getattr(args, "role", None),
+                workspace=getattr(args, "workspace", None))
 
 
 def settings_from_args(args, **over) -> Settings:

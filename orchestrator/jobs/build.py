@@ -27,6 +27,7 @@ from ..roles.spec import Roles, RolesError, check_tools
 from ..settings import Settings
 from ..tools.base import Tool
 from ..tools.function import as_tool
+from ..workspace.spec import WorkspaceSpec
 from .outputs import outputs_for
 from .spec import Job, JobError, _line
 
@@ -62,6 +63,11 @@ def settings_for(job: Job) -> Settings:
             own["mcp_servers"] = load_config(job.resolve(spec.mcp))
         except McpConfigError as e:
             raise JobError(e, file=job.path, key="mcp") from None
+    if spec.workspace is not None:  # each task a copy of the source (or an empty workspace)
+        src = spec.workspace.source
+        own["workspace"] = WorkspaceSpec(
+            source=str(job.resolve(src).resolve()) if src is not None else None,
+            inherit=spec.workspace.inherit)
     a, b = spec.agent, spec.budget
     return settings_from(
         dict(provider=spec.provider.name, model=spec.provider.model,
@@ -135,6 +141,32 @@ def policy_for(job: Job) -> ToolPolicy | None:
         return parse_policy(data, f"{job.path} [policy]")
     except PolicyError as e:
         raise JobError(f"{job.path}:{_line(job.text, ('policy',)) or '?'}: {e}") from None
+
+
+def import_source(root: Path, spec: WorkspaceSpec | None) -> None:
+    """The job's ``[workspace] source`` imported into the run's store once per process,
+    before any task starts (``workspace.life.source_tree`` remembers it): a source that cannot
+    be read is refused before an agent runs, and the Dask chunks, each a process of its own,
+    import it one at a time under a lock on the store — git cannot fetch into one repository
+    from two processes at once (its ``shallow.lock``)."""
+    if spec is None or spec.source is None:
+        return
+    import fcntl
+
+    from ..workspace.life import source_tree
+    from ..workspace.store import StoreError, store_of
+
+    store = store_of(root)
+    store.ensure()
+    fd = os.open(store.base / ".source.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            source_tree(store, spec.source)
+        except StoreError as e:  # not a repository git can read, say: the user's to fix
+            raise JobError(f"[workspace] source {spec.source}: {e}") from None
+    finally:
+        os.close(fd)
 
 
 def provider_for(job: Job):
@@ -233,6 +265,7 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
         create_run_root(root, f"{started_by} {job.path}")
     except RunRootError as e:
         raise JobError(str(e)) from None
+    import_source(root, settings.workspace)
     # the run's own checks: the run root held until the run ends (``hold``)
     held = hold(root) if manifest else None
     try:

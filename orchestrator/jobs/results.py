@@ -49,12 +49,15 @@ class Result(Struct, kw_only=True):
     """The typed answer (the parsed JSON), for a job with an output type."""
     typed: bool = False
     """The job has an output type: the row carries ``output`` (null when there is none)."""
+    workspace: str | None = None
+    """The task root's last workspace snapshot (a git tree id, as its log names it last): what
+    ``mnemon results --patch`` and ``mnemon workspace`` read; null without a workspace."""
 
     def as_dict(self) -> dict[str, Any]:
         out = {"task": self.task, "status": self.status, "answer": self.answer,
                "agent": self.agent, "reason": self.reason, "usage": self.usage,
                "cost_usd": round(self.cost_usd, 6), "input": self.input,
-               "attempts": self.attempts}
+               "attempts": self.attempts, "workspace": self.workspace}
         if self.synod is not None:
             out["synod"] = self.synod
         if self.typed:

@@ -357,7 +357,19 @@ class JobRunner:
                                                  "cache_write_tokens", "output_tokens")}
         return Result(task=t.id, status="failed", answer=None, agent=t.agent, reason=reason,
                       usage=usage, cost_usd=spent.cost_usd, input=t.row,
-                      attempts=min(failures, self.spec.retries + 1), typed=self.typed)
+                      attempts=min(failures, self.spec.retries + 1), typed=self.typed,
+                      workspace=self._logged_snapshot(t.agent))
+
+    def _logged_snapshot(self, agent: str) -> str | None:
+        """The last snapshot an agent's log names (a task's row read from its log)."""
+        if self.sup.settings.workspace is None:
+            return None
+        from ..workspace.history import read_history
+
+        try:
+            return read_history(self.root / agent_source(agent)).latest
+        except OSError:
+            return None
 
     def _resume_descendants(self, node: AgentNode) -> None:
         """Reopen the open children an agent started itself (``agents_start``, ``agents_synod``)
@@ -462,7 +474,7 @@ class JobRunner:
                       agent=top.id, reason=reason, usage=_usage(usage),
                       cost_usd=sum(n.cost_usd for n in every), input=t.row, attempts=attempts,
                       synod=synod, output=top.output if output is ... else output,
-                      typed=self.typed)
+                      typed=self.typed, workspace=_final_snapshot(top))
 
     # ------------------------------------------------------------------ summary
 
@@ -509,6 +521,14 @@ def _line_at(path: Path, offset: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def _final_snapshot(node: AgentNode) -> str | None:
+    """The last snapshot the task root's log names (``Workspace.recorded``): the files its
+    row points to — what ``mnemon results --patch`` diffs against its start."""
+    ws = node.workspace
+    snap = getattr(ws, "recorded", None) if ws is not None else None
+    return snap if isinstance(snap, str) else None
 
 
 def _with_descendants(nodes: list[AgentNode]) -> list[AgentNode]:

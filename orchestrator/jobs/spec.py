@@ -133,6 +133,16 @@ class PolicySpec(_S, frozen=True):
     on_ask: Literal["deny", "wait"] = "deny"
 
 
+class JobWorkspaceSpec(_S, frozen=True):
+    """``[workspace]``: the files each task's agent works on (docs/jobs.md, "Workspaces").
+    ``source`` a directory or a git repository (its last commit), relative to the job file,
+    copied per task — never written; none: each task starts from an empty workspace.
+    ``inherit``: what a task's children start from (``workspace.spec.WorkspaceSpec``)."""
+
+    source: str | None = None
+    inherit: Literal["inherit", "empty", "source"] = "inherit"
+
+
 class JobSpec(_S, frozen=True):
     concurrency: Annotated[int, Meta(ge=1, le=4096)] = 8
     """Tasks in flight."""
@@ -153,6 +163,8 @@ class JobSpec(_S, frozen=True):
     (JSON or TOML, as ``--mcp``; docs/mcp.md), relative to the job file."""
     policy: PolicySpec | None = None
     """Which tool calls the job's agents may make (docs/policy.md)."""
+    workspace: JobWorkspaceSpec | None = None
+    """Each task's own files (``[workspace]``): a copy of ``source`` per task."""
     roles: dict[str, dict[str, Any]] = {}
     """Named roles the agents may delegate to, ``[roles.NAME]`` (docs/roles.md): judged by
     ``roles.spec`` when the job is built."""
@@ -233,6 +245,18 @@ def load_job(path: str | Path) -> Job:
     if pol is not None and pol.file is not None and (pol.rule or pol.default is not None):
         raise JobError(f"{path}:{_line(text, ('policy', 'file')) or 1}: [policy] takes a file "
                        "or inline default and [[policy.rule]], not both")
+    ws = spec.workspace
+    if ws is not None and ws.source is not None:
+        if not ws.source.strip():
+            raise JobError(f"{path}:{_line(text, ('workspace', 'source')) or '?'}: [workspace] "
+                           "source needs a path (leave it out for an empty workspace)")
+        src = Path(ws.source).expanduser()
+        src = src if src.is_absolute() else path.parent / src
+        if not src.is_dir():
+            why = "does not exist" if not src.exists() else "is not a directory"
+            raise JobError(f"{path}:{_line(text, ('workspace', 'source')) or '?'}: [workspace] "
+                           f"source {ws.source} {why} (a directory or a git repository, "
+                           "relative to the job file)")
     if spec.agent.role is not None and spec.agent.role not in spec.roles:
         raise JobError(f"{path}:{_line(text, ('agent', 'role')) or '?'}: [agent] role "
                        f"{spec.agent.role!r} is not one of the job's roles (roles: "

@@ -99,15 +99,34 @@ class WorkspaceView:
     def diff(self, frm: int | None = None, to: int | None = None, *,
              from_snapshot: str | None = None, to_snapshot: str | None = None) -> str:
         """The unified diff between two turns (default: from the start to the latest)."""
+        return self.store.diff(*self._diff_ends(frm, to, from_snapshot, to_snapshot))
+
+    def diff_bytes(self, frm: int | None = None, to: int | None = None) -> bytes:
+        """``diff`` as git wrote it: bytes, so a file that is not UTF-8 keeps its own bytes
+        and the patch still applies (``mnemon workspace DIR diff`` into a pipe)."""
+        return self._raw_diff(*self._diff_ends(frm, to, None, None))
+
+    def _diff_ends(self, frm: int | None, to: int | None, from_snapshot: str | None,
+                   to_snapshot: str | None) -> tuple[str, str]:
         a = from_snapshot or (self.snapshot(frm) if frm is not None
                               else self.snapshot(latest=False))
         b = to_snapshot or self.snapshot(to)
-        return self.store.diff(a, b)
+        return a, b
 
     def patch(self, *, against: str = "source", turn: int | None = None) -> str:
         """The agent's change as a unified diff ``git apply`` takes: against where it started
         (``source``: a root's source or a child's fork point) or its parent's files now
         (``parent``)."""
+        return self.store.diff(*self._patch_ends(against, turn))
+
+    def patch_bytes(self, *, against: str = "source", turn: int | None = None,
+                    to_snapshot: str | None = None) -> bytes:
+        """``patch`` as git wrote it, in bytes (see ``diff_bytes``); ``to_snapshot``: up to
+        this snapshot instead of the turn's (a results row names the one its task ended on)."""
+        base, end = self._patch_ends(against, turn)
+        return self._raw_diff(base, to_snapshot or end)
+
+    def _patch_ends(self, against: str, turn: int | None) -> tuple[str, str]:
         end = self.snapshot(turn)
         if against == "parent":
             start = self.history.start
@@ -120,11 +139,22 @@ class WorkspaceView:
             base = self.snapshot(latest=False)
         else:
             raise UserError(f"patch is against 'source' or 'parent', not {against!r}")
-        return self.store.diff(base, end)
+        return base, end
+
+    def _raw_diff(self, a: str, b: str) -> bytes:
+        # the arguments of ``Store.diff``, its output left undecoded
+        return self.store.git("diff-tree", "-r", "-p", "--no-color", "--no-ext-diff",
+                              "--full-index", "--binary", "-U3", a, b).stdout
+
+    def last_turn(self) -> int | None:
+        """The last turn the log shows after the workspace was made (None: none yet): a
+        ``--turn`` past it names files that do not exist yet."""
+        known = self.history.known_turns()
+        return known[-1] if known else None
 
     def export(self, to: Path, turn: int | None = None) -> int:
         """Write the files at ``turn`` into ``to`` (a new or empty directory); the count."""
-        to = Path(to)
+        to = Path(to).absolute()  # git runs in the directory: a relative path would nest
         if to.exists() and (not to.is_dir() or any(os.scandir(to))):
             raise UserError(f"{to} exists and is not an empty directory")
         snap = self.snapshot(turn)

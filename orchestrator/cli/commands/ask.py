@@ -9,7 +9,7 @@ import trio
 from ...approvals import reject_every_ask
 from .. import COMMANDS
 from ....errors import Failure, UserError
-from ..options import (add_provider_args, provider_from_args, run_root_from,
+from ..options import (add_provider_args, add_workspace_arg, provider_from_args, run_root_from,
                        settings_from_args)
 from ...terminal import for_stream, shown
 from ...tracing.switch import live_tracing
@@ -20,6 +20,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("ask", help=COMMANDS["ask"])
     p.add_argument("prompt", help="the task, as the agent's first prompt")
     add_provider_args(p)
+    add_workspace_arg(p)
     p.add_argument("--json", action="store_true", help="machine output")
     p.add_argument("--output", default=None, metavar="SCHEMA",
                    help="a typed answer: a JSON Schema file (or module:Type) the answer must "

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import COMMANDS
 from ....errors import UserError
 from ...extras import require
-from ..options import (add_provider_args, provider_from_args, run_root_from,
+from ..options import (add_provider_args, add_workspace_arg, provider_from_args, run_root_from,
                        settings_from_args)
 from ...tracing.switch import live_tracing
 
@@ -24,6 +24,7 @@ def add_parser(sub) -> None:
                    help="print answers as written, not rendered as Markdown (the default "
                         "when the output is not a terminal)")
     add_provider_args(p)
+    add_workspace_arg(p)
 
 
 def run(args) -> int:

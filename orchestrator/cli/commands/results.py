@@ -9,6 +9,9 @@ its typed output (``SessionEnded.output``).
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -20,7 +23,7 @@ from .. import COMMANDS
 from ....errors import UserError
 from ...jobs.results import read_results
 from ...jobs.table import to_csv, to_jsonl
-from ...terminal import for_stream
+from ...terminal import for_stream, shown
 
 
 def add_parser(sub) -> None:
@@ -30,6 +33,9 @@ def add_parser(sub) -> None:
                    help="JSON lines (default) or CSV with a header row")
     p.add_argument("--results", default=None, metavar="FILE",
                    help="the results file, where the job wrote it elsewhere")
+    p.add_argument("--patch", default=None, metavar="DIR",
+                   help="instead of the table, write TASK.patch into DIR for each task whose "
+                        "workspace changed (git apply takes it)")
 
 
 class _End(msgspec.Struct):
@@ -76,6 +82,11 @@ def run(args) -> int:
     path = Path(args.path)
     if not path.exists():
         raise UserError(f"{path} does not exist")
+    if args.patch is not None:
+        if path.is_file():
+            raise UserError(f"--patch reads the run root's workspaces: give the run root, "
+                            f"not {path}")
+        return write_patches(find_run_root(path), Path(args.patch), args.results)
     if args.results is not None or path.is_file():
         file = Path(args.results) if args.results is not None else path
         if not file.is_file():
@@ -91,4 +102,60 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["rows_from_logs"]
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
+
+
+def patch_name(task: str) -> str:
+    """The file a task's patch goes to: ``<task id>.patch`` when the id is a plain file name;
+    else its safe characters and a hash of the whole id (an id is the user's or its input
+    file's text: never a path)."""
+    if _SAFE.fullmatch(task) and not task.endswith("."):
+        return f"{task}.patch"
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", task)[:60].lstrip(".") or "task"
+    return f"{safe}-{hashlib.sha1(task.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}.patch"
+
+
+def write_patches(root: Path, folder: Path, results: str | None) -> int:
+    """``--patch DIR``: one ``<task id>.patch`` per task whose workspace changed, from its
+    start (the job's ``[workspace] source``) to the snapshot its row names; says how many."""
+    from ...workspace.store import is_snapshot_id
+    from ...workspace.view import NoWorkspace, view_of_agent
+
+    file = Path(results) if results is not None else root / "results.jsonl"
+    if results is not None and not file.is_file():
+        raise UserError(f"{file}: no such results file")
+    rows = list(read_results(file).values()) if file.is_file() else rows_from_logs(root)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--patch {folder} exists and is not a directory")
+    patches: list[tuple[str, bytes]] = []
+    unchanged = without = 0
+    for row in rows:
+        agent, snap = row.get("agent"), row.get("workspace")
+        if not isinstance(agent, str) or ("workspace" in row and snap is None):
+            without += 1
+            continue
+        if snap is not None and not is_snapshot_id(snap):
+            raise UserError(f"{file}: task {shown(str(row.get('task')))}'s workspace is not a "
+                            f"snapshot id: {shown(repr(snap))[:60]}")
+        try:
+            view = view_of_agent(root, agent)
+        except NoWorkspace:
+            without += 1
+            continue
+        data = view.patch_bytes(to_snapshot=snap)
+        if data:
+            patches.append((patch_name(str(row.get("task") or agent)), data))
+        else:
+            unchanged += 1
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in patches:
+        tmp = folder / f".{name}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, folder / name)
+    print(f"wrote {len(patches)} patch{'es' if len(patches) != 1 else ''} to "
+          f"{shown(str(folder))} ({unchanged} task(s) without a change, {without} without a "
+          "workspace)")
+    return 0
+
+
+__all__ = ["rows_from_logs", "patch_name", "write_patches"]

@@ -13,8 +13,8 @@ from .. import COMMANDS
 from ....errors import UserError
 from ...extras import require
 from ...tracing.switch import live_tracing
-from ..options import (add_listen_args, add_provider_args, listen_from, provider_from_args,
-                       run_root_from, settings_from_args)
+from ..options import (add_listen_args, add_provider_args, add_workspace_arg, listen_from,
+                       provider_from_args, run_root_from, settings_from_args)
 
 
 def add_parser(sub) -> None:
@@ -29,6 +29,7 @@ def add_parser(sub) -> None:
                    help="agents running at once, roots and children together (default 64); "
                         "a new one past it is refused until one ends")
     add_provider_args(p)
+    add_workspace_arg(p, serve=True)
 
 
 def run(args) -> int:
