@@ -151,22 +151,10 @@ def import_source(root: Path, spec: WorkspaceSpec | None) -> None:
     from two processes at once (its ``shallow.lock``)."""
     if spec is None or spec.source is None:
         return
-    import fcntl
-
-    from ..workspace.life import source_tree
-    from ..workspace.store import StoreError, store_of
-
-    store = store_of(root)
-    store.ensure()
-    fd = os.open(store.base / ".source.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            source_tree(store, spec.source)
-        except StoreError as e:  # not a repository git can read, say: the user's to fix
-            raise JobError(f"[workspace] source {spec.source}: {e}") from None
-    finally:
-        os.close(fd)
+        source_tree(store_of(root), spec.source)  # one process at a time (its lock)
+    except StoreError as e:  # not a repository git can read, say: the user's to fix
+        raise JobError(f"[workspace] source {spec.source}: {e}") from None
 
 
 def provider_for(job: Job):

@@ -8,6 +8,7 @@ recorded — never from a live object.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 from pathlib import Path
@@ -61,10 +62,18 @@ def source_tree(store: Store, source: str) -> str:
     with _SOURCES_LOCK:
         if key in _SOURCES:
             return _SOURCES[key]
-    if (p / ".git").exists():
-        tree = store.import_repo(p)
-    else:
-        tree = store.import_dir(p)
+    # one import at a time per store, across processes too (Dask workers share the run root):
+    # git cannot fetch into one repository from two processes at once (its ``shallow.lock``)
+    store.ensure()
+    fd = os.open(store.base / ".source.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if (p / ".git").exists():
+            tree = store.import_repo(p)
+        else:
+            tree = store.import_dir(p)
+    finally:
+        os.close(fd)
     with _SOURCES_LOCK:
         _SOURCES[key] = tree
     return tree
