@@ -157,13 +157,15 @@ async def test_the_workspace_routes_need_the_token(tmp_path):
                 assert (await bare.get(f"/v1/agents/a1/{path}")).status_code == 401
 
 
-def _holding(gate: trio.Event):
-    """A model that writes a file, then thinks until ``gate`` is set, then answers."""
+def _holding(gates: dict[str, trio.Event]):
+    """A model that writes a file, then thinks until its agent's gate is set, then answers."""
     async def policy(request, state):
         i = state["i"] = state.get("i", 0) + 1
+        agent = request.meta["agent"]
         if i == 1:
-            return [ToolUse("c1", "fs_write", {"path": "out.txt", "content": "mine\n"})], "tool_use"
-        await gate.wait()
+            return [ToolUse("c1", "fs_write", {"path": "out.txt",
+                                               "content": f"{agent}\n"})], "tool_use"
+        await gates.setdefault(agent, trio.Event()).wait()
         return [Text("done")], "end_turn"
     return ScriptedProvider(policy=policy, cache_model=CacheModel())
 
@@ -171,8 +173,8 @@ def _holding(gate: trio.Event):
 async def test_in_place_one_agent_per_directory_and_refusals_are_one_line(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    gate = trio.Event()
-    async with live_service(tmp_path / "run", provider=_holding(gate)) as svc:
+    gates: dict[str, trio.Event] = {}
+    async with live_service(tmp_path / "run", provider=_holding(gates)) as svc:
         r = await svc.client.post("/v1/agents", json={"prompt": "work", "workspace": str(work)})
         assert r.status_code == 201, r.text
         aid = r.json()["id"]
@@ -180,7 +182,7 @@ async def test_in_place_one_agent_per_directory_and_refusals_are_one_line(tmp_pa
             if (work / "out.txt").exists():
                 break
             await trio.sleep(0.02)
-        assert (work / "out.txt").read_text() == "mine\n"  # in place: the user's directory
+        assert (work / "out.txt").read_text() == f"{aid}\n"  # in place: the user's directory
         # a second agent on the directory the first works in: 409, and no agent made
         ids = [a["id"] for a in (await svc.client.get("/v1/agents")).json()["agents"]]
         busy = await svc.client.post("/v1/agents", json={"prompt": "me too",
@@ -191,13 +193,26 @@ async def test_in_place_one_agent_per_directory_and_refusals_are_one_line(tmp_pa
         # a running agent with files is not rewound under its tools
         rw = await svc.client.post(f"/v1/agents/{aid}/rewind", json={"to": 0})
         assert rw.status_code == 409 and "is running" in rw.json()["error"]
-        gate.set()
+        gates.setdefault(aid, trio.Event()).set()
         assert (await _ended(svc, aid))["reason"] == "done"
-        # the directory is free once it ended
+        # the directory is free once it ended: another agent takes it…
         again = await svc.client.post("/v1/agents", json={"prompt": "now me",
                                                            "workspace": str(work)})
         assert again.status_code == 201, again.text
-        await _ended(svc, again.json()["id"])
+        other = again.json()["id"]
+        for _ in range(500):
+            if (work / "out.txt").read_text() == f"{other}\n":
+                break
+            await trio.sleep(0.02)
+        # …and the first one, while it works there, is neither prompted nor rewound into it
+        n = len(records(svc.root, aid))
+        for path, body in (("prompt", {"prompt": "more"}), ("rewind", {"to": 0})):
+            r = await svc.client.post(f"/v1/agents/{aid}/{path}", json=body)
+            assert r.status_code == 409 and "is in use by another agent" in r.json()["error"], r.text
+        assert len(records(svc.root, aid)) == n  # nothing written
+        assert (work / "out.txt").read_text() == f"{other}\n"
+        gates.setdefault(other, trio.Event()).set()
+        await _ended(svc, other)
         # settings that cannot be used: 422, one line, nothing made
         n = len((await svc.client.get("/v1/agents")).json()["agents"])
         for ws, says in ((str(tmp_path / "missing"), "is not a directory"),
