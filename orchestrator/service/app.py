@@ -8,6 +8,7 @@ the event loop that drives the agents."""
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -25,6 +26,7 @@ from ...lineage.runroot import RunRootError, agent_dir, agent_source
 from ...session.constants import GREP_TIMEOUT_S
 from ...session.errors import LogRefused, Refusal, SessionError
 from . import control as C
+from . import files as F
 from . import schema as S
 from .auth import guard, is_open
 from .events import BadEventId, parse_positions, stream
@@ -32,7 +34,8 @@ from ..typed.load import OutputError
 from .runs import Conflict, NotFound, Run
 from .jobs import job_results
 from .transcript import LIMIT, MAX_LIMIT, transcript
-from ...errors import UserError
+from ...errors import ConfigError, UserError
+from ..workspace.handle import WorkspaceBusy
 
 log = structlog.get_logger("mnemon.service")
 
@@ -91,6 +94,7 @@ class Spec:
     status: int = 200
     query: tuple[tuple[str, str, bool], ...] = ()  # (name, description, required)
     stream: bool = False
+    media: tuple[str, ...] = ()  # an answer that is not JSON: its media types (raw bytes, a diff)
 
 
 class Handlers:
@@ -158,7 +162,10 @@ class Handlers:
 
     async def create_agent(self, request: Request) -> Any:
         body = await _body(request, S.AgentCreate)
-        return self.run.start_root(body)
+        try:
+            return self.run.start_root(body)
+        except ConfigError as e:  # a workspace that cannot be used: not a directory, the run root
+            raise HTTPError(422, str(e)) from None
 
     async def get_agent(self, request: Request) -> Any:
         aid = self._aid(request)
@@ -324,6 +331,28 @@ class Handlers:
     async def resume(self, request: Request) -> Any:
         return C.resume(self.run, self._aid(request))
 
+    async def workspace(self, request: Request) -> Any:
+        aid = self._aid(request)
+        turn = F.parse_turn(request.query_params.get("turn"))
+        return await trio.to_thread.run_sync(F.listing, self.run.root, aid, turn)
+
+    async def workspace_file(self, request: Request) -> Any:
+        aid = self._aid(request)
+        turn = F.parse_turn(request.query_params.get("turn"))
+        data = await trio.to_thread.run_sync(F.content, self.run.root, aid,
+                                             request.path_params["path"], turn)
+        return Response(data, media_type=F.media_type(data))
+
+    async def workspace_diff(self, request: Request) -> Any:
+        aid = self._aid(request)
+        q = request.query_params
+        text = await trio.to_thread.run_sync(F.diff, self.run.root, aid, q.get("from"), q.get("to"))
+        return Response(text.encode("utf-8"), media_type="text/x-diff; charset=utf-8")
+
+    async def workspace_changes(self, request: Request) -> Any:
+        aid = self._aid(request)
+        return await trio.to_thread.run_sync(F.changes, self.run.root, aid)
+
     async def page(self, request: Request) -> Any:
         return Response(_static("index.html"), media_type="text/html; charset=utf-8")
 
@@ -396,6 +425,7 @@ def _static(name: str) -> bytes:
 
 
 _TURNS = ("turns", "ids and ranges, e.g. 3,5-9", False)
+_TURN = ("turn", "the files as they stood after this turn's tools (default: the latest)", False)
 ROUTES: tuple[Spec, ...] = (
     Spec("GET", "/v1/health", "health", "Liveness; the one API route without a token",
          out=S.Health),
@@ -454,6 +484,22 @@ ROUTES: tuple[Spec, ...] = (
          out=C.DecisionOut),
     Spec("POST", "/v1/agents/{id}/resume", "resume", "Resume an agent a crash or a stop left "
          "unfinished, from its log", out=S.AgentOut, status=202),
+    Spec("GET", "/v1/agents/{id}/workspace", "workspace", "An agent's files at a turn "
+         "(docs/workspace.md): the snapshot, each file with its size, and every workspace "
+         "record of its log", out=S.WorkspaceOut, query=(_TURN,)),
+    Spec("GET", "/v1/agents/{id}/workspace/files/{path:path}", "workspace_file", "One file of "
+         "an agent's workspace at a turn, its bytes as they were (text/plain when they decode "
+         "as UTF-8)", query=(_TURN,), media=("text/plain", "application/octet-stream")),
+    Spec("GET", "/v1/agents/{id}/workspace/diff", "workspace_diff", "The unified diff of an "
+         "agent's files between two turns or snapshots (default: from its start to its "
+         "latest)", media=("text/x-diff",),
+         query=(("from", "a turn id, or a snapshot the agent's log names (default: its "
+                 "start)", False),
+                ("to", "a turn id, or a snapshot the agent's log names (default: its "
+                 "latest)", False))),
+    Spec("GET", "/v1/agents/{id}/workspace/changes", "workspace_changes", "Per recorded "
+         "change of an agent's files (each turn whose tools changed them, a rewind, a "
+         "resume), the paths changed", out=S.WorkspaceChanges),
     Spec("GET", "/v1/tree", "tree", "The lineage tree (as `mnemon tree --json`)", out=S.TreeOut),
     Spec("GET", "/v1/cost", "cost", "Tokens, cache and price (as `mnemon cost --json`)",
          out=S.CostOut),
@@ -477,8 +523,8 @@ def _wrap(fn: Callable[[Request], Awaitable[Any]], spec: Spec):
             return _json(S.ErrorOut(error=str(e)), 404)
         except OutputError as e:  # an output type that cannot be used
             return _json(S.ErrorOut(error=" ".join(str(e).split())), 422)
-        except Conflict as e:
-            return _json(S.ErrorOut(error=str(e)), 409)
+        except (Conflict, WorkspaceBusy) as e:  # busy: a directory another agent works in
+            return _json(S.ErrorOut(error=" ".join(str(e).split())), 409)
         except LogRefused as e:
             return _json(S.ErrorOut(error=f"the log does not fold: {e}"), 500)
         except (Refusal, RunRootError) as e:
@@ -519,6 +565,11 @@ def openapi_bytes(version: str) -> bytes:
     return msgspec.json.encode(openapi(version))
 
 
+def doc_path(path: str) -> str:
+    """A route's path as OpenAPI writes it: ``{path:path}`` (Starlette's convertor) → ``{path}``."""
+    return re.sub(r"\{(\w{1,40}):\w{1,40}\}", r"{\1}", path)
+
+
 def openapi(version: str) -> dict:
     """OpenAPI 3.1 for ``ROUTES``, the schemas generated from the Structs."""
     structs = sorted({t for s in ROUTES for t in (s.body, s.out) if t is not None} | {S.ErrorOut},
@@ -538,6 +589,10 @@ def openapi(version: str) -> dict:
         if "{agent}" in s.path:
             params.append({"name": "agent", "in": "path", "required": True,
                            "schema": {"type": "string"}, "description": "an agent id of the job"})
+        if "{path:path}" in s.path:
+            params.append({"name": "path", "in": "path", "required": True,
+                           "schema": {"type": "string"},
+                           "description": "a file's path in the workspace, relative to it"})
         if "{call_id}" in s.path:
             params.append({"name": "call_id", "in": "path", "required": True,
                            "schema": {"type": "string"}, "description": "a tool call's id"})
@@ -556,6 +611,9 @@ def openapi(version: str) -> dict:
         if s.stream:
             op["responses"][str(s.status)] = {"description": "server-sent events",
                                               "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+        elif s.media:
+            op["responses"][str(s.status)] = {"description": "OK", "content": {
+                m: {"schema": {"type": "string"}} for m in s.media}}
         elif s.out is not None:
             op["responses"][str(s.status)] = {"description": "OK", "content": {
                 "application/json": {"schema": ref(s.out)}}}
@@ -567,7 +625,7 @@ def openapi(version: str) -> dict:
             op["responses"]["401"] = err
         for code in (("400", "404", "409", "413", "422") if s.body or "{id}" in s.path else ()):
             op["responses"][code] = err
-        paths.setdefault(s.path, {})[s.method.lower()] = op
+        paths.setdefault(doc_path(s.path), {})[s.method.lower()] = op
     return {"openapi": "3.1.0",
             "info": {"title": "mnemon", "version": version,
                      "description": "Multi-agent orchestration: agents, their transcripts and "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import trio
@@ -19,6 +19,8 @@ from ...session.records import Cleared, Rewound, SessionResumed, Usage
 from ..loop import state_of
 from ..settings import Settings
 from ..typed.load import check_for, from_python
+from ..workspace.life import rewind as ws_rewind
+from ..workspace.spec import spec_from
 from .schema import AgentCreate, AgentOut, UsageOut
 from ...errors import UserError
 
@@ -86,6 +88,21 @@ class _Scan:
                 self.ended, self.reason, self.output = True, rec.reason, rec.output
             elif t == "SessionResumed":
                 self.ended, self.reason, self.output = False, None, None
+
+
+def _restore_files(node, to: int) -> None:
+    """After a ``Rewound``: the agent's files as they stood after turn ``to``, and the record
+    that says so (none when they stand there already)."""
+    ws = node.workspace
+    if ws is None:
+        return
+    ws.claim()  # held for the restore (an agent between runs holds no directory)
+    try:
+        rec = ws_rewind(ws, node.log.path, to)
+        if rec is not None:
+            node.log.append(rec)
+    finally:
+        ws.release()
 
 
 def _answer(path: Path, offset: int | None) -> str | None:
@@ -229,18 +246,23 @@ class Run:
             node = sup.resume_agent(aid)
             node.state = "ended"
             node.done.set()
+            if node.workspace is not None:  # only a running agent holds its directory
+                node.workspace.release()
         return node
 
-    def _edit(self, aid: str, record) -> None:
-        """Record an edit (``Cleared``, ``Rewound``). A refused edit writes nothing: a live log
-        judges it before writing; a log recorded before this service started is judged on a
-        read-only fold first, then reopened, edited and — if it had ended — ended again."""
+    def _edit(self, aid: str, record, then: Callable[[Any], None] | None = None) -> None:
+        """Record an edit (``Cleared``, ``Rewound``), and ``then(node)`` what follows from it (a
+        rewind's files). A refused edit writes nothing: a live log judges it before writing; a
+        log recorded before this service started is judged on a read-only fold first, then
+        reopened, edited and — if it had ended — ended again."""
         sup = self._writable()
         if aid not in self.agent_ids():
             raise NotFound(f"no agent {aid!r} in this run")
         node = sup.agents.get(aid)
         if node is not None:
             node.log.append(record)
+            if then is not None:
+                then(node)
             return
         from ...lineage.runroot import agent_dir
         from ...lineage.view import open_agent
@@ -252,8 +274,12 @@ class Run:
         ended, reason = scan.ended, scan.reason
         node = self._node(aid)
         node.log.append(record)
-        if ended:
-            node.log.append(SessionEnded(reason=reason or "done", at=now_iso()))
+        try:
+            if then is not None:
+                then(node)
+        finally:
+            if ended:
+                node.log.append(SessionEnded(reason=reason or "done", at=now_iso()))
 
     def _poke(self) -> None:
         self.changed.set()
@@ -263,6 +289,8 @@ class Run:
         sup = self._writable()
         over = {k: getattr(body, k) for k in ("system", "model", "context_window", "keep",
                                               "max_turns") if getattr(body, k) is not None}
+        if body.workspace is not None:  # a string: the directory itself, worked in place
+            over["workspace"] = spec_from(body.workspace, in_place=True)
         settings = msgspec.structs.replace(sup.settings, **over) if over else None
         output = None
         if body.output is not None:  # checked before the agent is created (422 otherwise)
@@ -285,6 +313,8 @@ class Run:
             nursery = parent.nursery
         else:
             nursery = None
+        if node.workspace is not None:  # its directory again, before anything is recorded:
+            node.workspace.claim()        # another agent may work in it now (409)
         if was_live:
             node.log.append(SessionResumed(at=now_iso()))
         node.log.prompt(text)
@@ -306,7 +336,24 @@ class Run:
         return self.view(aid)
 
     def rewind(self, aid: str, to: int) -> AgentOut:
-        self._edit(aid, Rewound(to=to))  # a rewind into a residue is refused, nothing written
+        """``/rewind``: the turns after ``to`` withdrawn and, for an agent with a workspace, its
+        files as they stood after turn ``to`` (``workspace.life.rewind``, as
+        ``Supervisor.rewind``). An agent with files is rewound only between its runs (decision
+        0376): its directory is held for the restore, and a running agent's tools use it."""
+        sup = self._writable()
+        live = sup.agents.get(aid)
+        ws = live.workspace if live is not None else None
+        if ws is not None:
+            if live.state == "running":
+                raise Conflict(f"agent {aid} is running and its tools use its files: cancel it "
+                               "or wait for it to end, then rewind")
+            ws.claim()  # another agent working in its directory now: 409, nothing written
+        try:
+            # a rewind into a residue is refused, nothing written
+            self._edit(aid, Rewound(to=to), then=lambda node: _restore_files(node, to))
+        finally:
+            if ws is not None:
+                ws.release()
         self._poke()
         return self.view(aid)
 

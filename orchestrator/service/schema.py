@@ -32,6 +32,12 @@ class AgentCreate(_In):
         "Its named role (docs/roles.md; default: the roles' root role). The role's own "
         "settings apply over the fields above; an unknown role is refused with 409."))] | None \
         = None
+    workspace: Annotated[str | dict[str, Any], Meta(description=(
+        "Its files (docs/workspace.md): a directory on the server worked in place (a string), "
+        "or an object — `{\"dir\": PATH}` in place, `{\"source\": PATH}` a copy of a "
+        "directory or of a git repository's last commit, neither an empty one — with `inherit` "
+        "(`inherit`, `empty` or `source`: how its children start). Not a directory: 422; a "
+        "directory another agent works in: 409."))] | None = None
 
 
 class PromptIn(_In):
@@ -189,3 +195,32 @@ class JobResults(Struct, kw_only=True):
     rows: list[dict[str, Any]]
     failed: Annotated[list[dict[str, Any]], Meta(description=(
         "The tasks that did not end done: `task`, `agent`, `status`, `reason`."))]
+
+
+class WorkspaceFile(Struct, kw_only=True):
+    path: str
+    size: int | None = None
+    kind: Literal["file", "symlink", "dir", "repository"] = "file"
+
+
+class WorkspaceOut(Struct, kw_only=True):
+    """An agent's files at a turn (docs/workspace.md): the snapshot and what is in it."""
+    agent: str
+    turn: Annotated[int | None, Meta(description=(
+        "The turn asked (`?turn=`): the files as they stood after its tools; null: the "
+        "latest."))] = None
+    snapshot: Annotated[str, Meta(description="The snapshot: a git tree id (40 hex).")]
+    files: list[WorkspaceFile]
+    turns: Annotated[list[dict[str, Any]], Meta(description=(
+        "Each workspace record of the agent's log in order: `turn`, `snapshot`, `why` "
+        "(`start`, `tools`, `rewind`, `resume`, `merge`), and `source`/`dir`/`aside` where "
+        "recorded."))]
+
+
+class WorkspaceChanges(Struct, kw_only=True):
+    """Per recorded change of an agent's files, the paths it changed."""
+    agent: str
+    changes: Annotated[list[dict[str, Any]], Meta(description=(
+        "`{turn, why, from, to, files: [{status, path}]}` per record that changed the "
+        "snapshot (`status`: A added, M modified, D deleted, T type changed); `from`/`to` "
+        "are snapshots, which `diff?from=&to=` takes."))]

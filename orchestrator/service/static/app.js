@@ -1,6 +1,6 @@
 // The page: the lineage tree live; the selected agent's conversation (conv.js, from its log
 // records, live); the run as a timeline (timeline.js); charts with axes (charts.js); the jobs
-// (jobs.js); each agent's context as a bar and the door. Plain scripts, no build step, no
+// (jobs.js); an agent's files at a turn (files.js); each agent's context as a bar and the door. Plain scripts, no build step, no
 // third-party code. The token comes from the URL fragment (#token=…, never sent to the server) or
 // the form, and goes on every API call as a bearer header; events are read with fetch streaming
 // so they carry it too. Tool calls waiting for a decision are listed with their input (editable)
@@ -19,6 +19,14 @@ async function api(path, opts = {}) {
   const body = await r.json();
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
+}
+
+// an answer that is not JSON (a file's bytes, a diff): the Response itself
+async function apiRaw(path) {
+  const r = await fetch(path, { headers: { "Authorization": "Bearer " + token } });
+  if (r.status === 401) { $("tokenform").hidden = false; throw new Error("a bearer token is required"); }
+  if (!r.ok) { let msg = r.statusText; try { msg = (await r.json()).error || msg; } catch (e) { /* not JSON */ } throw new Error(msg); }
+  return r;
 }
 
 const el = Conv.h;
@@ -79,7 +87,8 @@ function scheduleRefresh() {
 async function select(id, turn = null) {
   const changed = id !== selected;
   selected = id; pendingTurn = turn;
-  if (changed) { $("hits").replaceChildren(); $("turn").replaceChildren(); }
+  if (changed) { $("hits").replaceChildren(); $("turn").replaceChildren(); $("files").replaceChildren(); }
+  if (changed && !$("files").hidden) Files.show(id);
   Charts.draw(id);
   if (turn !== null) showTab("conversation");
   if (changed || convAgent !== id) { convAgent = id; convNext = 0; view.reset(); }
@@ -148,6 +157,8 @@ async function grep(ev) {
   } catch (e) { show(e); }
 }
 
+const wsDiff = async (from, to) => (await apiRaw(`/v1/agents/${encodeURIComponent(convAgent)}/workspace/diff?${new URLSearchParams({ from, to })}`)).text();
+const wsFiles = (turn) => { showTab("files"); Files.show(convAgent, turn); };
 const readTurns = async (turns) => (await api(`/v1/agents/${encodeURIComponent(convAgent)}/read?${new URLSearchParams({ turns })}`)).rows;
 
 // the door's read, as a conversation (the raw records one click away)
@@ -256,12 +267,15 @@ function showTab(name) {
   $("charts").hidden = name !== "charts";
   $("jobs").hidden = name !== "jobs";
   $("door").hidden = name !== "door";
+  $("files").hidden = name !== "files";
   if (name === "timeline") Timeline.draw();
   if (name === "charts") Charts.draw();
   if (name === "jobs") Jobs.show();
+  if (name === "files" && selected && !$("files").childElementCount) Files.show(selected);
 }
 
-view = new Conv.View($("conv"), { read: readTurns, open: (a) => select(a) });
+view = new Conv.View($("conv"), { read: readTurns, open: (a) => select(a), diff: wsDiff, files: wsFiles });
+Files.mount(api, apiRaw, $("files"));
 $("treebox").addEventListener("scroll", () => requestAnimationFrame(drawTree));
 Timeline.mount($("timeline"), (aid, turn) => select(aid, turn));
 Jobs.mount(api);

@@ -4,7 +4,8 @@
 // arguments and results (long ones folded), thinking folded, each eviction's residue in place
 // with its note, span and a button that reads the evicted turns back, inherited turns marked
 // with the ancestor they come from, marks, sweeps, approvals and a typed output where they
-// happen. Everything model-made goes in as text.
+// happen; after each turn whose tools changed the agent's files, the change as a diff view
+// (files.js), a click away from the files at that turn. Everything model-made goes in as text.
 "use strict";
 
 const Conv = (() => {
@@ -48,6 +49,7 @@ const Conv = (() => {
       this.calls = new Map();  // tool call id → its card (the result goes in it)
       this.turn = null; this.at = null; this.call = null; this.last = null;
       this.preview = null;
+      this.files = null;  // the last workspace snapshot shown: the next change's diff starts there
     }
 
     // the streamed text of an answer not yet recorded (a `text` event): shown, then replaced
@@ -99,6 +101,7 @@ const Conv = (() => {
           h("b", {}, r.decision === "approve" ? "approved" : "rejected"), ` ${r.call_id}${r.by ? " by " + r.by : ""}${r.reason ? ": " + r.reason : ""}${r.input ? " (input edited)" : ""}`,
           h("span", { class: "muted" }, ` · ${time(r.at)}`), r.input ? folded(json(r.input), "edited input", "args") : null);
         case "SessionEnded": return this.ended(r);
+        case "WorkspaceSnapshot": return this.workspace(r);
         case "SessionResumed": return h("div", { class: "event resumed" }, h("b", {}, "resumed"), h("span", { class: "muted" }, ` · ${time(r.at)}`));
         case "Unreadable": return h("div", { class: "event unreadable" }, `a line that is not a record (${r.bytes} bytes): mnemon verify names it`);
         default: return null;
@@ -200,6 +203,29 @@ const Conv = (() => {
       const p = r.plan;
       if (p) node.insertBefore(h("div", { class: "muted plan" },
         `kept ${p.keep !== undefined ? (100 * p.keep).toFixed(0) + "% of the history" : ""}${p.kept_tokens ? ", " + p.kept_tokens + " tokens" : ""}${p.requests ? ", about " + p.requests + " requests to the next eviction" : ""}`), node.querySelector("button"));
+      return node;
+    }
+
+    // a workspace record: where the files came from, or what a turn (a rewind, a resume, a
+    // merge) changed in them — the diff fetched between this snapshot and the one before
+    workspace(r) {
+      const prev = this.files;
+      this.files = r.snapshot;
+      const filesAt = (turn, label) => (this.ctx.files ? h("button", { class: "link files-btn", onclick: () => this.ctx.files(turn) }, label) : null);
+      if (r.why === "start") {
+        return h("div", { class: "event workspace start" }, h("b", {}, "workspace"), ` · ${r.dir ? r.dir + " (in place)" : r.source || "empty"}`,
+          h("span", { class: "muted" }, ` · ${time(r.at)} `), filesAt(0, "the files"));
+      }
+      if (prev === r.snapshot) return null;
+      const what = { rewind: `files rewound to turn ${r.turn}`, resume: "files restored on resume", merge: "a child's files merged" }[r.why] || `files changed by turn ${r.turn}'s tools`;
+      const slot = h("div", { class: "diffslot" }, h("span", { class: "muted" }, "reading the diff…"));
+      const node = h("div", { class: "event workspace change", "data-turn": r.turn, "data-why": r.why || "tools" },
+        h("b", {}, what), h("span", { class: "muted" }, ` · ${time(r.at)} `), r.why ? null : filesAt(r.turn, `the files after turn ${r.turn}`),
+        r.aside ? h("div", { class: "muted" }, `the directory's other changes kept aside as ${r.aside.slice(0, 12)}`) : null, slot);
+      if (prev && this.ctx.diff) {
+        this.ctx.diff(prev, r.snapshot).then((text) => slot.replaceChildren(Files.diffView(text)),
+          (e) => slot.replaceChildren(h("div", { class: "event error" }, e.message)));
+      } else slot.replaceChildren();
       return node;
     }
 
