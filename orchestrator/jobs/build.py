@@ -23,6 +23,8 @@ from ..importpath import ImportPathError, resolve
 from ..policy import PolicyError, ToolPolicy, combine, load_policy, parse_policy
 from ..roles.book import check_providers
 from ..roles.load import roles_from
+from ..workspace.life import source_tree
+from ..workspace.store import StoreError, store_of
 from ..roles.spec import Roles, RolesError, check_tools
 from ..settings import Settings
 from ..tools.base import Tool
