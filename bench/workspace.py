@@ -465,11 +465,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "git": subprocess.run(["git", "--version"], capture_output=True,
                               text=True).stdout.strip(),
         "cpus": os.cpu_count(), "runs": a.runs, "files": a.files, "mb": a.mb,
-        "floor": floor(max(5, a.runs))}
+        "floor": floor(max(5, a.runs)), "load_before": os.getloadavg()[0]}
     res["disk"] = trio.run(measure, a.dir, a.files, a.mb, a.runs, a.knobs)
     shm = Path("/dev/shm")
     if not a.no_tmpfs and shm.is_dir() and os.access(shm, os.W_OK):
         res["tmpfs"] = trio.run(measure, shm, a.files, a.mb, a.runs, False)
+    res["load_after"] = os.getloadavg()[0]  # a shared machine: how busy it was around the run
     if a.json:
         print(json.dumps(res, indent=1))
     else:
@@ -482,7 +483,7 @@ def _print(res: dict[str, Any]) -> None:
           f"{res['cpus']} cpus · {res['files']} files, {res['mb']} MB · median of {res['runs']}")
     f = res["floor"]
     print(f"floor: python -c pass {f['python_c_pass_ms']} ms · git --version "
-          f"{f['git_version_ms']} ms")
+          f"{f['git_version_ms']} ms · load {res['load_before']:.1f} → {res['load_after']:.1f}")
     for place in ("disk", "tmpfs"):
         r = res.get(place)
         if not r:
