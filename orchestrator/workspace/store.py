@@ -46,7 +46,8 @@ _CONFIG = (
     "-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "core.symlinks=true",
     "-c", "core.fileMode=true", "-c", "core.quotePath=false", "-c", "safe.directory=*",
     "-c", "core.hooksPath=/dev/null", "-c", "checkout.workers=2",
-    "-c", "core.precomposeUnicode=false", "-c", "user.name=mnemon",
+    "-c", "core.precomposeUnicode=false", "-c", "core.excludesFile=/dev/null",
+    "-c", "user.name=mnemon",
     "-c", "user.email=mnemon@localhost",
 )
 
