@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import shutil
 from pathlib import Path
 from typing import Literal
 
@@ -62,6 +63,9 @@ class Workspace:
         self.agent = agent
         self.index = store.index_of(agent)
         self.dir = directory  # None: not made yet — reads come from the store
+        # sparse: the directory holds only the files the tools wrote; every other file is the
+        # snapshot's, read from the store (``directory()`` writes them all out for a command)
+        self.sparse = False
         self.in_place = in_place  # the user's own directory (``--workspace DIR``)
         self.inherit: Inherit = inherit  # how this agent's children start
         self.source_tree = source_tree or tree  # the root's source (``inherit = "source"``)
@@ -115,22 +119,40 @@ class Workspace:
     # ------------------------------------------------------------------ the directory
 
     async def directory(self) -> Path:
-        """The workspace as a real, writable directory — made now (a checkout of its snapshot)
-        if it was not yet. What a command runs in (the shell) and what a write lands in."""
+        """The workspace as a real, writable directory holding every file — written out now
+        if it was not (a command in it needs them all: the shell). The file tools never need
+        it: a child that only writes files through them keeps just what it wrote."""
         async with self._lock:
-            return await self._directory()
+            return await self._directory(full=True)
 
-    async def _directory(self) -> Path:
+    async def _directory(self, *, full: bool = False) -> Path:
         if self.dir is None:
             d = self.store.tree_dir(self.agent)
-            tree = self.tree
-            if d.exists() and any(d.iterdir()):
+            if d.exists() and any(os.scandir(d)):
                 raise WorkspaceBusy(f"{d} already holds files no record names")
-            await trio.to_thread.run_sync(self.store.checkout, tree, d, self.index)
+            d.mkdir(parents=True, exist_ok=True)
             self.dir = d
-            self.index_ready = True
+            self.sparse = True
             self.claim()
+        if full and self.sparse:
+            await self._ensure_index()
+            await self._flush()
+            # every file of the snapshot the directory lacks (the ones written stay as they are)
+            await trio.to_thread.run_sync(lambda: self.store.git(
+                "checkout-index", "-a", "-q", index=self.index, work_tree=self.dir,
+                ok=(0, 1)))
+            self.sparse = False
+            self.store.full_marker(self.agent).touch()
         return self.dir
+
+    def _clear_sparse(self) -> None:
+        """A sparse directory back to "nothing written": every file is the snapshot's."""
+        assert self.dir is not None
+        for entry in os.scandir(self.dir):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
 
     def touched(self, path: str) -> None:
         self.dirty.add(path)
@@ -154,6 +176,9 @@ class Workspace:
         """Make ``tree`` the directory's tree now (only what was touched is re-read)."""
         if self.dir is None:
             return self.tree
+        if self.sparse:  # only what was written is on disk: git re-reads just that
+            everything = False
+            self.all_dirty = False
         if everything or self.all_dirty or self.dirty:
             paths = None if (everything or self.all_dirty) else sorted(self.dirty)
             self.dirty.clear()
@@ -187,6 +212,11 @@ class Workspace:
             if self.dir is None:
                 self.tree = tree
                 self.index_ready = False
+            elif self.sparse:
+                await trio.to_thread.run_sync(self._clear_sparse)
+                self.dirty.clear()
+                self.tree = tree
+                self.index_ready = False
             else:
                 await self._flush(everything=True)
                 await trio.to_thread.run_sync(self.store.restore, self.dir, self.index, tree)
@@ -202,6 +232,11 @@ class Workspace:
             raise Refusal(f"agent {self.agent}'s tools are using its workspace; rewind it "
                           "after the call")
         if self.dir is None:
+            self.tree = tree
+            self.index_ready = False
+        elif self.sparse:
+            self._clear_sparse()
+            self.dirty.clear()
             self.tree = tree
             self.index_ready = False
         else:
@@ -227,6 +262,17 @@ class Workspace:
             self.index_ready = False
             self.index.unlink(missing_ok=True)
             await self._ensure_index()  # the index of the recorded snapshot (a fresh stat cache)
+            if self.sparse:  # what is on disk was written over the recorded snapshot
+                written = await trio.to_thread.run_sync(_files_under, self.dir)
+                self.dirty.update(written)
+                now = await self._flush()
+                if now == self.recorded:
+                    return None
+                await trio.to_thread.run_sync(self._clear_sparse)
+                self.dirty.clear()
+                self.tree = self.recorded
+                self.index_ready = False
+                return now
             now = await self._flush(everything=True)
             if now == self.recorded:
                 return None
@@ -280,6 +326,9 @@ class Workspace:
     async def read(self, path: str, *, at: str | None = None, limit: int | None = None) -> Read:
         """A file's bytes and the snapshot that holds exactly them. ``at``: read it as it stood
         in that snapshot (a recovery pointer) rather than now."""
+        if self.sparse and at is None:
+            tree = await self.current()  # what was written is in it; the rest is the snapshot's
+            return await trio.to_thread.run_sync(self._read_tree, tree, path, limit)
         if at is not None or self.dir is None:
             return await trio.to_thread.run_sync(self._read_tree, at or self.tree, path, limit)
         async with self._lock:
@@ -356,7 +405,34 @@ class Workspace:
         """Replace or create a file, atomically; answers the path it resolved to."""
         async with self._lock:
             d = await self._directory()
+            if self.sparse:  # a directory the snapshot has as a symlink is written through it
+                await self._ensure_index()
+                await trio.to_thread.run_sync(self._checkout_prefixes, path)
             resolved = await trio.to_thread.run_sync(
                 lambda: confine.write_atomic(d, path, data, blocked=self.blocked))
             self.dirty.add(resolved)
             return resolved
+
+    def _checkout_prefixes(self, path: str) -> None:
+        """The symlinks among ``path``'s parent directories, written out of the snapshot into a
+        sparse directory, so that a write follows them as it would in a whole checkout."""
+        parts = confine.clean(path)
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        if not prefixes:
+            return
+        links = [e.path for e in self.store.entries(self.tree, recursive=False,
+                                                    pathspec=prefixes, sizes=False)
+                 if e.kind == "symlink"]
+        if links:
+            self.store.git("checkout-index", "-q", "--", *links, index=self.index,
+                           work_tree=self.dir, ok=(0, 1))
+
+
+def _files_under(d: Path) -> list[str]:
+    """Every file and symlink under ``d``, relative, ``/``-separated (a sparse directory)."""
+    out: list[str] = []
+    for root, dirs, files in os.walk(d):
+        rel = os.path.relpath(root, d)
+        for name in files + [x for x in dirs if os.path.islink(os.path.join(root, x))]:
+            out.append(name if rel == "." else f"{rel}/{name}".replace(os.sep, "/"))
+    return sorted(out)

@@ -157,6 +157,7 @@ def reopen(run_root: Path, agent: str, history: History,
         ws = Workspace(store, agent, tree=latest, directory=d if made else None,
                        inherit=inherit, source_tree=source_tree)
         if made:
+            ws.sparse = not store.full_marker(agent).exists()
             ws.claim()
     ws.start = start.snapshot if start is not None else latest
     ws.recorded = latest

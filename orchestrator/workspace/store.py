@@ -194,6 +194,11 @@ class Store:
         self.ensure()
         return self.indexes / agent
 
+    def full_marker(self, agent: str) -> Path:
+        """Present once an agent's directory holds every file (not only those it wrote)."""
+        self.ensure()
+        return self.indexes / f"{agent}.full"
+
     def tree_dir(self, agent: str) -> Path:
         """Where an agent's workspace is made when it is not the user's own directory."""
         self.ensure()

@@ -241,3 +241,49 @@ def test_any_turns_snapshot_is_the_tree_replayed_to_that_turn(tmp_path_factory, 
         ws.release()
 
     trio.run(main)
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(ops, min_size=1, max_size=5), data=st.data())
+def test_a_writing_child_keeps_only_its_files_and_rewinds_exactly(tmp_path_factory, turns, data):
+    """A child that writes through the file tools holds only what it wrote (the rest is read
+    from the store); any turn's snapshot restored reads back exactly the replayed files, and
+    the whole checkout a command needs keeps what it wrote."""
+    base = tmp_path_factory.mktemp("sp")
+    work = base / "work"
+    (work / "d").mkdir(parents=True)
+    (work / "a.txt").write_bytes(b"from the root\n")
+    (work / "d" / "keep.txt").write_bytes(b"kept\n")
+
+    async def main():
+        root, _ = open_root(base / "run", "a1", WorkspaceSpec(dir=str(work)))
+        child = await root.fork("c1")
+        model = tree(work)
+        expected = [(child.tree, dict(model))]
+        for turn in turns:
+            for path, content in turn:
+                await child.write(path, content)
+                model[path] = content
+            snap = await child.turn_snapshot()
+            expected.append((snap or expected[-1][0], dict(model)))
+        if child.dir is not None:
+            assert child.sparse
+            on_disk = set(tree(child.dir))
+            assert on_disk <= {p for t in turns for p, _ in t}  # only what it wrote
+        for k in data.draw(st.permutations(range(len(expected)))):
+            snap, files = expected[k]
+            child.restore_now(snap)
+            for path, content in files.items():
+                assert (await child.read(path)).data == content
+        snap, files = expected[-1]
+        child.restore_now(snap)
+        for path, content in turns[0]:
+            await child.write(path, files.get(path, content))
+        d = await child.directory()  # every file, for a command
+        assert not child.sparse
+        assert tree(d) == files | {p: files.get(p, c) for p, c in turns[0]}
+        root.release()
+        child.release()
+
+    trio.run(main)
