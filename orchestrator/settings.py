@@ -11,6 +11,7 @@ from ..session.constants import GREP_TIMEOUT_S, KEEP_FLOOR_TOKENS, MAX_TURNS
 from .mcp.config import McpServerSpec
 from .policy import ToolPolicy
 from .roles.spec import Roles
+from .sandbox.spec import SandboxSettings
 
 
 class Settings(Struct, kw_only=True, frozen=True):
@@ -47,6 +48,8 @@ class Settings(Struct, kw_only=True, frozen=True):
     # the run's named roles (``roles.Roles``, docs/roles.md; its ``root``: the root agents'
     # role): None, a run without roles
     roles: Roles | None = None
+    # how the ``shell`` tool runs commands (docs/sandbox.md): None, the defaults (bubblewrap)
+    sandbox: SandboxSettings | None = None
 
     def __post_init__(self) -> None:
         """A keep the plan cannot use is refused here, not at the first eviction."""
