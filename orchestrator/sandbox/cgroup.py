@@ -38,6 +38,11 @@ ROOT = Path("/sys/fs/cgroup")
 #: the variable naming a delegated cgroup v2 directory to put commands under
 ENV_VAR = "MNEMON_CGROUP"
 PREFIX = "mnemon-"
+#: a command's CPU weight against mnemon's own threads and the machine's other work — a quarter
+#: of the default (v1 ``cpu.shares`` 1024, v2 ``cpu.weight`` 100): however many commands spin,
+#: the harness's loop is scheduled first when it wakes (``bench/sandbox.py``)
+CPU_SHARES = 256
+CPU_WEIGHT = 25
 
 _counter = itertools.count(1)
 
@@ -71,10 +76,10 @@ class Cgroup:
         return sorted(found)
 
     def kill(self) -> None:
-        """SIGKILL every process in it. v2: ``cgroup.kill`` (the kernel's own, race-free); else,
-        or where it is missing, rounds over ``cgroup.procs`` until it is empty — a round can miss
-        a child forked meanwhile, and the ``pids`` bound keeps a bomb from outrunning the
-        rounds."""
+        """SIGKILL every process in it, one pass. v2: ``cgroup.kill`` (the kernel's own, which
+        misses nothing); else each pid of ``cgroup.procs`` — a pass can miss a child forked
+        meanwhile, so the runner repeats it until the cgroup is empty (``run._end``), and the
+        ``pids`` bound keeps a bomb from outrunning the passes."""
         kill_file = self.dirs.get("unified", Path("/nonexistent")) / "cgroup.kill"
         if self.version == 2 and kill_file.exists():
             try:
@@ -82,15 +87,11 @@ class Cgroup:
                 return
             except OSError:
                 pass
-        for _ in range(200):
-            pids = self.pids()
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def hits(self) -> tuple[str, ...]:
         """The bounds the command ran into: ``processes`` when a fork was refused, ``memory`` when
@@ -177,39 +178,58 @@ def open_cgroup(memory_bytes: int, processes: int, *, root: Path = ROOT,
 
 def _open_v1(root: Path, mine: dict[str, str], name: str, memory_bytes: int,
              processes: int) -> Cgroup | None:
+    """One directory per controller, each under mnemon's own cgroup of that hierarchy: ``pids``
+    (without it, none: the process bound is the one root cannot have otherwise), then
+    ``memory`` and ``cpu`` where they are mounted and writable."""
     made: dict[str, Path] = {}
-    bounded: list[str] = []
     cg = Cgroup(1, made, ())
-    try:
-        base = root / "pids" / mine.get("pids", "/").lstrip("/")
-        _sweep(base)
-        (base / name).mkdir()
-        made["pids"] = base / name
-        (base / name / "pids.max").write_text(str(processes))
-        bounded.append("processes")
-    except OSError:
-        cg.remove()
+    pids = _v1_child(root, "pids", mine, name, {"pids.max": str(processes)})
+    if pids is None:
         return None
-    mem_base = root / "memory" / mine.get("memory", "/").lstrip("/")
-    if (mem_base / "cgroup.procs").exists():
-        try:
-            _sweep(mem_base)
-            (mem_base / name).mkdir()
-            made["memory"] = mem_base / name
-            (mem_base / name / "memory.limit_in_bytes").write_text(str(memory_bytes))
-            swap = mem_base / name / "memory.memsw.limit_in_bytes"
-            if swap.exists():  # memory and swap together: the bound is not moved to swap
-                swap.write_text(str(memory_bytes))
-            bounded.append("memory")
-        except OSError:
-            d = made.pop("memory", None)
-            if d is not None:
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass
+    made["pids"] = pids
+    bounded = ["processes"]
+    memory = _v1_child(root, "memory", mine, name, {
+        "memory.limit_in_bytes": str(memory_bytes),
+        # memory and swap together, so the bound is not moved to swap (where swap is counted)
+        "memory.memsw.limit_in_bytes?": str(memory_bytes)})
+    if memory is not None:
+        made["memory"] = memory
+        bounded.append("memory")
+    cpu = _v1_child(root, "cpu", mine, name, {"cpu.shares": str(CPU_SHARES)})
+    if cpu is not None:
+        made["cpu"] = cpu
     cg.bounded = tuple(bounded)
     return cg
+
+
+def _v1_child(root: Path, controller: str, mine: dict[str, str], name: str,
+              files: dict[str, str]) -> Path | None:
+    """``name`` made under mnemon's own cgroup of one v1 hierarchy, its ``files`` written (a
+    name ending in ``?`` only where the kernel has it); None, and nothing left, where it cannot
+    be."""
+    base = root / controller / mine.get(controller, "/").lstrip("/")
+    if not (base / "cgroup.procs").exists():
+        return None
+    _sweep(base)
+    d = base / name
+    try:
+        d.mkdir()
+    except OSError:
+        return None
+    try:
+        for f, value in files.items():
+            if f.endswith("?"):
+                f = f[:-1]
+                if not (d / f).exists():
+                    continue
+            (d / f).write_text(value)
+    except OSError:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+        return None
+    return d
 
 
 def _open_v2(base: Path, name: str, memory_bytes: int, processes: int) -> Cgroup | None:
@@ -230,6 +250,11 @@ def _open_v2(base: Path, name: str, memory_bytes: int, processes: int) -> Cgroup
     except OSError:
         cg.remove()
         return None
+    try:  # the CPU weight where the cpu controller is enabled too (a priority, not a bound)
+        if (d / "cpu.weight").exists():
+            (d / "cpu.weight").write_text(str(CPU_WEIGHT))
+    except OSError:
+        pass
     cg.bounded = ("processes", "memory")
     return cg
 

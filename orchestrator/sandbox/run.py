@@ -187,6 +187,7 @@ async def _supervise(proc: subprocess.Popen[bytes], read_fd: int, cg: Cgroup | N
         with trio.CancelScope(shield=True):
             with trio.move_on_after(REAP_S):
                 await _wait(proc, pidfd)
+            hits = await _end(cg)
             if not eof.is_set():  # what the killed tree wrote before it died
                 with trio.move_on_after(GRACE_S):
                     while data := await stream.receive_some(READ_CHUNK):
@@ -195,8 +196,6 @@ async def _supervise(proc: subprocess.Popen[bytes], read_fd: int, cg: Cgroup | N
             if pidfd is not None:
                 trio.lowlevel.notify_closing(pidfd)
                 os.close(pidfd)
-            hits = cg.hits() if cg is not None else ()
-            await _remove(cg)
     seconds = time.monotonic() - started
 
     rc = proc.returncode
@@ -228,12 +227,20 @@ async def _wait(proc: subprocess.Popen[bytes], pidfd: int | None) -> None:
         await trio.sleep(0.01)
 
 
-async def _remove(cg: Cgroup | None) -> None:
-    """Remove the command's cgroup once its last process has gone (a killed process leaves it a
-    moment later); bounded, and shielded by the caller."""
+async def _end(cg: Cgroup | None) -> tuple[str, ...]:
+    """Kill what is left in the command's cgroup until it is empty, then read which bounds the
+    command ran into and remove the cgroup; bounded, and shielded by the caller. A killed
+    process leaves its cgroup a moment after the signal, so the passes are a few milliseconds
+    apart rather than a tight loop."""
     if cg is None:
-        return
+        return ()
+    hits = cg.hits()
     with trio.move_on_after(REAP_S):
-        while not cg.remove():
+        while True:
             cg.kill()
-            await trio.sleep(0.005)
+            if not cg.pids():
+                hits = cg.hits()
+                if cg.remove():
+                    break
+            await trio.sleep(0.002)
+    return hits

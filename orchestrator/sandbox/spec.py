@@ -179,7 +179,8 @@ def narrowed(parent: SandboxSettings | None, child: SandboxSettings | None) -> S
     other's."""
     if parent is None or child is None:
         return child if parent is None else parent
-    kind = "none" if parent.kind == "none" and child.kind == "none" else "bwrap"
+    kind: Literal["bwrap", "none"] = ("none" if parent.kind == "none" and child.kind == "none"
+                                      else "bwrap")
     cpu = (min(v for v in (parent.cpu_s, child.cpu_s) if v is not None)
            if parent.cpu_s is not None or child.cpu_s is not None else None)
     max_timeout = min(parent.max_timeout_s, child.max_timeout_s)

@@ -12,7 +12,7 @@ V1_SELF = "8:pids:/\n4:memory:/jobs/j1\n2:cpu,cpuacct:/\n0::/\n"
 
 
 def v1_tree(root: Path) -> None:
-    for d in (root / "pids", root / "memory" / "jobs" / "j1"):
+    for d in (root / "pids", root / "memory" / "jobs" / "j1", root / "cpu"):
         d.mkdir(parents=True)
         (d / "cgroup.procs").write_text("")
 
@@ -31,7 +31,9 @@ def test_v1_under_each_hierarchy_own_path(tmp_path):
     assert pids.name.startswith(f"mnemon-{os.getpid()}-") and pids.name == mem.name
     assert (pids / "pids.max").read_text() == "32"
     assert (mem / "memory.limit_in_bytes").read_text() == str(64 << 20)
-    assert cg.procs_files == [pids / "cgroup.procs", mem / "cgroup.procs"]
+    assert (cg.dirs["cpu"] / "cpu.shares").read_text() == "256"  # a quarter of the default
+    assert cg.procs_files == [pids / "cgroup.procs", mem / "cgroup.procs",
+                              cg.dirs["cpu"] / "cgroup.procs"]
     (pids / "pids.events").write_text("max 3\n")
     (mem / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
     assert cg.hits() == ("processes", "memory")
