@@ -96,7 +96,8 @@ async def run_command(command: str, cwd: Path, settings: SandboxSettings, *,
     when ``kind = "bwrap"`` and bubblewrap cannot start here — the command is never run
     unconfined instead — and ``ToolError`` when the command cannot be started at all."""
     parent = os.environ if environ is None else environ
-    timeout = min(settings.timeout_s if timeout_s is None else timeout_s, settings.max_timeout_s)
+    timeout = float(min(settings.timeout_s if timeout_s is None else timeout_s,
+                        settings.max_timeout_s))
     if not cwd.is_dir():
         raise ToolError(f"the workspace {str(cwd)!r} is not a directory")
     env = command_env(settings, parent)

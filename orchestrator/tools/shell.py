@@ -117,8 +117,10 @@ def answer(o: ShellOutcome, *, asked_s: float | None = None) -> str:
     if asked_s is not None and asked_s > o.timeout_s:
         lines.append(f"note: timeout_s {asked_s:g} is above this sandbox's cap; "
                      f"{o.timeout_s:g} s used")
-    if o.unbounded:
-        lines.append("note: not bounded on this machine (no cgroup): " + ", ".join(o.unbounded))
+    if o.unbounded:  # said in every answer: a bound this machine cannot hold is never silent
+        held = {"processes": "processes not bounded", "memory": "memory bounded per process only"}
+        lines.append("note: no cgroup on this machine (docs/sandbox.md): "
+                     + ", ".join(held.get(x, x) for x in o.unbounded))
     if o.truncated:
         lines.append(f"output: {o.total_bytes} bytes in all; its head and tail follow")
     lines.append(o.output if o.total_bytes else "(no output)")

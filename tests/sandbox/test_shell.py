@@ -141,3 +141,15 @@ async def test_through_an_agents_table_the_refusal_is_the_models_answer(tmp_path
     results = [x for r in map(json.loads, lines) if r["t"] == "ToolResults" for x in r["results"]]
     assert len(results) == 1 and results[0]["is_error"]
     assert "this agent has no workspace (start it with --workspace DIR)" in json.dumps(results[0])
+
+
+def test_a_bound_the_machine_cannot_hold_is_said():
+    """No cgroup (a machine where none can be made): every answer says what is not held."""
+    from mnemon.orchestrator.sandbox import ShellOutcome
+    from mnemon.orchestrator.tools.shell import answer
+
+    o = ShellOutcome(kind="bwrap", exit_code=0, signal=None, output="hi\n", total_bytes=3,
+                     truncated=False, seconds=0.02, timed_out=False, timeout_s=120.0,
+                     unbounded=("processes", "memory"))
+    assert answer(o) == ("exit 0 · 0.02 s\nnote: no cgroup on this machine (docs/sandbox.md): "
+                         "processes not bounded, memory bounded per process only\nhi\n")
