@@ -98,6 +98,8 @@ async def run_command(command: str, cwd: Path, settings: SandboxSettings, *,
     parent = os.environ if environ is None else environ
     timeout = float(min(settings.timeout_s if timeout_s is None else timeout_s,
                         settings.max_timeout_s))
+    cwd = Path(os.path.abspath(cwd))  # bubblewrap starts in /: a relative path would bind there
+    run_root = Path(os.path.abspath(run_root)) if run_root is not None else None
     if not cwd.is_dir():
         raise ToolError(f"the workspace {str(cwd)!r} is not a directory")
     env = command_env(settings, parent)

@@ -110,3 +110,4 @@ def test_system_symlinks_stay_symlinks(tmp_path):
             assert (os.readlink(top), top) in pairs(argv, "--symlink")
         elif Path(top).is_dir():
             assert (top, top) in pairs(argv, "--ro-bind")
+

@@ -150,3 +150,12 @@ async def test_the_sandbox_sees_only_its_own_processes(layout):
     out = await sh(layout, "ps -e -o pid=,comm=; true")
     assert [line.split() for line in out.output.splitlines()] == [
         ["1", "bwrap"], ["2", "bash"], ["3", "ps"]]
+
+
+async def test_a_relative_workspace_is_the_same_directory(layout, monkeypatch):
+    """bubblewrap starts in ``/``: the workspace is bound by its absolute path, not as
+    written."""
+    monkeypatch.chdir(layout.ws.parent)
+    out = await run_command("echo here > here.txt", layout.ws.relative_to(layout.ws.parent),
+                            SandboxSettings(), run_root=layout.run_root)
+    assert out.exit_code == 0 and (layout.ws / "here.txt").read_text() == "here\n"

@@ -65,7 +65,7 @@ async def test_a_memory_hog_is_stopped_by_the_memory_limit(tmp_path, kind):
 async def test_a_cpu_spinner_is_stopped_by_the_cpu_limit(tmp_path, kind):
     out = await run_command("while :; do :; done", tmp_path,
                             SandboxSettings(kind=kind, cpu_s=1, timeout_s=30), run_root=None)
-    assert out.limits == ("cpu",) and 0.9 < out.seconds < 5
+    assert out.limits == ("cpu",) and 0.9 < out.seconds < 25  # stopped by the CPU, not the clock
     # SIGXCPU: bash reports it as 128 + 24 under bubblewrap; unconfined, bash was exec'd away
     assert (out.exit_code, out.signal) in ((152, None), (None, signal.SIGXCPU))
 
