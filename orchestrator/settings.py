@@ -12,6 +12,7 @@ from .mcp.config import McpServerSpec
 from .policy import ToolPolicy
 from .roles.spec import Roles
 from .workspace.spec import WorkspaceSpec
+from .sandbox.spec import SandboxSettings
 
 
 class Settings(Struct, kw_only=True, frozen=True):
@@ -51,6 +52,8 @@ class Settings(Struct, kw_only=True, frozen=True):
     # the root agents' workspace (docs/workspace.md): the user's directory in place
     # (``--workspace DIR``), a copy of a source per root (a job's ``[workspace]``), or None
     workspace: WorkspaceSpec | None = None
+    # how the ``shell`` tool runs commands (docs/sandbox.md): None, the defaults (bubblewrap)
+    sandbox: SandboxSettings | None = None
 
     def __post_init__(self) -> None:
         """A keep the plan cannot use is refused here, not at the first eviction."""

@@ -15,10 +15,11 @@ The modes (decision 0328), in the words the loop schedules by:
   ``agents_wait``, ``@tool`` functions and MCP tools (as DESIGN.md has it: user tools may run
   concurrently);
 - ``serial``: one at a time among the response's serial calls, in call order, beside shared ones
-  — a tool whose side effects must not interleave with another's (a file write, a shell);
+  — a tool whose side effects must not interleave with another's (a file write);
 - ``exclusive``: no later call of the response starts until it has ended, and it starts only
   after the serial calls before it — the context's edits and the agents tools (``context_evict``,
-  ``context_mark``, ``agents_start``, ``agents_cancel``, ``agents_synod``).
+  ``context_mark``, ``agents_start``, ``agents_cancel``, ``agents_synod``), and ``shell``, which
+  may change anything in the workspace.
 
 Results are recorded in call order whatever the modes.
 """
