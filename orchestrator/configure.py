@@ -37,6 +37,7 @@ from msgspec.structs import fields
 from ..errors import ConfigError
 from ..providers.windows import window_for
 from .settings import Settings
+from .sandbox.spec import parse_sandbox
 from .workspace.spec import WorkspaceSpec
 
 if TYPE_CHECKING:
@@ -145,6 +146,10 @@ def settings_from(values: Mapping[str, Any], *, file: str | Path | None = None,
     if isinstance(given.get("workspace"), (str, Path)):
         given["workspace"] = workspace_dir(given["workspace"],
                                            name=_named(names, "workspace"), file=file)
+    if isinstance(given.get("sandbox"), (str, dict)):  # ``--sandbox KIND``, a ``[sandbox]`` table
+        sb = given["sandbox"]
+        given["sandbox"] = parse_sandbox({"kind": sb} if isinstance(sb, str) else sb,
+                                         file=file, where=_named(names, "sandbox"))
     if roles is not None:
         given["roles"] = roles_file(roles, role=role, provider=provider)
     elif role is not None:

@@ -42,6 +42,7 @@ from .policy import policy_record
 from .roles.book import RoleBook
 from .roles.load import as_roles
 from .servers import open_servers
+from .sandbox.spec import SandboxSettings, narrowed
 from .settings import Settings
 from .spend import Spend
 from .synod import SynodResult, run_synod
@@ -197,6 +198,7 @@ class Supervisor:
             extra.setdefault("role", node.role)
         if node is not None:
             extra.setdefault("policy", self._policy_record(node))
+            extra.setdefault("sandbox", sandbox_record(s, node))
         return SessionStarted(agent=agent, at=now_iso(), system=s.system, tools=tools,
                               provider=self.env.provider_name_for(node), model=s.model,
                               context_window=s.context_window, **extra)
@@ -361,6 +363,7 @@ class Supervisor:
             if node.role is not None:
                 extra["role"] = node.role
             extra["policy"] = self._policy_record(node)
+            extra["sandbox"] = sandbox_record(node.settings or self.settings, node)
             if typed is not None:
                 extra["output_type"] = typed.as_record()
             alog = fork(self.root, parent.log, aid, kind=kind,  # type: ignore[arg-type]
@@ -428,6 +431,10 @@ class Supervisor:
             (self.settings.agent_mcp_servers if parent is None else ()))
         node.turns_taken = node.ctx.count(role="assistant", origin="own")
         node.requests = _answered(alog.path)
+        if st is not None and st.sandbox is not None:  # never wider than it started (0366)
+            s_now = self.settings_for(node)
+            node.settings = msgspec.structs.replace(s_now, sandbox=narrowed(
+                msgspec.convert(st.sandbox, SandboxSettings), s_now.sandbox or SandboxSettings()))
         if alog.ctx.workspace is not None:  # its files, from its log alone (0356)
             try:
                 node.workspace = reopen(self.root, agent_id, read_history(alog.path),
@@ -587,6 +594,14 @@ class Supervisor:
             if node.log is not None:  # an agent cancelled before its log opened has none
                 node.log.close(checkpoint=True)  # a clean stop: the next resume need not refold
         flush()  # the run's log lines are buffered, not flushed line by line
+
+
+def sandbox_record(settings: Settings, node: AgentNode) -> dict[str, Any] | None:
+    """What an agent's opening record says of its sandbox: the settings its shell runs under,
+    for an agent with a workspace (the shell is offered to no other), else None."""
+    if node.workspace is None:
+        return None
+    return msgspec.to_builtins(settings.sandbox or SandboxSettings())
 
 
 def _restore_spend(sup: Supervisor, node: AgentNode) -> None:

@@ -221,6 +221,9 @@ class SessionStarted(_R, frozen=True):
     # the tool policy the agent started under, its ancestors' included: its layers, outermost
     # first (docs/format.md, docs/policy.md); absent when none was in force
     policy: list[dict[str, Any]] | None = None
+    # the sandbox its shell runs under (docs/sandbox.md), for an agent with a workspace: what a
+    # reopened agent may not exceed, and what every surface shows (``kind = "none"`` above all)
+    sandbox: dict[str, Any] | None = None
 
 
 class SessionResumed(_R, frozen=True):

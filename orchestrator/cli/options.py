@@ -68,6 +68,10 @@ def add_workspace_arg(p, *, serve: bool = False) -> None:
             else "the root agent's workspace")
     p.add_argument("--workspace", metavar="DIR", default=None,
                    help=f"{what}: DIR worked in place, its file tools confined to it")
+    p.add_argument("--sandbox", metavar="KIND", default=None, choices=["bwrap", "none"],
+                   help="how the shell tool runs commands: bwrap (the default: bubblewrap) "
+                        "or none (no sandbox: trusting the model with the machine; "
+                        "docs/sandbox.md)")
 
 
 def add_roles_args(group) -> None:
@@ -82,7 +86,7 @@ def add_roles_args(group) -> None:
 #: how the command line spells each setting in a refusal (``configure.settings_from``)
 FLAGS = {"keep": "--keep", "keep_floor_tokens": "--keep-floor", "role": "--role",
          "roles_file": "--roles", "mcp_file": "--mcp", "policy_file": "--policy",
-         "workspace": "--workspace"}
+         "workspace": "--workspace", "sandbox": "--sandbox"}
 
 
 def keep_arg(text: str | float) -> float | str:
@@ -100,7 +104,8 @@ def values_from(args) -> dict[str, Any]:
                 budget_usd=args.budget_usd, budget_tokens=args.budget_tokens,
                 mcp_file=getattr(args, "mcp", None), policy_file=getattr(args, "policy", None),
                 roles_file=getattr(args, "roles", None), role=getattr(args, "role", None),
-                workspace=getattr(args, "workspace", None))
+                workspace=getattr(args, "workspace", None),
+                sandbox=getattr(args, "sandbox", None))
 
 
 def settings_from_args(args, **over) -> Settings:

@@ -30,6 +30,8 @@ from ..settings import Settings
 from ..tools.base import Tool
 from ..tools.function import as_tool
 from ..workspace.spec import WorkspaceSpec
+from ..sandbox.spec import parse_sandbox
+from ...errors import ConfigError
 from .outputs import outputs_for
 from .spec import Job, JobError, _line
 
@@ -70,6 +72,14 @@ def settings_for(job: Job) -> Settings:
         own["workspace"] = WorkspaceSpec(
             source=str(job.resolve(src).resolve()) if src is not None else None,
             inherit=spec.workspace.inherit)
+    if spec.sandbox is not None:  # ``[sandbox]``: its keys judged, each refusal naming its line
+        try:
+            own["sandbox"] = parse_sandbox(spec.sandbox, where="[sandbox]")
+        except ConfigError as e:
+            key = (getattr(e, "key", None) or "").rpartition(".")[2]
+            line = _line(job.text, ("sandbox", key)) if key else None
+            raise JobError(f"{job.path}:{line or _line(job.text, ('sandbox',)) or '?'}: "
+                           f"{e}") from None
     a, b = spec.agent, spec.budget
     return settings_from(
         dict(provider=spec.provider.name, model=spec.provider.model,

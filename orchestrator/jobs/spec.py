@@ -165,6 +165,9 @@ class JobSpec(_S, frozen=True):
     """Which tool calls the job's agents may make (docs/policy.md)."""
     workspace: JobWorkspaceSpec | None = None
     """Each task's own files (``[workspace]``): a copy of ``source`` per task."""
+    sandbox: dict[str, Any] | None = None
+    """How the shell tool runs the tasks' commands (``[sandbox]``, docs/sandbox.md): judged by
+    ``sandbox.spec.parse_sandbox`` when the job is built."""
     roles: dict[str, dict[str, Any]] = {}
     """Named roles the agents may delegate to, ``[roles.NAME]`` (docs/roles.md): judged by
     ``roles.spec`` when the job is built."""

@@ -28,6 +28,7 @@ from ...providers.select import KEY_VARIABLES, make_provider
 from ...session.errors import Refusal
 from ...session.records import compact
 from ..policy import combine
+from ..sandbox.spec import SandboxSettings, narrowed
 from ..settings import Settings
 from ..tools.base import ToolBase, ToolError, ToolInputError
 from ..tools.context import ToolContext
@@ -184,6 +185,8 @@ class RoleBook:
                 over[field] = v
         if role.policy is not None:
             over["tool_policy"] = combine(base.tool_policy, role.policy)
+        if role.sandbox is not None:  # a role only narrows its caller's sandbox
+            over["sandbox"] = narrowed(base.sandbox or SandboxSettings(), role.sandbox)
         if role.kind == "fresh" and role.mcp:
             over["agent_mcp_servers"] = tuple(role.mcp)
         out = msgspec.structs.replace(base, **over) if over else base

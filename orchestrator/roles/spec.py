@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping
 
 from ...providers.typed import OutputType
 from ..policy import PolicyError, ToolPolicy, parse_policy
+from ..sandbox.spec import parse_sandbox
 from ..tools.base import is_tool
 from ..typed.load import OutputError, as_output_type
 from ...errors import ConfigError
@@ -46,7 +47,7 @@ KINDS = ("fresh", "mnemon")
 PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses")
 ROLE_KEYS = ("description", "system", "provider", "model", "base_url", "tools", "policy",
              "output", "budget", "kind", "may_start", "max_depth", "context_window", "keep",
-             "max_turns", "mcp")
+             "max_turns", "mcp", "sandbox")
 # what a mnemon role may not set: its context begins byte-identical to its caller's, so its
 # system prompt, tools, provider and model are its caller's (lineage.fork.PREFIX_FIELDS)
 PREFIX_KEYS = ("system", "provider", "model", "base_url", "tools", "mcp")
@@ -78,6 +79,8 @@ class Role:
     budget_usd: float | None = None
     kind: str = "fresh"
     may_start: tuple[str, ...] = ()
+    # the role's ``[sandbox]`` (docs/sandbox.md): it only narrows what its caller runs under
+    sandbox: Any = None
     max_depth: int | None = None
     context_window: int | None = None
     keep: float | str | None = None
@@ -259,6 +262,11 @@ def parse_role(name: Any, body: Any, source: str, resolve: Resolvers = Resolvers
         kw["tools"], kw["user_tools"] = _tools(body["tools"], where, resolve)
     if "policy" in body:
         kw["policy"] = _policy(body["policy"], where, resolve)
+    if "sandbox" in body:
+        try:
+            kw["sandbox"] = parse_sandbox(body["sandbox"], where=f"{where}: sandbox")
+        except ConfigError as e:
+            raise RolesError(str(e)) from None
     if "output" in body:
         out = body["output"]
         if isinstance(out, OutputType):

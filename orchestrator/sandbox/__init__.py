@@ -23,6 +23,7 @@ from ..._lazy import attach
 # names load on first use: ``Settings`` carries ``SandboxSettings`` without loading the runner
 __getattr__, __dir__, __all__ = attach(__name__, {
     "SandboxConfigError": ".spec",
+    "SandboxError": ".spec",
     "SandboxSettings": ".spec",
     "SandboxUnavailable": ".bwrap",
     "ShellOutcome": ".run",
@@ -34,4 +35,5 @@ __getattr__, __dir__, __all__ = attach(__name__, {
 if TYPE_CHECKING:
     from .bwrap import SandboxUnavailable
     from .run import ShellOutcome, run_command
-    from .spec import SandboxConfigError, SandboxSettings, narrowed, parse_sandbox
+    from .spec import (SandboxConfigError, SandboxError, SandboxSettings, narrowed,
+                       parse_sandbox)

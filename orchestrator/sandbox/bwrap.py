@@ -39,9 +39,8 @@ from pathlib import Path
 
 import trio
 
-from ..tools.base import ToolError
 from .environ import HOME, LAUNCHER_ENV
-from .spec import WORKSPACE, SandboxSettings
+from .spec import WORKSPACE, SandboxError, SandboxSettings
 
 __all__ = ["ENV_VAR", "INSTALL", "SandboxUnavailable", "bwrap_argv", "find_bwrap", "probe",
            "require_bwrap"]
@@ -66,9 +65,9 @@ HOSTNAME = "sandbox"
 PROBE_TIMEOUT_S = 15.0
 
 
-class SandboxUnavailable(ToolError):
-    """The sandbox cannot start here: one line saying why and what to do. A ``ToolError``: the
-    model reads it as the shell's answer, and nothing ran."""
+class SandboxUnavailable(SandboxError):
+    """The sandbox cannot start here: one line saying why and what to do. A ``SandboxError``:
+    the model reads it as the shell's answer, and nothing ran."""
 
 
 def find_bwrap(environ: Mapping[str, str] | None = None) -> str:

@@ -37,12 +37,11 @@ from pathlib import Path
 import trio
 from msgspec import Struct
 
-from ..tools.base import ToolError
 from .bwrap import bwrap_argv, require_bwrap
 from .capture import Capture
 from .cgroup import Cgroup, open_cgroup
 from .environ import LAUNCHER_ENV, command_env
-from .spec import SandboxSettings
+from .spec import SandboxError, SandboxSettings
 
 __all__ = ["OUTPUT_CEILING", "ShellOutcome", "run_command"]
 
@@ -92,16 +91,16 @@ async def run_command(command: str, cwd: Path, settings: SandboxSettings, *,
 
     ``timeout_s`` (None: ``settings.timeout_s``) is cut to ``settings.max_timeout_s``;
     ``run_root`` is kept out of the sandbox's sight; ``environ`` (default: mnemon's) is where
-    ``settings.env``'s names are read from. Raises ``SandboxUnavailable`` (a ``ToolError``)
+    ``settings.env``'s names are read from. Raises ``SandboxUnavailable`` (a ``SandboxError``)
     when ``kind = "bwrap"`` and bubblewrap cannot start here — the command is never run
-    unconfined instead — and ``ToolError`` when the command cannot be started at all."""
+    unconfined instead — and ``SandboxError`` when the command cannot be started at all."""
     parent = os.environ if environ is None else environ
     timeout = float(min(settings.timeout_s if timeout_s is None else timeout_s,
                         settings.max_timeout_s))
     cwd = Path(os.path.abspath(cwd))  # bubblewrap starts in /: a relative path would bind there
     run_root = Path(os.path.abspath(run_root)) if run_root is not None else None
     if not cwd.is_dir():
-        raise ToolError(f"the workspace {str(cwd)!r} is not a directory")
+        raise SandboxError(f"the workspace {str(cwd)!r} is not a directory")
     env = command_env(settings, parent)
     if settings.kind == "bwrap":
         bwrap = await require_bwrap(parent)
@@ -129,7 +128,7 @@ async def run_command(command: str, cwd: Path, settings: SandboxSettings, *,
         os.close(read_fd)
         if cg is not None:
             cg.remove()
-        raise ToolError(f"the command could not be started: {e.strerror or e}") from None
+        raise SandboxError(f"the command could not be started: {e.strerror or e}") from None
     finally:
         os.close(write_fd)
     return await _supervise(proc, read_fd, cg, settings, timeout)

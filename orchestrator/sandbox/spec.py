@@ -47,6 +47,12 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 OWN_ENV = frozenset({"PATH", "HOME", "TERM", "LANG"})
 
 
+class SandboxError(Exception):
+    """A command that could not run as asked (not a program error): the shell tool answers the
+    model with exactly this text. Apart from the tools' own ``ToolError`` so that the sandbox,
+    a layer below the tools, imports nothing of them."""
+
+
 class SandboxConfigError(ConfigError):
     """A sandbox setting that cannot be used: one line naming the key."""
 

@@ -25,6 +25,7 @@ from ..workspace.globs import GlobError, compile_glob, matches
 from ..workspace.life import apply_children
 from ..workspace.store import MergeConflict
 from .base import Mode, ToolBase, ToolError, ToolInputError
+from .shell import Shell
 
 if TYPE_CHECKING:
     from ..workspace.handle import Workspace
@@ -337,6 +338,8 @@ class WorkspaceApply(ToolBase):
                 f"{rec.snapshot[:12]}" + "".join(f"\n{s}\t{p}" for s, p in changed[:50]))
 
 
+#: what an agent with a workspace is offered beside the built-ins: the file tools, the merge of
+#: its children's changes, and the sandboxed shell (docs/sandbox.md)
 FILE_TOOLS: tuple[ToolBase, ...] = (FsRead(), FsWrite(), FsEdit(), FsList(), FsSearch(),
-                                    WorkspaceApply())
+                                    WorkspaceApply(), Shell())
 FS_BY_NAME: dict[str, ToolBase] = {t.name: t for t in FILE_TOOLS}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ..sandbox import SandboxSettings, ShellOutcome, run_command
+from ..sandbox import SandboxError, SandboxSettings, ShellOutcome, run_command
 from .base import Mode, ToolBase, ToolError, ToolInputError
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ class Shell(ToolBase):
         try:
             outcome = await run_command(command, directory, settings, run_root=ws.run_root,
                                         timeout_s=timeout_s)
+        except SandboxError as e:  # nothing ran (no bubblewrap, say): the model reads why
+            raise ToolError(str(e)) from None
         finally:
             ws.touched_all()
         return answer(outcome, asked_s=timeout_s)

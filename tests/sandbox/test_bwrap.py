@@ -11,7 +11,7 @@ import pytest
 
 from mnemon.orchestrator.sandbox import SandboxSettings, SandboxUnavailable, run_command
 from mnemon.orchestrator.sandbox.bwrap import bwrap_argv, find_bwrap, probe
-from mnemon.orchestrator.tools.base import ToolError
+from mnemon.orchestrator.sandbox.spec import SandboxError
 
 
 def pairs(argv: list[str], flag: str, n: int = 2) -> list[tuple[str, ...]]:
@@ -32,7 +32,7 @@ def test_no_bwrap_is_one_line_saying_what_to_install(tmp_path):
         find_bwrap({"PATH": str(tmp_path)})
     msg = str(e.value)
     assert "apt-get install bubblewrap" in msg and "MNEMON_BWRAP" in msg and "\n" not in msg
-    assert isinstance(e.value, ToolError)  # the model reads it as the tool's answer
+    assert isinstance(e.value, SandboxError)  # the shell answers the model with it
     with pytest.raises(SandboxUnavailable, match=r"^MNEMON_BWRAP='/no/such' is not an executable"):
         find_bwrap({"MNEMON_BWRAP": "/no/such"})
 
