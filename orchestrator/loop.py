@@ -79,6 +79,8 @@ async def run_agent(env: "AgentEnv", node: "AgentNode",
                 async with trio.open_nursery() as nursery:
                     node.nursery = nursery
                     node.started = True
+                    if node.workspace is not None:  # its directory, again its own (a re-run)
+                        node.workspace.claim()
                     task_status.started()
                     reported = True
                     for child in list(node.children.values()):  # resumed children go on inside

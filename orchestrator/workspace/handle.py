@@ -111,6 +111,11 @@ class Workspace:
             raise
         self._lock_fd = fd
 
+    @property
+    def holds(self) -> bool:
+        """Whether this agent holds its directory's lock now."""
+        return self._lock_fd is not None
+
     def release(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)

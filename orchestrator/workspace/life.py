@@ -174,7 +174,13 @@ def rewind(ws: Workspace, log: Path, to: int) -> WorkspaceSnapshot | None:
         return None
     if target == ws.recorded and not ws.changed:
         return None
-    ws.restore_now(target)
+    held = ws.holds
+    ws.claim()  # an ended agent's directory may be another's by now: refused, not clobbered
+    try:
+        ws.restore_now(target)
+    finally:
+        if not held:
+            ws.release()
     return WorkspaceSnapshot(snapshot=target, turn=to, why="rewind", at=now_iso())
 
 

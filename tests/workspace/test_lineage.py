@@ -45,7 +45,7 @@ async def test_a_child_sees_the_files_as_of_the_fork_and_only_reads_from_the_sto
     root = tmp_path / "run"
     scripts = {
         "a1": [[("fs_write", {"path": "a.txt", "content": "at fork\n"})],
-               [("agents_start", {"task": "reader: read a.txt", "kind": "fresh"})],
+               [("agents_start", {"task": "reader: read a.txt", "kind": "mnemon"})],
                [("fs_write", {"path": "a.txt", "content": "after fork\n"})],
                [("agents_wait", {})]],
         "reader": [[("fs_read", {"path": "a.txt"}), ("fs_list", {})]],
