@@ -73,3 +73,31 @@ def test_a_pointer_note_says_how_many_it_left_out():
     note = pointer_note(ptrs, 240)
     assert note is not None and len(note.encode()) <= 240 and note.endswith("more")
     assert pointer_note([], 240) is None
+
+
+@pytest.mark.trio
+async def test_a_harness_eviction_of_file_reads_names_their_pointers(tmp_path):
+    """A small window: the harness evicts turns that read files; the residue's note names each
+    read's pointer, and reading at that pointer after the files changed gives the old bytes."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for i in range(6):
+        (work / f"f{i}.txt").write_text(f"old content {i}\n" + "x" * 6000 + "\n")
+    script = [[("fs_read", {"path": f"f{i}.txt"})] for i in range(6)]
+    script += [[("fs_write", {"path": f"f{i}.txt", "content": "new\n"}) for i in range(6)]]
+    script += [[("context_survey", {})]] * 4
+    root = tmp_path / "run"
+    async with open_supervisor(root, provider(script),
+                               Settings(model="scripted", context_window=12_000,
+                                        workspace=WorkspaceSpec(dir=str(work)))) as sup:
+        node = await sup.ask("go")
+        ws = node.workspace
+        evicted = [r for r in records(root) if r["t"] == "Evicted"]
+        assert evicted, "the window should have forced a harness eviction"
+        note = evicted[0]["residue"].get("note") or ""
+        assert note.startswith("files read (fs_read {path, at} reads each as it was): ")
+        ptr = note.split(": ", 1)[1].split("; ")[0]
+        path, snap = ptr.split(" @ ")
+        old = await ws.read(path, at=snap)
+        assert old.data.startswith(b"old content")
+        assert (work / path).read_text() == "new\n"
