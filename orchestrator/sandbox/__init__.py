@@ -5,7 +5,7 @@ the settings (``Settings.sandbox``, jobs, roles, the service) — its surface is
 modules, one concept each:
 
 - ``spec``: ``SandboxSettings``, read from a ``[sandbox]`` table, narrowed parent to child
-  (a wider ask refused: ``parse_narrowing``), and its one-line ``summary`` for the views;
+  (a wider ask refused: ``parse_narrowing``);
 - ``environ``: the environment a command sees (scrubbed), and its launcher's (empty);
 - ``bwrap``: finding bubblewrap, probing it once, the command line that confines a command;
 - ``cgroup``: the cgroup that bounds a command's processes and memory and ends them all;
@@ -32,11 +32,10 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "parse_narrowing": ".spec",
     "parse_sandbox": ".spec",
     "run_command": ".run",
-    "summary": ".spec",
 })
 
 if TYPE_CHECKING:
     from .bwrap import SandboxUnavailable
     from .run import ShellOutcome, run_command
     from .spec import (SandboxConfigError, SandboxError, SandboxSettings, narrowed,
-                       parse_narrowing, parse_sandbox, summary)
+                       parse_narrowing, parse_sandbox)

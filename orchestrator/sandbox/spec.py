@@ -31,7 +31,7 @@ from msgspec import Struct
 from ...errors import ConfigError
 
 __all__ = ["KINDS", "WORKSPACE", "SandboxConfigError", "SandboxSettings", "narrowed",
-           "parse_narrowing", "parse_sandbox", "summary"]
+           "parse_narrowing", "parse_sandbox"]
 
 KINDS = ("bwrap", "none")
 #: where the workspace is inside the sandbox, the same for every agent (decision 0360)
@@ -257,35 +257,6 @@ def _toml(v: Any) -> str:
     if v is None:
         return "unset"
     return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def summary(s: SandboxSettings | dict[str, Any] | None) -> str:
-    """One short line for a view (``mnemon tree``, the page, a start-up note): the kind and
-    what differs from the defaults, ``kind = "none"`` said as the warning it is.
-
-    ``bwrap`` · ``bwrap, network on, memory_mb 512`` ·
-    ``⚠ unsandboxed shell (sandbox kind = "none")``"""
-    if s is None:
-        return ""
-    if isinstance(s, dict):  # a record's dict: read leniently, a view never refuses a log
-        d = s
-    else:
-        d = _fields(s)
-    if d.get("kind") == "none":
-        return '⚠ unsandboxed shell (sandbox kind = "none")'
-    default = _fields(SandboxSettings())
-    parts = [str(d.get("kind", "bwrap"))]
-    if d.get("network"):
-        parts.append("network on")
-    for key in (*_SECONDS_KEYS, *_INT_KEYS):
-        v = d.get(key, default[key])
-        if key in d and v != default[key] and v is not None:
-            parts.append(f"{key} {_toml(v)}")
-    for key in ("read_only", "env"):
-        v = d.get(key) or ()
-        if v and isinstance(v, (list, tuple)):
-            parts.append(f"{key} {len(v)}")
-    return ", ".join(parts)
 
 
 def _within(path: str, base: str) -> bool:
