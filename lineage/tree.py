@@ -43,9 +43,9 @@ class Node:
     sandbox: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
-        out = {"agent": self.agent, "parent": self.parent, "kind": self.kind,
-               "turns": self.turns, "resident": self.resident, "evicted": self.evicted,
-               "state": self.state}
+        out: dict[str, Any] = {
+            "agent": self.agent, "parent": self.parent, "kind": self.kind, "turns": self.turns,
+            "resident": self.resident, "evicted": self.evicted, "state": self.state}
         if self.role is not None:  # an agent of a named role: its role and model
             out["role"] = self.role
             out["model"] = self.model
