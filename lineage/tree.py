@@ -39,15 +39,40 @@ class Node:
     orphan: bool = False  # its recorded parent is not a log of this run (or a cycle)
     role: str | None = None  # its named role (docs/roles.md), from its SessionStarted
     model: str | None = None
+    # the sandbox its shell runs under, from its SessionStarted: an agent with a workspace only
+    sandbox: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
-        out = {"agent": self.agent, "parent": self.parent, "kind": self.kind,
-               "turns": self.turns, "resident": self.resident, "evicted": self.evicted,
-               "state": self.state}
+        out: dict[str, Any] = {
+            "agent": self.agent, "parent": self.parent, "kind": self.kind, "turns": self.turns,
+            "resident": self.resident, "evicted": self.evicted, "state": self.state}
         if self.role is not None:  # an agent of a named role: its role and model
             out["role"] = self.role
             out["model"] = self.model
+        if self.sandbox is not None:  # an agent with a workspace: what its shell runs under
+            out["sandbox"] = self.sandbox
         return out
+
+
+#: how every view names a shell that runs commands on the machine itself (docs/sandbox.md)
+UNSANDBOXED = '⚠ unsandboxed shell (sandbox kind = "none")'
+
+
+def sandbox_label(sandbox: Any) -> str | None:
+    """A few words on an agent's shell for a one-line view, from its opening record's
+    ``sandbox`` (a dict; read leniently — a view never refuses a log): None for an agent
+    without one; ``kind = "none"`` as the warning it is; else the kind and, when on, the
+    network (``shell: bwrap``, ``shell: bwrap, network on``). Said on every line, so that an
+    unconfined shell is never the quiet case."""
+    if not isinstance(sandbox, dict):
+        return None
+    kind = sandbox.get("kind", "bwrap")
+    if kind == "none":
+        return UNSANDBOXED
+    label = f"shell: {kind if isinstance(kind, str) else '?'}"
+    if sandbox.get("network") is True:
+        label += ", network on"
+    return label
 
 
 def _first_started(path: Path) -> SessionStarted | None:
@@ -98,7 +123,9 @@ def node_for(root: Path, agent: str) -> Node:
     return Node(agent, started.parent if started else None, started.kind if started else None,
                 turns, resident, evicted, state, error, find_torn_tail(path),
                 role=started.role if started else None,
-                model=started.model if started else None)
+                model=started.model if started else None,
+                sandbox=started.sandbox if started and isinstance(started.sandbox, dict)
+                else None)
 
 
 def _natural(agent: str) -> list[int | str]:
@@ -164,13 +191,15 @@ def walk(roots: list[Node]) -> list[tuple[Node, str]]:
 
 def tree_json(root: Path) -> list[dict[str, Any]]:
     """``mnemon tree --json``: ``[{agent, parent, kind, turns, resident, evicted, state}]`` in
-    depth-first tree order (an agent of a named role adds ``role`` and ``model``)."""
+    depth-first tree order (an agent of a named role adds ``role`` and ``model``; an agent
+    with a workspace, ``sandbox``: its opening record's)."""
     return [n.as_json() for n, _ in walk(build_tree(root))]
 
 
 def format_node(n: Node, prefix: str) -> str:
     """One line of the drawing: ``prefix agent [kind] T turns: R resident, E evicted - state``;
-    an agent of a named role: ``[kind, role on model]``."""
+    an agent of a named role: ``[kind, role on model]``; an agent with a workspace ends with
+    its shell's sandbox (``· shell: bwrap``, ``· ⚠ unsandboxed shell …``)."""
     kind = n.kind or "root"
     if n.role is not None:
         kind += f", {n.role}" + (f" on {n.model}" if n.model else "")
@@ -178,6 +207,9 @@ def format_node(n: Node, prefix: str) -> str:
         kind += f", parent {n.parent} missing"
     line = (f"{prefix}{n.agent} [{kind}] {n.turns} turns: {n.resident} resident, "
             f"{n.evicted} evicted - {n.state}")
+    label = sandbox_label(n.sandbox)
+    if label is not None:
+        line += f" · {label}"
     if n.error:
         line += f"  ({n.error})"
     return line
@@ -188,4 +220,5 @@ def tree_text(root: Path) -> list[str]:
     return [format_node(n, prefix) for n, prefix in walk(build_tree(root))]
 
 
-__all__ = ["Node", "node_for", "build_tree", "walk", "tree_json", "tree_text", "format_node"]
+__all__ = ["Node", "node_for", "build_tree", "walk", "tree_json", "tree_text", "format_node",
+           "sandbox_label", "UNSANDBOXED"]

@@ -113,6 +113,17 @@ def settings_from_args(args, **over) -> Settings:
     return settings_from({**values_from(args), **over}, names=FLAGS)
 
 
+def unsandboxed_note(settings: Settings) -> str | None:
+    """The line ``ask``, ``chat`` and ``serve`` write to stderr as they start when the shell
+    runs commands without a sandbox (``--sandbox none``): a shell trusted with the machine is
+    said every time, never the quiet case (docs/sandbox.md)."""
+    sb = settings.sandbox
+    if sb is None or sb.kind != "none":
+        return None
+    return ('mnemon: ⚠ unsandboxed shell (--sandbox none): commands run directly on this '
+            "machine, trusting the model with it (docs/sandbox.md)\n")
+
+
 def policy_from(path: str):
     """``--policy FILE``: the policy, judged whole before anything runs (exit 2 naming the
     file and the rule otherwise)."""

@@ -4,7 +4,8 @@ Who may import this package: the shell tool (``orchestrator/tools/shell.py``) an
 the settings (``Settings.sandbox``, jobs, roles, the service) — its surface is below. The
 modules, one concept each:
 
-- ``spec``: ``SandboxSettings``, read from a ``[sandbox]`` table, narrowed parent to child;
+- ``spec``: ``SandboxSettings``, read from a ``[sandbox]`` table, narrowed parent to child
+  (a wider ask refused: ``parse_narrowing``);
 - ``environ``: the environment a command sees (scrubbed), and its launcher's (empty);
 - ``bwrap``: finding bubblewrap, probing it once, the command line that confines a command;
 - ``cgroup``: the cgroup that bounds a command's processes and memory and ends them all;
@@ -28,6 +29,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "SandboxUnavailable": ".bwrap",
     "ShellOutcome": ".run",
     "narrowed": ".spec",
+    "parse_narrowing": ".spec",
     "parse_sandbox": ".spec",
     "run_command": ".run",
 })
@@ -36,4 +38,4 @@ if TYPE_CHECKING:
     from .bwrap import SandboxUnavailable
     from .run import ShellOutcome, run_command
     from .spec import (SandboxConfigError, SandboxError, SandboxSettings, narrowed,
-                       parse_sandbox)
+                       parse_narrowing, parse_sandbox)

@@ -31,7 +31,7 @@ from msgspec import Struct
 from ...errors import ConfigError
 
 __all__ = ["KINDS", "WORKSPACE", "SandboxConfigError", "SandboxSettings", "narrowed",
-           "parse_sandbox"]
+           "parse_narrowing", "parse_sandbox"]
 
 KINDS = ("bwrap", "none")
 #: where the workspace is inside the sandbox, the same for every agent (decision 0360)
@@ -203,6 +203,60 @@ def narrowed(parent: SandboxSettings | None, child: SandboxSettings | None) -> S
                         if any(_within(p, q) for q in parent.read_only)),
         env=tuple(n for n in child.env if n in parent.env),
     )
+
+
+def parse_narrowing(parent: SandboxSettings | None, table: Any, *, file: object = None,
+                    where: str = "sandbox", over: str = "this service's sandbox"
+                    ) -> SandboxSettings:
+    """A ``[sandbox]`` table read over ``parent`` (its keys replace the parent's, the others
+    are the parent's), refused — one line naming the key — where it would widen the parent.
+
+    For a caller that asks for a sandbox at a door the run already bounds (``POST /v1/agents``
+    under ``serve --sandbox``): an agent's sandbox only narrows the one it is started under,
+    and a wider ask is refused rather than quietly narrowed, so that nobody believes a command
+    reaches the network, or runs unconfined, when it will not (decision 0386). A key left out
+    is the parent's, not the default: ``{"network": false}`` under a parent with a 512 MiB
+    bound keeps 512."""
+    base = parent or SandboxSettings()
+    if not isinstance(table, dict):
+        raise SandboxConfigError(f"{where} must be an object, not {type(table).__name__}",
+                                 file=file, key=where)
+    mine = {k: (list(v) if isinstance(v, tuple) else v) for k, v in _fields(base).items()}
+    cap = table.get("max_timeout_s")
+    if ("timeout_s" not in table and isinstance(cap, (int, float)) and not isinstance(cap, bool)
+            and cap > 0):
+        mine["timeout_s"] = min(base.timeout_s, cap)  # a lower cap lowers the default with it
+    child = parse_sandbox({**mine, **table}, file=file, where=where)
+    kept = narrowed(base, child)
+    assert kept is not None
+    for key in _KEYS:
+        if getattr(kept, key) == getattr(child, key):
+            continue
+        asked, has = getattr(child, key), getattr(base, key)
+        if key in ("read_only", "env"):
+            extra = next(v for v in asked if v not in getattr(kept, key))
+            why = (f"{extra!r} is not within the {key} of {over} ("
+                   f"{', '.join(map(repr, has)) if has else 'none'})")
+        else:
+            why = (f"{_toml(asked)} is wider than {over} ({key} = {_toml(has)}): an agent's "
+                   "sandbox may only narrow it")
+        raise SandboxConfigError(f"{where}.{key} {why}", file=file, key=f"{where}.{key}")
+    return child
+
+
+def _fields(s: SandboxSettings) -> dict[str, Any]:
+    return {k: getattr(s, k) for k in _KEYS}
+
+
+def _toml(v: Any) -> str:
+    """A value as a settings file spells it (``true``, ``"none"``, ``2048``)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f'"{v}"'
+    if v is None:
+        return "unset"
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _within(path: str, base: str) -> bool:

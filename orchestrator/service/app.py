@@ -35,6 +35,7 @@ from .runs import Conflict, NotFound, Run
 from .jobs import job_results
 from .transcript import LIMIT, MAX_LIMIT, transcript
 from ...errors import ConfigError, UserError
+from ..sandbox.spec import SandboxSettings
 from ..workspace.handle import WorkspaceBusy
 
 log = structlog.get_logger("mnemon.service")
@@ -146,7 +147,10 @@ class Handlers:
     async def run_info(self, request: Request) -> Any:
         return S.RunOut(run_root=str(self.run.root), read_only=self.run.read_only,
                         provider=self.provider, model=self.model,
-                        agents=len(self.run.agent_ids()), version=self.version)
+                        agents=len(self.run.agent_ids()), version=self.version,
+                        sandbox=None if self.run.read_only else msgspec.to_builtins(
+                            self.run.settings.sandbox or SandboxSettings()),
+                        workspace=self.run.settings.workspace is not None)
 
     async def list_agents(self, request: Request) -> Any:
         q = request.query_params
@@ -164,7 +168,8 @@ class Handlers:
         body = await _body(request, S.AgentCreate)
         try:
             return self.run.start_root(body)
-        except ConfigError as e:  # a workspace that cannot be used: not a directory, the run root
+        except ConfigError as e:  # a workspace that cannot be used (not a directory, the run
+            # root), a sandbox wider than the service's or without a workspace
             raise HTTPError(422, str(e)) from None
 
     async def get_agent(self, request: Request) -> Any:

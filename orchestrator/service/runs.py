@@ -19,6 +19,7 @@ from ...session.records import Cleared, Rewound, SessionResumed, Usage
 from ..loop import state_of
 from ..settings import Settings
 from ..typed.load import check_for, from_python
+from ..sandbox.spec import SandboxConfigError, parse_narrowing
 from ..workspace.life import rewind as ws_rewind
 from ..workspace.spec import spec_from
 from .schema import AgentCreate, AgentOut, UsageOut
@@ -44,6 +45,7 @@ class _Probe(msgspec.Struct):
     depth: int | None = None
     output: Any = None
     role: str | None = None
+    sandbox: Any = None
 
 
 _probe = msgspec.json.Decoder(_Probe)
@@ -54,7 +56,7 @@ class _Scan:
     """One agent's log read so far: the view's figures, advanced by the new complete lines."""
 
     __slots__ = ("offset", "parent", "kind", "depth", "model", "ended", "reason", "usage",
-                 "cost", "calls", "last_assistant", "output", "role")
+                 "cost", "calls", "last_assistant", "output", "role", "sandbox")
 
     def __init__(self) -> None:
         self.offset = 0
@@ -66,6 +68,7 @@ class _Scan:
         self.calls = 0
         self.last_assistant: int | None = None
         self.output: Any = None  # a typed agent's accepted answer (``SessionEnded.output``)
+        self.sandbox: dict[str, Any] | None = None  # its shell's, from its opening record
 
     def advance(self, path: Path, ttl: str) -> None:
         for off, line in iter_lines(path, start=self.offset):
@@ -78,6 +81,7 @@ class _Scan:
             if t == "SessionStarted":
                 self.parent, self.kind, self.depth, self.model, self.role = (
                     rec.parent, rec.kind, rec.depth, rec.model, rec.role)
+                self.sandbox = rec.sandbox if isinstance(rec.sandbox, dict) else None
             elif t == "ProviderCall" and rec.usage is not None:
                 self.usage = self.usage + rec.usage
                 self.cost += cost_usd(rec.usage, rec.model or self.model, ttl)
@@ -208,7 +212,8 @@ class Run:
                                        output_tokens=u.output_tokens),
                         cost_usd=round(scan.cost, 6),
                         answer=_answer(self.root / agent_source(aid), scan.last_assistant),
-                        output=scan.output if not running else None, live=node is not None)
+                        output=scan.output if not running else None, live=node is not None,
+                        sandbox=scan.sandbox)
 
     def views(self, after: str | None = None, limit: int | None = None
               ) -> tuple[list[AgentOut], str | None]:
@@ -291,6 +296,13 @@ class Run:
                                               "max_turns") if getattr(body, k) is not None}
         if body.workspace is not None:  # a string: the directory itself, worked in place
             over["workspace"] = spec_from(body.workspace, in_place=True)
+        if body.sandbox is not None:  # only narrows the service's, or 422 naming the key (0386)
+            if over.get("workspace", sup.settings.workspace) is None:
+                raise SandboxConfigError(
+                    "sandbox: this agent has no workspace, so no shell to sandbox; give "
+                    "\"workspace\" too (or serve --workspace)", key="sandbox")
+            over["sandbox"] = parse_narrowing(sup.settings.sandbox, body.sandbox,
+                                              over="this service's sandbox (serve --sandbox)")
         settings = msgspec.structs.replace(sup.settings, **over) if over else None
         output = None
         if body.output is not None:  # checked before the agent is created (422 otherwise)

@@ -38,6 +38,14 @@ class AgentCreate(_In):
         "directory or of a git repository's last commit, neither an empty one — with `inherit` "
         "(`inherit`, `empty` or `source`: how its children start). Not a directory: 422; a "
         "directory another agent works in: 409."))] | None = None
+    sandbox: Annotated[dict[str, Any], Meta(description=(
+        "How its `shell` runs commands (docs/sandbox.md): an object of the `[sandbox]` keys "
+        "(`kind`, `network`, `timeout_s`, `max_timeout_s`, `memory_mb`, `processes`, `cpu_s`, "
+        "`output_bytes`, `read_only`, `env`), each left out the service's own (`serve "
+        "--sandbox`). It only narrows the service's: `\"network\": true` or `\"kind\": "
+        "\"none\"` under a service that does not allow it, or any wider limit, is refused with "
+        "422 naming the key, as is an agent without a workspace (it has no shell)."))] | None \
+        = None
 
 
 class PromptIn(_In):
@@ -86,6 +94,10 @@ class AgentOut(Struct, kw_only=True):
     output: Annotated[Any, Meta(description=(
         "A typed agent's accepted answer, the parsed JSON (null until it ends done)."))] = None
     live: bool = False
+    sandbox: Annotated[dict[str, Any] | None, Meta(description=(
+        "The sandbox its `shell` runs under, as its opening record names it (docs/sandbox.md); "
+        "null for an agent without a workspace. `kind` = `none`: its commands run unconfined, "
+        "trusting the model with the machine."))] = None
 
 
 class AgentList(Struct, kw_only=True):
@@ -137,6 +149,13 @@ class RunOut(Struct, kw_only=True):
     model: str | None
     agents: int
     version: str
+    sandbox: Annotated[dict[str, Any] | None, Meta(description=(
+        "The sandbox a new agent's `shell` runs under unless its request narrows it (`serve "
+        "--sandbox`; docs/sandbox.md); `kind` = `none` runs commands unconfined. Null when "
+        "read-only."))] = None
+    workspace: Annotated[bool, Meta(description=(
+        "Whether a new agent gets a workspace without asking (`serve --workspace`): only an "
+        "agent with one is offered the shell."))] = False
 
 
 class Health(Struct, kw_only=True):

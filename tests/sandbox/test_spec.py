@@ -109,3 +109,55 @@ class TestNarrowed:
         got = narrowed(SandboxSettings(timeout_s=100, max_timeout_s=100),
                        SandboxSettings(timeout_s=120, max_timeout_s=3600))
         assert got is not None and (got.timeout_s, got.max_timeout_s) == (100, 100)
+
+
+class TestParseNarrowing:
+    """``parse_narrowing``: a table read over its parent, refused where it would widen it."""
+
+    PARENT = SandboxSettings(memory_mb=512, max_timeout_s=600, timeout_s=60,
+                             read_only=("/opt",), env=("PIP_INDEX_URL",))
+
+    def test_keys_left_out_are_the_parents_not_the_defaults(self):
+        from mnemon.orchestrator.sandbox import parse_narrowing
+
+        got = parse_narrowing(self.PARENT, {"processes": 32})
+        assert got == msgspec.structs.replace(self.PARENT, processes=32)
+        assert parse_narrowing(None, {}) == SandboxSettings()
+        # a lower cap lowers the default wall time with it
+        got = parse_narrowing(SandboxSettings(), {"max_timeout_s": 30})
+        assert (got.timeout_s, got.max_timeout_s) == (30, 30)
+        got = parse_narrowing(self.PARENT, {"read_only": ["/opt/tools"], "env": []})
+        assert got.read_only == ("/opt/tools",) and got.env == ()
+
+    @pytest.mark.parametrize("table, line", [
+        ({"network": True}, "sandbox.network true is wider than the parent (network = false)"),
+        ({"kind": "none"}, 'sandbox.kind "none" is wider than the parent (kind = "bwrap")'),
+        ({"memory_mb": 513}, "sandbox.memory_mb 513 is wider than the parent (memory_mb = 512)"),
+        ({"cpu_s": 5000}, None),  # the parent's cpu_s is unset: the wall time, 60 s
+        ({"timeout_s": 61}, "sandbox.timeout_s 61 is wider than the parent (timeout_s = 60)"),
+        ({"read_only": ["/opt", "/srv"]},
+         "sandbox.read_only '/srv' is not within the read_only of the parent ('/opt')"),
+        ({"env": ["AWS_SECRET_ACCESS_KEY"]},
+         "sandbox.env 'AWS_SECRET_ACCESS_KEY' is not within the env of the parent "
+         "('PIP_INDEX_URL')"),
+    ])
+    def test_a_wider_ask_is_one_line_naming_the_key(self, table, line):
+        from mnemon.orchestrator.sandbox import SandboxConfigError, parse_narrowing
+
+        if line is None:  # narrowed keeps an unset parent's cpu_s as the child's: allowed
+            assert parse_narrowing(self.PARENT, table).cpu_s == 5000
+            return
+        with pytest.raises(SandboxConfigError) as e:
+            parse_narrowing(self.PARENT, table, over="the parent", file=None)
+        assert str(e.value).startswith(line) and "\n" not in str(e.value)
+        assert e.value.key == f"sandbox.{next(iter(table))}"
+
+    def test_a_bad_table_is_refused_as_parse_sandbox_refuses_it(self):
+        from mnemon.orchestrator.sandbox import SandboxConfigError, parse_narrowing
+
+        for table, start in (([], "sandbox must be an object"),
+                             ({"nope": 1}, "sandbox.nope is not a sandbox setting"),
+                             ({"network": "yes"}, "sandbox.network must be true or false")):
+            with pytest.raises(SandboxConfigError) as e:
+                parse_narrowing(self.PARENT, table)
+            assert str(e.value).startswith(start), str(e.value)

@@ -10,7 +10,7 @@ from ...approvals import reject_every_ask
 from .. import COMMANDS
 from ....errors import Failure, UserError
 from ..options import (add_provider_args, add_workspace_arg, provider_from_args, run_root_from,
-                       settings_from_args)
+                       settings_from_args, unsandboxed_note)
 from ...terminal import for_stream, shown
 from ...tracing.switch import live_tracing
 from ...typed.load import check_for, load_output
@@ -44,6 +44,9 @@ def run(args) -> int:
     output = _output(args)
     provider = provider_from_args(args)
     root = run_root_from(args, "mnemon ask")
+    note = unsandboxed_note(settings)
+    if note is not None:
+        sys.stderr.write(note)
     logs.configure(root, verbose=args.verbose)
 
     async def main():

@@ -10,7 +10,7 @@ from .. import COMMANDS
 from ....errors import UserError
 from ...extras import require
 from ..options import (add_provider_args, add_workspace_arg, provider_from_args, run_root_from,
-                       settings_from_args)
+                       settings_from_args, unsandboxed_note)
 from ...tracing.switch import live_tracing
 
 
@@ -37,6 +37,9 @@ def run(args) -> int:
 
     settings = settings_from_args(args)
     provider = provider_from_args(args)
+    note = unsandboxed_note(settings)
+    if note is not None:
+        sys.stderr.write(note)
     if args.latency:
         if args.provider != "scripted":
             raise UserError("--latency is for the scripted provider")

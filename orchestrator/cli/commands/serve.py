@@ -14,7 +14,8 @@ from ....errors import UserError
 from ...extras import require
 from ...tracing.switch import live_tracing
 from ..options import (add_listen_args, add_provider_args, add_workspace_arg, listen_from,
-                       provider_from_args, run_root_from, settings_from_args)
+                       provider_from_args, run_root_from, settings_from_args,
+                       unsandboxed_note)
 
 
 def add_parser(sub) -> None:
@@ -64,6 +65,9 @@ def run(args) -> int:
         from ... import logs
 
         logs.configure(root, verbose=args.verbose)
+        note = unsandboxed_note(settings)
+        if note is not None:
+            sys.stderr.write(note)
 
     def ready(binds: list[str]) -> None:
         url = binds[0] if binds else f"http://{args.host}:{args.port}"

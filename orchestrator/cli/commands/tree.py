@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("tree", help=COMMANDS["tree"])
     p.add_argument("path", help="a run root (or any directory inside one)")
     p.add_argument("--json", action="store_true", help="machine output: a list of {agent, "
-                   "parent, kind, turns, resident, evicted, state}")
+                   "parent, kind, turns, resident, evicted, state} (and sandbox, for an agent "
+                   "with a workspace)")
 
 
 def run(args) -> int:

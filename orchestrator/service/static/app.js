@@ -1,6 +1,7 @@
 // The page: the lineage tree live; the selected agent's conversation (conv.js, from its log
 // records, live); the run as a timeline (timeline.js); charts with axes (charts.js); the jobs
-// (jobs.js); an agent's files at a turn (files.js); each agent's context as a bar and the door. Plain scripts, no build step, no
+// (jobs.js); an agent's files at a turn (files.js); each agent's context as a bar and the door;
+// the sandbox its shell runs under, a shell with none (kind "none") a warning wherever it shows. Plain scripts, no build step, no
 // third-party code. The token comes from the URL fragment (#token=…, never sent to the server) or
 // the form, and goes on every API call as a bearer header; events are read with fetch streaming
 // so they carry it too. Tool calls waiting for a decision are listed with their input (editable)
@@ -37,6 +38,22 @@ async function loadRun() {
   $("start").hidden = run.read_only;
   $("jobform").hidden = run.read_only;
   readOnly = run.read_only;
+  const loose = Boolean(run.sandbox && run.sandbox.kind === "none");
+  $("run-sandbox").hidden = !loose;
+  $("run-sandbox").textContent = loose ? `${UNSANDBOXED}: new agents' commands run on the machine (serve --sandbox none)` : "";
+}
+
+// how the page names a shell without a sandbox (as `mnemon tree` does), and a sandbox in brief
+const UNSANDBOXED = "⚠ unsandboxed shell";
+const unsandboxed = (a) => Boolean(a.sandbox && a.sandbox.kind === "none");
+function sandboxLine(sb) {
+  if (sb.kind === "none") return `${UNSANDBOXED} (sandbox kind = "none"): this agent's commands run directly on the machine, as mnemon's user, with its files, network and processes in reach (docs/sandbox.md)`;
+  const mib = (n) => (n >= 1024 && n % 1024 === 0 ? `${n / 1024} GiB` : `${n} MiB`);
+  const parts = [`shell: ${sb.kind}`, sb.network ? "network on" : "no network", `${sb.timeout_s} s a command (at most ${sb.max_timeout_s} s)`,
+    `${mib(sb.memory_mb)}`, `${sb.processes} processes`, `${Math.round(sb.output_bytes / 1024)} KiB of output kept`];
+  if (sb.read_only && sb.read_only.length) parts.push(`read-only: ${sb.read_only.join(", ")}`);
+  if (sb.env && sb.env.length) parts.push(`env: ${sb.env.join(", ")}`);
+  return parts.join(" · ");
 }
 
 async function loadAgents() {
@@ -74,7 +91,8 @@ function drawTree() {
   ul.replaceChildren(...treeRows.slice(first, last).map(([a, depth]) => el("li", { "data-agent": a.id, "data-depth": depth, style: `padding-left: ${Math.min(depth, 12) * 0.9}em` },
     el("span", { class: "agent" + (a.id === selected ? " sel" : ""), onclick: () => select(a.id) },
       `${a.id} `, el("span", { class: "muted" }, a.kind + (a.role ? " · " + a.role + (a.model ? " on " + a.model : "") : "")), el("span", { class: "state " + a.state }, a.state + (a.reason && a.reason !== "done" ? ": " + a.reason : "")),
-      el("span", { class: "muted" }, ` $${a.cost_usd.toFixed(4)}`)))));
+      el("span", { class: "muted" }, ` $${a.cost_usd.toFixed(4)}`),
+      unsandboxed(a) ? el("span", { class: "warn unsandboxed", title: 'sandbox kind = "none": its commands run on the machine' }, UNSANDBOXED) : null))));
   if (!window.__treePaint && treeRows.length) window.__treePaint = performance.now();  // first paint, for the scale test
 }
 
@@ -132,6 +150,10 @@ async function showAgent(id) {
   if (!a) return;
   $("agent-title").textContent = `Agent ${id}`;
   $("agent-meta").textContent = `${a.kind}${a.role ? ", role " + a.role : ""}${a.model ? ", model " + a.model : ""}, ${a.state}${a.reason ? " (" + a.reason + ")" : ""} · parent ${a.parent || "—"} · children ${a.children.join(", ") || "—"} · in ${a.usage.input_tokens} / cache read ${a.usage.cache_read_tokens} / out ${a.usage.output_tokens} tokens · $${a.cost_usd.toFixed(4)}`;
+  const sb = $("agent-sandbox");  // an agent with a workspace: what its shell runs under
+  sb.hidden = !a.sandbox;
+  sb.className = unsandboxed(a) ? "warn" : "shell";
+  sb.textContent = a.sandbox ? sandboxLine(a.sandbox) : "";
   const out = $("agent-output");  // a typed agent's accepted answer
   out.hidden = a.output === null || a.output === undefined;
   out.textContent = out.hidden ? "" : "output " + JSON.stringify(a.output, null, 2);
