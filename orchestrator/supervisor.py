@@ -431,10 +431,6 @@ class Supervisor:
             (self.settings.agent_mcp_servers if parent is None else ()))
         node.turns_taken = node.ctx.count(role="assistant", origin="own")
         node.requests = _answered(alog.path)
-        if st is not None and st.sandbox is not None:  # never wider than it started (0366)
-            s_now = self.settings_for(node)
-            node.settings = msgspec.structs.replace(s_now, sandbox=narrowed(
-                msgspec.convert(st.sandbox, SandboxSettings), s_now.sandbox or SandboxSettings()))
         if alog.ctx.workspace is not None:  # its files, from its log alone (0356)
             try:
                 node.workspace = reopen(self.root, agent_id, read_history(alog.path),
@@ -456,6 +452,10 @@ class Supervisor:
                 node.budget_tokens = node.budget_usd = None  # counted in its parent's
             if mcp_servers is None and node.kind != "mnemon" and parent is not None:
                 node.mcp_servers = tuple(node.settings.agent_mcp_servers)
+        if st is not None and st.sandbox is not None:  # never wider than it started (0366)
+            s_now = self.settings_for(node)
+            node.settings = msgspec.structs.replace(s_now, sandbox=narrowed(
+                msgspec.convert(st.sandbox, SandboxSettings), s_now.sandbox or SandboxSettings()))
         s = self.settings
         if parent is None:  # its ancestors' budgets, read from the logs (decision 0305)
             node.lineage_budgets = recorded_budgets(self.root, st, book, s)

@@ -277,10 +277,6 @@ async def test_the_tree_marks_an_unsandboxed_shell_and_names_every_agents_sandbo
     assert "sandbox" not in got["a9"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Supervisor.resume_agent narrows the sandbox to the log's, then a role's agent's "
-    "settings are made again from the run's by _as_role, dropping it; the narrowing must "
-    "come after the role (reported to the integrator: supervisor.py is not this branch's)"))
 async def test_a_resumed_agent_of_a_role_keeps_the_network_off_its_log_names(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
