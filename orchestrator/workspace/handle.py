@@ -30,6 +30,7 @@ from typing import Literal
 import trio
 
 from ...errors import UserError
+from ...session.errors import Refusal
 from . import confine
 from .store import EMPTY_TREE, Entry, Store, blob_id
 
@@ -232,8 +233,6 @@ class Workspace:
         """``restore`` from outside the agent's turn (a rewind by its user, between turns), in
         the caller's thread: refused while one of its tools is at work on the workspace."""
         if self._lock.locked():
-            from ...session.errors import Refusal
-
             raise Refusal(f"agent {self.agent}'s tools are using its workspace; rewind it "
                           "after the call")
         if self.dir is None:
@@ -245,12 +244,8 @@ class Workspace:
             self.tree = tree
             self.index_ready = False
         else:
-            if not self.index_ready:
-                self.store.load_index(self.index, self.tree)
-                self.index_ready = True
-            self.dirty.clear()
-            self.all_dirty = False
-            self.tree = self.store.snapshot_dir(self.dir, self.index, None)
+            self.all_dirty = True  # everything re-read before the restore
+            self.flush_now()
             self.store.restore(self.dir, self.index, tree)
             self.tree = tree
         self.recorded = tree
@@ -288,18 +283,34 @@ class Workspace:
 
     # ------------------------------------------------------------------ lineage
 
-    async def fork(self, agent: str, mode: Inherit | None = None) -> "Workspace":
-        """A child's workspace, by reference: its parent's snapshot as it stands now (or the
+    def flush_now(self) -> str:
+        """``current()`` in the caller's thread: what the tools touched made a snapshot (a
+        fork happens inside a tool call, where the parent's turn has usually snapshotted
+        already, so this is most often a flag test)."""
+        if self.dir is None or not self.changed:
+            return self.tree
+        paths = None if (self.all_dirty and not self.sparse) else sorted(self.dirty)
+        self.dirty.clear()
+        self.all_dirty = False
+        if not self.index_ready:
+            self.store.load_index(self.index, self.tree)
+            self.index_ready = True
+        self.tree = self.store.snapshot_dir(self.dir, self.index, paths)
+        return self.tree
+
+    def child(self, agent: str, mode: Inherit | None = None) -> "Workspace":
+        """A child's workspace, by reference: this one's snapshot as it stands now (or the
         empty tree, or the root's source). Nothing is copied until the child writes."""
         mode = mode or self.inherit
-        if mode == "empty":
-            tree = EMPTY_TREE
-        elif mode == "source":
-            tree = self.source_tree
-        else:
-            tree = await self.current()
+        tree = (EMPTY_TREE if mode == "empty" else self.source_tree if mode == "source"
+                else self.flush_now())
         return Workspace(self.store, agent, tree=tree, inherit=self.inherit,
                          source_tree=self.source_tree)
+
+    async def fork(self, agent: str, mode: Inherit | None = None) -> "Workspace":
+        """``child`` off the event loop, one store operation at a time."""
+        async with self._lock:
+            return await trio.to_thread.run_sync(self.child, agent, mode)
 
     async def apply(self, changes: list[tuple[str, str, str]]) -> str:
         """Apply other workspaces' changes onto this one, each ``(name, base, theirs)`` — the

@@ -112,22 +112,8 @@ def open_child(parent: Workspace, agent: str,
     touched paths made a snapshot first, in this thread: a fork happens inside a tool call,
     and the parent's turn has usually snapshotted already), the empty tree, or the source."""
     mode = mode or parent.inherit
-    if mode == "empty":
-        tree = EMPTY_TREE
-    elif mode == "source":
-        tree = parent.source_tree
-    else:
-        if parent.dir is not None and parent.changed:
-            paths = None if parent.all_dirty else sorted(parent.dirty)
-            parent.dirty.clear()
-            parent.all_dirty = False
-            if not parent.index_ready:
-                parent.store.load_index(parent.index, parent.tree)
-                parent.index_ready = True
-            parent.tree = parent.store.snapshot_dir(parent.dir, parent.index, paths)
-        tree = parent.tree
-    ws = Workspace(parent.store, agent, tree=tree, inherit=parent.inherit,
-                   source_tree=parent.source_tree)
+    ws = parent.child(agent, mode)
+    tree = ws.tree
     src = f"inherit:{parent.agent}" if mode == "inherit" else mode
     return ws, WorkspaceSnapshot(snapshot=tree, why="start", source=src, at=now_iso())
 

@@ -28,34 +28,13 @@ from mnemon.orchestrator.workspace.spec import WorkspaceSpec
 from mnemon.orchestrator.workspace.view import view_of_agent
 from mnemon.providers.cache import CacheModel
 from mnemon.providers.scripted import ScriptedProvider
-from mnemon.session.records import Text, ToolUse
 
-from ..workspace.helpers import records, results, snapshots
+from ..workspace.helpers import by_task, records, results, snapshots
 from .conftest import needs_bwrap
 
 pytestmark = [pytest.mark.trio, needs_bwrap]
 
 WRITE = "pwd; echo hi > a.txt; mkdir d; touch d/x"
-
-
-def by_task(scripts: dict[str, list]):
-    """``a1`` plays ``scripts["a1"]``; a child the script whose key its task holds. A step is
-    a list of ``(tool, input)``, or a callable giving one (made when the call is)."""
-    def policy(request, state):
-        agent = request.meta["agent"]
-        key = agent
-        if agent != "a1":
-            text = state.setdefault("task", repr(request.messages[-1]))
-            key = next((k for k in scripts if k != "a1" and k in text), agent)
-        i = state["i"] = state.get("i", 0) + 1
-        script = scripts.get(key, [])
-        if i <= len(script):
-            step = script[i - 1]
-            step = step() if callable(step) else step
-            return [ToolUse(f"{agent}_{i}_{k}", n, a) for k, (n, a) in enumerate(step)], \
-                "tool_use"
-        return [Text("done")], "end_turn"
-    return policy
 
 
 def provider(scripts) -> ScriptedProvider:

@@ -13,29 +13,10 @@ from mnemon.providers.cache import CacheModel
 from mnemon.providers.scripted import ScriptedProvider
 from mnemon.session.records import Text, ToolUse
 
+from .helpers import by_task as by_agent
 from .helpers import records, results, snapshots
 
 pytestmark = pytest.mark.trio
-
-
-def by_agent(scripts: dict[str, list], final: dict[str, str] | None = None):
-    """Each agent plays its own script (the parent ``a1``; children by their task's text)."""
-    def policy(request, state):
-        agent = request.meta["agent"]
-        key = agent
-        if agent != "a1":
-            text = state.setdefault("task", repr(request.messages[-1]))
-            key = next((k for k in scripts if k != "a1" and k in text), agent)
-        i = state["i"] = state.get("i", 0) + 1
-        script = scripts.get(key, [])
-        if i <= len(script):
-            step = script[i - 1]
-            if callable(step):
-                step = step()
-            return [ToolUse(f"{agent}_{i}_{k}", n, a) for k, (n, a) in enumerate(step)], \
-                "tool_use"
-        return [Text((final or {}).get(key, "done"))], "end_turn"
-    return policy
 
 
 async def test_a_child_sees_the_files_as_of_the_fork_and_only_reads_from_the_store(tmp_path):
