@@ -23,7 +23,7 @@ from ...session.records import compact
 from .base import Mode, ToolBase, ToolInputError
 from .context import ToolContext
 
-__all__ = ["BUILTIN", "BUILTINS", "BY_NAME", "Builtin", "parse_block"]
+__all__ = ["BUILTIN", "BUILTINS", "BY_NAME", "Builtin", "arg", "parse_block"]
 
 log = structlog.get_logger("mnemon.tools")
 
@@ -62,7 +62,10 @@ def _json(value: Any) -> str:
     return compact(value).decode("utf-8")
 
 
-def _arg(inp: Any, name: str, typ: type | tuple, default: Any = ..., *, tool: str) -> Any:
+def arg(inp: Any, name: str, typ: type | tuple, default: Any = ..., *, tool: str) -> Any:
+    """Argument ``name`` of a call's input, of type ``typ`` (``default`` when absent or null;
+    none: it is required) — a ``ToolInputError`` naming the tool and the argument otherwise.
+    Shared by every built-in tool (and the file tools), so each refusal reads the same."""
     if not isinstance(inp, dict):
         raise ToolInputError(f"{tool} takes a JSON object")
     if name not in inp or inp[name] is None:
@@ -101,17 +104,17 @@ async def _context_survey(ctx: ToolContext, inp: Any) -> str:
 
 
 async def _context_evict(ctx: ToolContext, inp: Any) -> str:
-    a = _arg(inp, "from", int, tool="context_evict")
-    b = _arg(inp, "to", int, tool="context_evict")
-    note = _arg(inp, "note", str, None, tool="context_evict")
+    a = arg(inp, "from", int, tool="context_evict")
+    b = arg(inp, "to", int, tool="context_evict")
+    note = arg(inp, "note", str, None, tool="context_evict")
     left = ctx.evict(a, b, note or None)
     return (f"turns {a}-{b} left the context ({left} bytes fewer in it); they stay readable "
             f"with transcript_read(turns=\"{a}-{b}\")")
 
 
 async def _context_mark(ctx: ToolContext, inp: Any) -> str:
-    block = parse_block(_arg(inp, "block", (str, list), tool="context_mark"))
-    repl = _arg(inp, "replacement", str, tool="context_mark")
+    block = parse_block(arg(inp, "block", (str, list), tool="context_mark"))
+    repl = arg(inp, "replacement", str, tool="context_mark")
     return _json(ctx.mark(block, repl))
 
 
@@ -160,14 +163,14 @@ async def _transcript_index(ctx: ToolContext, inp: Any) -> str:
 
 async def _transcript_read(ctx: ToolContext, inp: Any) -> str:
     door = ctx.door(_agent(inp))
-    turns = _arg(inp, "turns", (list, str, int), tool="transcript_read")
+    turns = arg(inp, "turns", (list, str, int), tool="transcript_read")
     return _json(await door.aread(turns))
 
 
 async def _transcript_grep(ctx: ToolContext, inp: Any) -> str:
     door = ctx.door(_agent(inp))
-    pattern = _arg(inp, "pattern", str, tool="transcript_grep")
-    turns = _arg(inp, "turns", (list, str, int), None, tool="transcript_grep")
+    pattern = arg(inp, "pattern", str, tool="transcript_grep")
+    turns = arg(inp, "turns", (list, str, int), None, tool="transcript_grep")
     # the calling agent's bound, whichever agent's transcript it reads
     return _json(await door.agrep(pattern, turns, timeout_s=ctx.settings.grep_timeout_s))
 
@@ -206,9 +209,9 @@ TRANSCRIPT_GREP = Builtin(
 
 
 async def _agents_start(ctx: ToolContext, inp: Any) -> str:
-    task = _arg(inp, "task", str, tool="agents_start")
-    role = _arg(inp, "role", str, None, tool="agents_start")
-    kind = _arg(inp, "kind", str, None, tool="agents_start")
+    task = arg(inp, "task", str, tool="agents_start")
+    role = arg(inp, "role", str, None, tool="agents_start")
+    kind = arg(inp, "kind", str, None, tool="agents_start")
     if not task.strip():
         raise Refusal("a child's task may not be empty")
     if role is not None:  # a role's kind is the role's (docs/roles.md)
@@ -231,8 +234,8 @@ async def _agents_start(ctx: ToolContext, inp: Any) -> str:
 
 
 async def _agents_wait(ctx: ToolContext, inp: Any) -> str:
-    ids = _arg(inp, "agents", list, None, tool="agents_wait")
-    timeout = _arg(inp, "timeout_s", (int, float), None, tool="agents_wait")
+    ids = arg(inp, "agents", list, None, tool="agents_wait")
+    timeout = arg(inp, "timeout_s", (int, float), None, tool="agents_wait")
     if ids is None:
         targets = ctx.children()
     else:
@@ -249,7 +252,7 @@ async def _agents_wait(ctx: ToolContext, inp: Any) -> str:
 
 
 async def _agents_cancel(ctx: ToolContext, inp: Any) -> str:
-    aid = _arg(inp, "agent", str, tool="agents_cancel")
+    aid = arg(inp, "agent", str, tool="agents_cancel")
     desc = ctx.descendants()
     if aid not in desc:
         raise Refusal(f"{aid!r} is not one of your descendants "
@@ -262,10 +265,10 @@ async def _agents_cancel(ctx: ToolContext, inp: Any) -> str:
 
 
 async def _agents_synod(ctx: ToolContext, inp: Any) -> str:
-    question = _arg(inp, "question", str, tool="agents_synod")
-    n = _arg(inp, "n", int, tool="agents_synod")
-    reduce = _arg(inp, "reduce", str, "vote", tool="agents_synod")
-    stances = _arg(inp, "stances", list, None, tool="agents_synod")
+    question = arg(inp, "question", str, tool="agents_synod")
+    n = arg(inp, "n", int, tool="agents_synod")
+    reduce = arg(inp, "reduce", str, "vote", tool="agents_synod")
+    stances = arg(inp, "stances", list, None, tool="agents_synod")
     if stances is not None and not all(isinstance(x, str) for x in stances):
         raise ToolInputError("agents_synod: 'stances' must be a list of strings")
     result = await ctx.synod(question, n=n, reduce=reduce, stances=stances)

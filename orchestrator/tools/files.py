@@ -25,6 +25,7 @@ from ..workspace.globs import GlobError, compile_glob, matches
 from ..workspace.life import apply_children
 from ..workspace.store import MergeConflict
 from .base import Mode, ToolBase, ToolError, ToolInputError
+from .builtin import arg
 from .shell import Shell
 
 if TYPE_CHECKING:
@@ -55,19 +56,6 @@ def _ws(ctx: "ToolContext") -> "Workspace":
     return ws
 
 
-def _arg(inp: Any, name: str, typ: type | tuple, tool: str, default: Any = ...) -> Any:
-    if not isinstance(inp, dict):
-        raise ToolInputError(f"{tool} takes a JSON object")
-    v = inp.get(name)
-    if v is None:
-        if default is ...:
-            raise ToolInputError(f"{tool} needs {name!r}")
-        return default
-    if (typ is int and isinstance(v, bool)) or not isinstance(v, typ):
-        raise ToolInputError(f"{tool}: {name!r} must be {getattr(typ, '__name__', 'a string')}")
-    return v
-
-
 def _text(data: bytes, path: str, size: int) -> str:
     if b"\0" in data[:BINARY_PROBE]:
         raise ToolError(f"{path} is a binary file ({size} bytes); the file tools read text")
@@ -79,7 +67,7 @@ def _text(data: bytes, path: str, size: int) -> str:
 
 
 def _at(inp: Any, tool: str) -> str | None:
-    at = _arg(inp, "at", str, tool, None)
+    at = arg(inp, "at", str, None, tool=tool)
     if at is None:
         return None
     at = at.strip().lower()
@@ -104,9 +92,9 @@ class FsRead(ToolBase):
         "required": ["path"], "additionalProperties": False}
 
     async def call(self, ctx: "ToolContext", input: dict[str, Any]) -> str:
-        path = _arg(input, "path", str, self.name)
-        offset = _arg(input, "offset", int, self.name, 1)
-        limit = _arg(input, "limit", int, self.name, READ_LINES)
+        path = arg(input, "path", str, tool=self.name)
+        offset = arg(input, "offset", int, 1, tool=self.name)
+        limit = arg(input, "limit", int, READ_LINES, tool=self.name)
         if offset < 1 or limit < 1:
             raise ToolInputError("fs_read: offset and limit are at least 1")
         r = await _ws(ctx).read(path, at=_at(input, self.name))
@@ -144,8 +132,8 @@ class FsWrite(ToolBase):
         "required": ["path", "content"], "additionalProperties": False}
 
     async def call(self, ctx: "ToolContext", input: dict[str, Any]) -> str:
-        path = _arg(input, "path", str, self.name)
-        content = _arg(input, "content", str, self.name)
+        path = arg(input, "path", str, tool=self.name)
+        content = arg(input, "content", str, tool=self.name)
         data = content.encode("utf-8", "surrogatepass")
         if len(data) > WRITE_BYTES:
             raise ToolInputError(f"fs_write: at most {WRITE_BYTES} bytes in one file "
@@ -168,10 +156,10 @@ class FsEdit(ToolBase):
         "required": ["path", "old", "new"], "additionalProperties": False}
 
     async def call(self, ctx: "ToolContext", input: dict[str, Any]) -> str:
-        path = _arg(input, "path", str, self.name)
-        old = _arg(input, "old", str, self.name)
-        new = _arg(input, "new", str, self.name)
-        every = _arg(input, "all", bool, self.name, False)
+        path = arg(input, "path", str, tool=self.name)
+        old = arg(input, "old", str, tool=self.name)
+        new = arg(input, "new", str, tool=self.name)
+        every = arg(input, "all", bool, False, tool=self.name)
         if not old:
             raise ToolInputError("fs_edit: 'old' is empty; use fs_write to make a file")
         if old == new:
@@ -203,7 +191,7 @@ class FsList(ToolBase):
         "additionalProperties": False}
 
     async def call(self, ctx: "ToolContext", input: dict[str, Any]) -> str:
-        glob = _arg(input, "glob", str, self.name, None)
+        glob = arg(input, "glob", str, None, tool=self.name)
         try:
             tokens = compile_glob(glob) if glob else None
         except GlobError as err:
@@ -238,8 +226,8 @@ class FsSearch(ToolBase):
         "required": ["pattern"], "additionalProperties": False}
 
     async def call(self, ctx: "ToolContext", input: dict[str, Any]) -> str:
-        pattern = _arg(input, "pattern", str, self.name)
-        glob = _arg(input, "glob", str, self.name, None)
+        pattern = arg(input, "pattern", str, tool=self.name)
+        glob = arg(input, "glob", str, None, tool=self.name)
         if not pattern or len(pattern) > 1000:
             raise ToolInputError("fs_search: a pattern of 1 to 1000 characters")
         if glob is not None:
@@ -319,7 +307,7 @@ class WorkspaceApply(ToolBase):
         "required": ["agents"], "additionalProperties": False}
 
     async def call(self, ctx: "ToolContext", input: dict[str, Any]) -> str:
-        ids = _arg(input, "agents", list, self.name)
+        ids = arg(input, "agents", list, tool=self.name)
         if not ids or not all(isinstance(i, str) for i in ids):
             raise ToolInputError("workspace_apply: 'agents' is a list of agent ids")
         ws = _ws(ctx)

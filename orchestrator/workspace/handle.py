@@ -179,20 +179,10 @@ class Workspace:
             self.index_ready = True
 
     async def _flush(self, *, everything: bool = False) -> str:
-        """Make ``tree`` the directory's tree now (only what was touched is re-read)."""
-        if self.dir is None:
+        """``flush_now`` off the event loop (the caller holds ``_lock``)."""
+        if self.dir is None or not (everything or self.changed):
             return self.tree
-        if self.sparse:  # only what was written is on disk: git re-reads just that
-            everything = False
-            self.all_dirty = False
-        if everything or self.all_dirty or self.dirty:
-            paths = None if (everything or self.all_dirty) else sorted(self.dirty)
-            self.dirty.clear()
-            self.all_dirty = False
-            await self._ensure_index()
-            self.tree = await trio.to_thread.run_sync(self.store.snapshot_dir, self.dir,
-                                                      self.index, paths)
-        return self.tree
+        return await trio.to_thread.run_sync(lambda: self.flush_now(everything=everything))
 
     async def current(self, *, everything: bool = False) -> str:
         """The snapshot of the workspace as it stands (flushed first)."""
@@ -212,22 +202,10 @@ class Workspace:
         return tree
 
     async def restore(self, tree: str) -> None:
-        """Bring the workspace to snapshot ``tree`` (a rewind, a clear, a resume, a merge): the
+        """Bring the workspace to snapshot ``tree`` (a rewind, a resume, a merge): the
         directory's files that differ are rewritten, the ones it lacks removed."""
         async with self._lock:
-            if self.dir is None:
-                self.tree = tree
-                self.index_ready = False
-            elif self.sparse:
-                await trio.to_thread.run_sync(self._clear_sparse)
-                self.dirty.clear()
-                self.tree = tree
-                self.index_ready = False
-            else:
-                await self._flush(everything=True)
-                await trio.to_thread.run_sync(self.store.restore, self.dir, self.index, tree)
-                self.tree = tree
-            self.recorded = tree
+            await trio.to_thread.run_sync(self._restore, tree)
 
     def restore_now(self, tree: str) -> None:
         """``restore`` from outside the agent's turn (a rewind by its user, between turns), in
@@ -235,20 +213,19 @@ class Workspace:
         if self._lock.locked():
             raise Refusal(f"agent {self.agent}'s tools are using its workspace; rewind it "
                           "after the call")
+        self._restore(tree)
+
+    def _restore(self, tree: str) -> None:
         if self.dir is None:
-            self.tree = tree
             self.index_ready = False
-        elif self.sparse:
+        elif self.sparse:  # nothing written: every file is the snapshot's
             self._clear_sparse()
             self.dirty.clear()
-            self.tree = tree
             self.index_ready = False
         else:
-            self.all_dirty = True  # everything re-read before the restore
-            self.flush_now()
+            self.flush_now(everything=True)  # the index describes the directory as it is
             self.store.restore(self.dir, self.index, tree)
-            self.tree = tree
-        self.recorded = tree
+        self.tree = self.recorded = tree
 
     async def reconcile(self) -> str | None:
         """A reopened agent (a crash, a restart): the directory is brought back to the snapshot
@@ -283,13 +260,18 @@ class Workspace:
 
     # ------------------------------------------------------------------ lineage
 
-    def flush_now(self) -> str:
-        """``current()`` in the caller's thread: what the tools touched made a snapshot (a
-        fork happens inside a tool call, where the parent's turn has usually snapshotted
-        already, so this is most often a flag test)."""
-        if self.dir is None or not self.changed:
+    def flush_now(self, *, everything: bool = False) -> str:
+        """Make ``tree`` the directory's tree now, in the caller's thread: git re-reads only
+        what the tools touched, or (``everything``, or after a command) the whole directory
+        through its stat cache — never in a sparse directory, which holds only what was
+        written. Most often a flag test (a fork inside a tool call, after the turn's
+        snapshot)."""
+        if self.sparse:
+            everything = False
+            self.all_dirty = False
+        if self.dir is None or not (everything or self.changed):
             return self.tree
-        paths = None if (self.all_dirty and not self.sparse) else sorted(self.dirty)
+        paths = None if (everything or self.all_dirty) else sorted(self.dirty)
         self.dirty.clear()
         self.all_dirty = False
         if not self.index_ready:

@@ -17,8 +17,8 @@ reachable only through a log, which git cannot see), and nothing of the user's g
 read (``GIT_CONFIG_GLOBAL``/``NOSYSTEM``): a user's hooks, filters or ``autocrlf`` never touch a
 workspace's bytes.
 
-Every call here is a short subprocess; the async face runs it in a worker thread so that the
-agent's event loop never waits on the disk.
+Every call here is a short, synchronous subprocess; ``handle.Workspace`` runs them in a worker
+thread, so that an agent's event loop never waits on the disk.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-
-import trio
 
 from ...errors import Failure, UserError
 
@@ -185,10 +183,6 @@ class Store:
         return subprocess.Popen(["git", *_CONFIG, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 env=self._env(index, work_tree), cwd=work_tree or self.base)
-
-    async def agit(self, *args: str, **kw) -> subprocess.CompletedProcess:
-        """``git`` in a worker thread: the agent's event loop never waits on the disk."""
-        return await trio.to_thread.run_sync(lambda: self.git(*args, **kw))
 
     def index_of(self, agent: str) -> Path:
         self.ensure()

@@ -46,26 +46,32 @@ async def test_an_unsandboxed_shell_is_a_visible_warning_on_the_page(tmp_path):
                 head = _wait(driver, lambda d: d.find_element(By.ID, "run-sandbox")
                              if d.find_element(By.ID, "run-sandbox").is_displayed() else None)
                 got["header"] = head.text
-                rows = _wait(driver, lambda d: len(d.find_elements(
-                    By.CSS_SELECTOR, "#tree li[data-agent]")) == 2 and d.find_elements(
-                    By.CSS_SELECTOR, "#tree li[data-agent]"))
-                got["marked"] = {li.get_attribute("data-agent"): [
-                    w.text for w in li.find_elements(By.CSS_SELECTOR, ".warn.unsandboxed")
-                    if w.is_displayed()] for li in rows}
-                [li for li in rows if li.get_attribute("data-agent") == "a1"][0] \
-                    .find_element(By.CSS_SELECTOR, ".agent").click()
-                warn = _wait(driver, lambda d: d.find_element(By.ID, "agent-sandbox")
+                def marked(d) -> dict | None:  # read whole in one try: a re-render retries
+                    rows = d.find_elements(By.CSS_SELECTOR, "#tree li[data-agent]")
+                    if len(rows) != 2:
+                        return None
+                    return {li.get_attribute("data-agent"): [
+                        w.text for w in li.find_elements(By.CSS_SELECTOR, ".warn.unsandboxed")
+                        if w.is_displayed()] for li in rows}
+
+                got["marked"] = _wait(driver, marked)
+                _wait(driver, lambda d: d.find_element(
+                    By.CSS_SELECTOR, '#tree li[data-agent="a1"] .agent').click() or True)
+                _wait(driver, lambda d: d.find_element(By.ID, "agent-sandbox")
                              if d.find_element(By.ID, "agent-title").text == "Agent a1"
                              and d.find_element(By.ID, "agent-sandbox").is_displayed() else None)
-                got["a1"] = (warn.text, warn.get_attribute("class"),
-                             warn.value_of_css_property("background-color"))
+                got["a1"] = _wait(driver, lambda d: (
+                    (w := d.find_element(By.ID, "agent-sandbox")).text,
+                    w.get_attribute("class"), w.value_of_css_property("background-color")))
                 driver.save_screenshot(str(_artifact("page-sandbox-none")))
-                driver.find_element(By.CSS_SELECTOR, '#tree li[data-agent="a2"] .agent').click()
-                quiet = _wait(driver, lambda d: d.find_element(By.ID, "agent-sandbox")
+                _wait(driver, lambda d: d.find_element(
+                    By.CSS_SELECTOR, '#tree li[data-agent="a2"] .agent').click() or True)
+                _wait(driver, lambda d: d.find_element(By.ID, "agent-sandbox")
                               if d.find_element(By.ID, "agent-title").text == "Agent a2"
                               and d.find_element(By.ID, "agent-sandbox").text.startswith(
                                   "shell:") else None)
-                got["a2"] = (quiet.text, quiet.get_attribute("class"))
+                got["a2"] = _wait(driver, lambda d: (
+                    (w := d.find_element(By.ID, "agent-sandbox")).text, w.get_attribute("class")))
                 return got
             finally:
                 driver.quit()
