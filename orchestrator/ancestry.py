@@ -32,6 +32,7 @@ from ..lineage.runroot import agent_source, list_agents
 from ..lineage.tree import _first_started
 from ..session.errors import Refusal
 from ..session.records import SessionStarted
+from .caps import Caps
 from .costs import agent_cost
 from .policy import PolicyError, ToolPolicy, combine, policy_from_record
 
@@ -39,7 +40,10 @@ if TYPE_CHECKING:
     from .roles.book import RoleBook
     from .settings import Settings
 
-__all__ = ["RecordedBudget", "recorded_budgets", "recorded_policy"]
+__all__ = ["CAP", "RecordedBudget", "recorded_budgets", "recorded_policy"]
+
+#: ``RecordedBudget.role`` for the caps a parent gave an ancestor (``agents_start``)
+CAP = "\0cap"
 
 
 def recorded_policy(root: Path, started: SessionStarted | None,
@@ -111,6 +115,9 @@ def recorded_budgets(root: Path, started: SessionStarted | None, book: "RoleBook
         role = book.get(a.role) if book is not None and a.role else None
         if role is not None and (role.budget_tokens is not None or role.budget_usd is not None):
             wanted.append((a.agent, a.role, role.budget_tokens, role.budget_usd))
+        caps = Caps.from_record(a.budget)  # the caps its parent gave it (docs/orchestrator.md)
+        if caps.tokens is not None or caps.usd is not None:
+            wanted.append((a.agent, CAP, caps.tokens, caps.usd))
     if chain and (settings.task_budget_tokens is not None or settings.task_budget_usd is not None):
         wanted.append((chain[-1].agent, None, settings.task_budget_tokens,
                        settings.task_budget_usd))

@@ -27,13 +27,14 @@ import trio
 from ..lineage.runroot import now_iso
 from ..session.records import ApprovalDecided, ApprovalRequested, ToolUse
 from ..errors import UserError
+from .delegation import ask_note
 
 if TYPE_CHECKING:
     from .node import AgentNode
     from .policy import Verdict
 
 __all__ = ["AlreadyDecided", "Approvals", "BadDecision", "Decision", "PendingApproval",
-           "UnknownApproval", "reject_every_ask"]
+           "UnknownApproval", "address", "reject_every_ask"]
 
 log = structlog.get_logger("mnemon.approvals")
 
@@ -68,13 +69,16 @@ class Decision:
 class PendingApproval:
     """One request this process's agents wait on now."""
 
-    __slots__ = ("node", "request", "event", "decided")
+    __slots__ = ("node", "request", "event", "decided", "to")
 
     def __init__(self, node: "AgentNode", request: ApprovalRequested):
         self.node = node
         self.request = request
         self.event = trio.Event()
         self.decided: ApprovalDecided | None = None
+        # the agent that decides it now (``ask_parent``: the parent, or an ancestor it climbed
+        # to); None: a person (a person may decide any request, this one included)
+        self.to: str | None = None
 
     agent = property(lambda self: self.node.id)
     call_id = property(lambda self: self.request.call_id)
@@ -85,9 +89,12 @@ class PendingApproval:
     requested_at = property(lambda self: self.request.at)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"agent": self.agent, "call_id": self.call_id, "tool": self.tool,
-                "input": self.input, "reason": self.reason, "rule": self.rule,
-                "requested_at": self.requested_at}
+        out = {"agent": self.agent, "call_id": self.call_id, "tool": self.tool,
+               "input": self.input, "reason": self.reason, "rule": self.rule,
+               "requested_at": self.requested_at}
+        if self.to is not None:
+            out["to"] = self.to
+        return out
 
 
 class Approvals:
@@ -110,6 +117,10 @@ class Approvals:
         self.approved = 0
         self.rejected = 0
         self.denied = 0
+
+    def waiting(self, agent: str, call_id: str) -> PendingApproval | None:
+        """The request of ``agent`` on ``call_id`` waiting now, or None."""
+        return self._pending.get((agent, call_id))
 
     def pending(self) -> list[PendingApproval]:
         """The requests waiting now, oldest first."""
@@ -173,10 +184,17 @@ class Approvals:
         return rec
 
     async def wait_for(self, node: "AgentNode", call: ToolUse, verdict: "Verdict | None",
-                       timeout_s: float | None) -> ApprovalDecided:
+                       timeout_s: float | None, *, to_parent: bool = False) -> ApprovalDecided:
         """Ask about ``call`` (recorded now, unless its agent's log holds the request already:
         a resumed agent) and wait for the decision; one not made within ``timeout_s`` is
         recorded as a rejection (``by: timeout``).
+
+        ``to_parent`` (the policy said ``ask_parent``; recorded as ``to: "parent"``, so a
+        resumed agent asks again where it asked): the agent's parent decides — told by a note
+        its next request carries (``address``) — unless it has none running here, or is blocked
+        waiting on its children in a tool it cannot leave (a synod, an ``ask_<role>``): then a
+        person does, as for ``ask``. The decider (``mnemon ask``'s on_ask, a Python callback)
+        answers only what a person would be asked.
 
         Cancellation: the request stays pending in the log; whoever resumes the agent sees it.
         """
@@ -184,11 +202,12 @@ class Approvals:
         if entry is None:
             req = ApprovalRequested(call_id=call.id, tool=call.name, input=call.input,
                                     rule=verdict.rule if verdict else None,
-                                    reason=verdict.reason if verdict else None, at=now_iso())
+                                    reason=verdict.reason if verdict else None, at=now_iso(),
+                                    to="parent" if to_parent else None)
             node.log.append(req)
             self.asked += 1
             log.info("approval requested", call_id=call.id, tool=call.name,
-                     rule=req.rule)
+                     rule=req.rule, to=req.to)
         else:
             req, done = entry
             if done is not None:
@@ -196,8 +215,10 @@ class Approvals:
         key = (node.id, call.id)
         p = self._pending[key] = PendingApproval(node, req)
         try:
+            if req.to == "parent":
+                address(p, node.parent)
             self._tell("requested", p)
-            if self.decider is not None:
+            if self.decider is not None and p.to is None:
                 await self._ask_decider(p)
             if p.decided is None:
                 with trio.move_on_after(timeout_s if timeout_s is not None else math.inf):
@@ -210,6 +231,16 @@ class Approvals:
         finally:
             if self._pending.get(key) is p:
                 del self._pending[key]
+
+    async def escalate(self, p: PendingApproval) -> None:
+        """Send a request its deciding agent may not decide to a person (``approvals_decide``
+        by an agent whose own policy would not let it make the call): the people's listeners
+        are told again, and the decider asked."""
+        p.to = None
+        log.info("approval escalated to a person", agent=p.agent, call_id=p.call_id)
+        self._tell("requested", p)
+        if self.decider is not None and p.decided is None:
+            await self._ask_decider(p)
 
     async def _ask_decider(self, p: PendingApproval) -> None:
         out = self.decider(p)  # type: ignore[misc]
@@ -224,6 +255,20 @@ class Approvals:
                               f"{out!r}")
         self.decide(p.agent, p.call_id, out.decision, reason=out.reason, input=out.input,
                     by=out.by or "callback")
+
+
+def address(p: PendingApproval, to: "AgentNode | None") -> None:
+    """Address a request to the agent ``to`` (an ``ask_parent``, or one climbing): it decides
+    with ``approvals_decide``, told by a note its next request carries, its ``agents_wait``
+    woken. With no such agent running here, or one blocked in a tool waiting on its children,
+    the request goes to a person (``p.to`` None)."""
+    if to is None or to.state != "running" or to.log is None or to.blocked_in is not None:
+        p.to = None
+        return
+    p.to = to.id
+    ask_note(to, p)
+    if to.attention is not None:
+        to.attention.set()
 
 
 def reject_every_ask(reason: str) -> Callable[[PendingApproval], Decision]:

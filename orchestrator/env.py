@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .approvals import Approvals
 from .node import settings_of
 from .settings import Settings
-from .tools.gate import Gated, effective_policy
+from .tools.gate import Gated, decide_as, effective_policy
 from .tools.table import ToolTable
 
 if TYPE_CHECKING:
@@ -147,3 +147,8 @@ class AgentEnv:
     def on_edit(self, node: "AgentNode", kind: str, history_before: int) -> None:
         if self.edit_hook is not None:
             self.edit_hook(node, kind, history_before)
+
+    async def decide_as(self, by: "AgentNode", agent: str, call_id: str, decision: str,
+                        reason: str | None) -> dict[str, Any]:
+        """An agent's decision on a call below it that waits for it (``gate.decide_as``)."""
+        return await decide_as(self, by, agent, call_id, decision, reason)

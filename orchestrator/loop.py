@@ -38,6 +38,8 @@ from ..session.records import (
     compact,
 )
 from ..session.render import render, rendered_bytes
+from .caps import status as caps_status
+from .delegation import note
 from .servers import own_servers
 from .tools.definitions import tool_defs
 from .tools.gate import resume_approvals
@@ -123,6 +125,8 @@ async def run_agent(env: "AgentEnv", node: "AgentNode",
         node.reason = reason
         node.state = state_of(reason)
         node.done.set()
+        if reason in ("budget", "max_turns") and node.parent is not None:
+            told_parent(node, reason)
         if not reported:
             task_status.started()
         log.info("agent ended", reason=reason, turns=node.turns_taken,
@@ -161,8 +165,9 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
         if answer is not None:
             node.answer = answer or node.answer
             return "done"
+    max_turns = s.max_turns if node.cap_turns is None else min(s.max_turns, node.cap_turns)
     while True:
-        if node.turns_taken >= s.max_turns:
+        if node.turns_taken >= max_turns:
             return "max_turns"
         if (why := spend.over_budget(node)) is not None:
             log.info("budget stop", why=why)
@@ -174,6 +179,7 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
         except AgentDone:
             return "done"
         table = env.table_for(node)  # the agent's tools, once for the whole turn
+        seen = node.steered  # steering written into it from outside, up to this request
         request = policy.shape_request(env, node, build_request(env, node, table))
         tid = ctx.next_id()
         alog.append(TurnStarted(turn=tid, at=now_iso()))
@@ -207,9 +213,12 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
                 return end
             if not calls:
                 continue  # the answer did not fit: the model is told why and tries again
+        node.steered_seen = seen
         if not calls:
             if await policy.on_idle(env, node):
                 continue  # more work for the same agent (the next recorded prompt, in replay)
+            if node.steered > seen:  # a message came while it answered: it reads it first
+                continue
             return "done"
         await run_calls(env, node, calls, table, stop_reason=response.stop_reason)
         ws = node.workspace
@@ -394,6 +403,34 @@ async def reconcile_workspace(node: "AgentNode") -> None:
                     aside=aside, restored=ws.recorded)
 
 
+async def _in_tool(node: "AgentNode", table: Any, call: ToolUse) -> ToolResult:
+    """One call, with the agent marked as in it meanwhile (``agents_status``'s ``in_tools``)."""
+    tools = node.in_tools
+    if tools is None:
+        tools = node.in_tools = {}
+    tools[call.id] = call.name
+    try:
+        return await table.call(call)
+    finally:
+        tools.pop(call.id, None)
+
+
+def told_parent(node: "AgentNode", reason: str) -> None:
+    """A child that reached a cap tells its parent, by a note the parent's next request
+    carries (docs/orchestrator.md, "Delegation"): which cap, and what it spent."""
+    b = caps_status(node) or {}
+    if reason == "budget":
+        spent = ", ".join(x for x in (
+            f"${b['spent_usd']:.4f} of ${b['usd']:.4f}" if "usd" in b else "",
+            f"{b['spent_tokens']} of {b['tokens']} tokens" if "tokens" in b else "") if x)
+        what = f"its budget ({spent})" if spent else "a budget above it"
+    else:
+        what = f"its {node.turns_taken} turns"
+    last = f"; its last text: {node.answer[:200]}" if node.answer else ""
+    note(node.parent, f"[child ended] your child {node.id} ended {reason}: it used {what}"
+                      f"{last}. Read its transcript with transcript_read(agent=\"{node.id}\").")
+
+
 async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
                     table: Any = None, *, stop_reason: str | None = None) -> None:
     """Run one response's tool calls and record every result in call order in one
@@ -418,19 +455,19 @@ async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],
 
     if len(calls) == 1:  # nothing to run beside it: no nursery to open and close
         call = calls[0]
-        results[0] = refused(call, table.mode(call)) or await table.call(call)
+        results[0] = refused(call, table.mode(call)) or await _in_tool(node, table, call)
         node.log.append(ToolResults(results=[r for r in results if r is not None]))
         return
 
     async def one(i: int, call: ToolUse) -> None:
-        results[i] = await table.call(call)
+        results[i] = await _in_tool(node, table, call)
 
     async def one_serial(i: int, call: ToolUse, after: trio.Event | None,
                          done: trio.Event) -> None:
         try:
             if after is not None:
                 await after.wait()
-            results[i] = await table.call(call)
+            results[i] = await _in_tool(node, table, call)
         finally:
             done.set()
 

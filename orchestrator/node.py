@@ -99,6 +99,29 @@ class AgentNode:
     requests: int = 0
     # its workspace (``workspace.handle.Workspace``; docs/workspace.md), or None: no file tools
     workspace: Any = None
+    # the caps its parent gave it (``agents_start {budget_usd, budget_tokens, max_turns}``;
+    # ``caps``): dollars and tokens for it with its descendants, turns its own; None: no cap
+    cap_usd: float | None = None
+    cap_tokens: int | None = None
+    cap_turns: int | None = None
+    # what its descendants that ended before it was reopened spent: (tokens, usd), counted
+    # against its caps (``spend.tree_spend``)
+    spent_before: tuple[int, float] = (0, 0.0)
+    # the tool calls it is in now, call id → tool name (``agents_status``; set by the loop)
+    in_tools: dict[str, str] | None = None
+    # messages steered into it (``agents_send``, ``/steer``), and every steering record written
+    # into it from outside its loop (messages and harness notes) with the count its last
+    # request had seen: a turn that would end it with one unseen goes on (``loop``)
+    messages: int = 0
+    steered: int = 0
+    steered_seen: int = 0
+    # when its log was last written before it was reopened (a resume's note about children)
+    resumed_from: float = 0.0
+    # set when an approval is addressed to it (``ask_parent``): wakes its ``agents_wait``
+    attention: Any = None
+    # the tool it is blocked in while children it cannot decide for run (a synod, an
+    # ``ask_<role>``): an ``ask_parent`` of theirs then goes to a person, not to it
+    blocked_in: str | None = None
 
     def on_edit(self, kind: str, history_before: int) -> None:
         self.edit_hook(self, kind, history_before)
@@ -136,6 +159,8 @@ class AgentNode:
         kind = self.kind if self.kind != "root" else "root"
         out = {"agent": self.id, "kind": kind, "state": self.state, "answer": self.answer,
                "cost_usd": round(self.cost_usd, 6)}
+        if self.reason is not None and self.reason != "done":
+            out["reason"] = self.reason
         if self.output_type is not None:
             out["output"] = self.output
         return out

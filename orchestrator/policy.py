@@ -3,12 +3,12 @@
 A policy is an ordered list of rules and a default; the first rule that matches a call decides
 (docs/policy.md)::
 
-    default = "allow"                 # allow | deny | ask, for calls no rule matches
+    default = "allow"                 # allow | deny | ask | ask_parent, for calls no rule matches
     ask_timeout = 600                 # optional: seconds an ask waits before it is a rejection
     [[rule]]
     tool = "fs__write_*"              # a glob over tool names (built-in, user, MCP "<server>__<tool>")
     when = { path = "^/etc/" }        # optional: a regex per top-level argument, all must match
-    action = "deny"                   # allow | deny | ask
+    action = "deny"                   # allow | deny | ask | ask_parent
     reason = "no writes under /etc"   # shown to the model (deny) or to the person (ask)
 
 Pure: no I/O but ``load_policy`` reading its one file. A policy is judged whole before anything
@@ -38,8 +38,10 @@ from ..errors import ConfigError
 __all__ = ["ACTIONS", "PolicyError", "Rule", "ToolPolicy", "Verdict", "combine", "load_policy",
            "parse_policy", "policy_from_record", "policy_record", "strictest"]
 
-ACTIONS = ("allow", "ask", "deny")
-_RANK = {"allow": 0, "ask": 1, "deny": 2}
+ACTIONS = ("allow", "ask", "deny", "ask_parent")
+# ``ask_parent`` (the agent's parent decides; a root's is an ``ask``) is stricter than allow and
+# laxer than ask: a person outranks an agent (decision 0443)
+_RANK = {"allow": 0, "ask_parent": 1, "ask": 2, "deny": 3}
 
 # PATTERN_MAX_CHARS, PROBE_TIMEOUT_S, MATCH_TIMEOUT_S: the bounds of ``session.runaway``
 _RULE_KEYS = {"tool", "when", "action", "reason"}
@@ -241,7 +243,8 @@ def parse_policy(data: Any, source: str) -> ToolPolicy:
                           "ask_timeout, rule)")
     default = data.get("default", "allow")
     if default not in ACTIONS:
-        raise PolicyError(f"policy {source}: default must be allow, deny or ask, not {default!r}")
+        raise PolicyError(f"policy {source}: default must be allow, deny, ask or ask_parent, "
+                          f"not {default!r}")
     timeout = data.get("ask_timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):
@@ -268,7 +271,8 @@ def _rule(r: Any, source: str, n: int) -> Rule:
                           "\"fs__write_*\"")
     action = r.get("action")
     if action not in ACTIONS:
-        raise PolicyError(f"policy {name}: action must be allow, deny or ask, not {action!r}")
+        raise PolicyError(f"policy {name}: action must be allow, deny, ask or ask_parent, "
+                          f"not {action!r}")
     reason = r.get("reason")
     if reason is not None and not isinstance(reason, str):
         raise PolicyError(f"policy {name}: reason must be a string")

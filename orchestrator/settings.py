@@ -30,6 +30,11 @@ class Settings(Struct, kw_only=True, frozen=True):
     budget_usd: float | None = None
     task_budget_tokens: int | None = None  # per root agent and its descendants (a job's task)
     task_budget_usd: float | None = None
+    # the caps a child gets when its parent gives none (docs/orchestrator.md, "Delegation"; a
+    # job's or role's ``[agent] child_budget_usd``): lowered to what the parent has left
+    child_budget_usd: float | None = None
+    child_budget_tokens: int | None = None
+    child_max_turns: int | None = None
     grep_timeout_s: float = GREP_TIMEOUT_S
     mark_cap_bytes: int = 4096  # the longest replacement a mark may carry
     sweep_horizon: float = 10.0  # sweep when the payback (requests) is at most this (0205)

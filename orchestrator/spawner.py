@@ -25,12 +25,13 @@ if TYPE_CHECKING:
 class Spawner(Protocol):
     def new_child(self, parent: "AgentNode", task: str, kind: str,
                   agent_id: str | None = None, *, output: Any = None,
-                  role: str | None = None) -> "AgentNode":
+                  role: str | None = None, caps: Any = None) -> "AgentNode":
         """Fork a child of ``parent`` on ``task`` (``mnemon``: it inherits the parent's table;
         ``fresh``: an empty context), within the run's limits, or refuse (``Refusal``);
         ``output``: the child's output type (``providers.typed.OutputType``), if typed;
         ``role``: the named role it is an agent of (docs/roles.md; default: its parent's),
-        refused unless the parent's role may start it."""
+        refused unless the parent's role may start it; ``caps``: what the parent gives it
+        (``caps.Caps``; never more than it has left)."""
         ...
 
     def start(self, node: "AgentNode", nursery: "trio.Nursery | None" = None) -> None:
@@ -39,7 +40,7 @@ class Spawner(Protocol):
 
     async def synod(self, parent: "AgentNode", question: str, *, n: int,
                     reduce: str = "vote", stances: list[str] | None = None,
-                    output: Any = None) -> "SynodResult":
+                    output: Any = None, caps: Any = None) -> "SynodResult":
         """Fork ``n`` mnemon children of ``parent`` on ``question`` at once, run them, wait
         for all and reduce their answers (``synod.run_synod``)."""
         ...

@@ -14,16 +14,12 @@ from typing import TYPE_CHECKING
 
 from ..session.records import Usage
 
+from .caps import tokens, tree_spend
 from .node import settings_of
 from .settings import Settings
 
 if TYPE_CHECKING:
     from .node import AgentNode
-
-
-def tokens(u: Usage) -> int:
-    """All the tokens of a usage: input, output, cache reads and cache writes."""
-    return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
 
 
 def _over(used: int, usd: float, budget_tokens: int | None, budget_usd: float | None,
@@ -38,12 +34,21 @@ def _over(used: int, usd: float, budget_tokens: int | None, budget_usd: float | 
 
 def role_over_budget(node: "AgentNode") -> str | None:
     """A role's budget (docs/roles.md): each agent of a role with a budget, with all its
-    descendants, spends at most that; checked for the agent and every ancestor that has one."""
+    descendants, spends at most that; checked for the agent and every ancestor that has one.
+    The same for the caps a parent gave a child (``agents_start {budget_usd, budget_tokens}``;
+    docs/orchestrator.md, "Delegation"): a capped agent's tree stops at its cap, and so does
+    every tree below it — a child never spends past what any ancestor was given."""
     n: AgentNode | None = node
     while n is not None:
+        if n.cap_tokens is not None or n.cap_usd is not None:
+            used, usd = tree_spend(n)
+            why = _over(used, usd, n.cap_tokens, n.cap_usd, f"{n.id}'s", n.id)
+            if why is not None:
+                return why
         for b in n.lineage_budgets:  # an ancestor's not live here (``ancestry.recorded_budgets``)
             tree = [n, *n.descendants().values()]
-            whose = f"the {b.role} role's" if b.role is not None else "the task's"
+            whose = (f"{b.agent}'s" if b.role == "\0cap" else  # ``ancestry.CAP``
+                     f"the {b.role} role's" if b.role is not None else "the task's")
             why = _over(b.tokens_before + sum(tokens(a.usage) for a in tree),
                         b.usd_before + sum(a.cost_usd for a in tree),
                         b.budget_tokens, b.budget_usd, whose, b.agent)

@@ -44,7 +44,11 @@ from .roles.load import as_roles
 from .servers import open_servers
 from .sandbox.spec import SandboxSettings, narrowed
 from .settings import Settings
+from .caps import Caps, grant
+from .delegation import note, send
+from .delegation import status as status_of
 from .spend import Spend
+from .spend import tokens as spent_tokens
 from .synod import SynodResult, run_synod
 from .tools.definitions import tool_defs
 from .typed.load import as_output_type
@@ -303,7 +307,8 @@ class Supervisor:
     def new_child(self, parent: AgentNode, task: str, kind: str,
                   agent_id: str | None = None, *,
                   mcp_servers: "tuple[McpServerSpec, ...]" = (),
-                  output: Any = None, role: str | None = None) -> AgentNode:
+                  output: Any = None, role: str | None = None,
+                  caps: Caps | None = None) -> AgentNode:
         """Fork a child of ``parent`` (``mnemon``: it inherits the parent's table; ``fresh``:
         an empty context). Either kind is offered every tool its parent is, the parent's own
         MCP servers' included (they outlive it). A fresh child may be given ``mcp_servers``
@@ -315,6 +320,10 @@ class Supervisor:
         ``role``: a named role (docs/roles.md) the parent's role may start — refused naming the
         ones it may; the child runs as the role says (a fresh one with its own system prompt,
         model, provider and tools). Without one, a child is of its parent's role.
+
+        ``caps``: what the parent gives it to spend and how many turns (``caps.grant``: never
+        more than the parent has left — refused naming what is left; the run's
+        ``child_budget_*`` fill the ones not given), recorded in its ``SessionStarted.budget``.
         """
         from ..lineage.fork import fork
 
@@ -330,8 +339,14 @@ class Supervisor:
             book.check_start(parent, role, parent.depth + 1)
         elif role is not None:
             raise Refusal("this run has no roles; start a child without one")
+        ps = self.settings_for(parent)
+        given = grant(parent, caps or Caps(), Caps(ps.child_budget_usd, ps.child_budget_tokens,
+                                                  ps.child_max_turns), ps,
+                      (spent_tokens(self.env.spend.usage), self.env.spend.cost_usd),
+                      parent.cap_turns if parent.cap_turns is not None else ps.max_turns)
         aid = agent_id or self.mint_agent_id()
         node = AgentNode(aid, None, kind=kind, depth=parent.depth + 1, parent=parent)
+        node.cap_usd, node.cap_tokens, node.cap_turns = given.usd, given.tokens, given.turns
         node.settings = parent.settings
         node.role = parent.role
         if role is not None:
@@ -366,6 +381,8 @@ class Supervisor:
             extra["sandbox"] = sandbox_record(node.settings or self.settings, node)
             if typed is not None:
                 extra["output_type"] = typed.as_record()
+            if given:
+                extra["budget"] = given.record()
             alog = fork(self.root, parent.log, aid, kind=kind,  # type: ignore[arg-type]
                         task=task, depth=parent.depth + 1, tokens_per_byte=tpb,
                         fsync=self.settings.fsync, **extra)
@@ -415,6 +432,10 @@ class Supervisor:
         ``agent_mcp_servers``; a child's, none — configuration with commands and secrets is
         never recorded, so the caller supplies it again)."""
         src = agent_source(agent_id)
+        try:  # when it was last written before now (``resume_run``'s note to it)
+            was = (self.root / src).stat().st_mtime
+        except OSError:
+            was = 0.0
         alog, _torn = AgentLog.resume(self.root / src, src, loader=self.loader,
                                       fsync=self.settings.fsync)  # type: ignore[arg-type]
         st = alog.ctx.started
@@ -424,6 +445,10 @@ class Supervisor:
         node.edit_hook = self.env.on_edit
         node.tokens_per_byte = st.tokens_per_byte if st else None
         node.resumed = True
+        node.resumed_from = was
+        if st is not None and st.budget is not None:  # its caps, from its log (0441)
+            c = Caps.from_record(st.budget)
+            node.cap_usd, node.cap_tokens, node.cap_turns = c.usd, c.tokens, c.turns
         if st is not None and st.output_type is not None:  # a typed agent stays typed
             node.output_type = OutputType.from_record(st.output_type)
         node.mcp_servers = tuple(
@@ -459,10 +484,14 @@ class Supervisor:
         s = self.settings
         if parent is None:  # its ancestors' budgets, read from the logs (decision 0305)
             node.lineage_budgets = recorded_budgets(self.root, st, book, s)
+        capped = any(n.cap_usd is not None or n.cap_tokens is not None
+                     for n in _up(node))
         if spend or (spend is None and (any(b is not None for b in (
                 s.budget_tokens, s.budget_usd, s.task_budget_tokens, s.task_budget_usd,
-                node.budget_tokens, node.budget_usd)) or node.lineage_budgets)):
+                node.budget_tokens, node.budget_usd)) or node.lineage_budgets or capped)):
             _restore_spend(self, node)
+        if node.cap_usd is not None or node.cap_tokens is not None:
+            node.spent_before = _ended_below(self, node)
         if parent is not None:
             parent.children[agent_id] = node
         self.agents[agent_id] = self._live[agent_id] = node
@@ -497,17 +526,33 @@ class Supervisor:
         for aid in sorted(opening, key=lambda a: (len(a), a)):
             visit(aid)
         roots: list[AgentNode] = []
+        found: dict[str, list[str]] = {}  # parent → what its resume found of its children
         for aid in order:
             st = opening[aid]
             parent_id = st.parent if st is not None else None
             parent = self.agents.get(parent_id) if parent_id else None
             if parent_id and parent is None:
                 continue  # its parent ended: nothing outlives its parent
-            if _has_ended(self.root / agent_source(aid)):
+            path = self.root / agent_source(aid)
+            ended = _has_ended(path)
+            if ended:
+                if parent is not None and _after(path, parent):
+                    found.setdefault(parent.id, []).append(f"{aid} ended {ended}")
                 continue
-            node = self.resume_agent(aid, parent=parent)
             if parent is None:
-                roots.append(node)
+                roots.append(self.resume_agent(aid))
+                continue
+            try:
+                self.resume_agent(aid, parent=parent)
+            except Exception as e:  # a child that cannot be reopened: its parent is told
+                log.warning("child not resumed", agent=aid, error=str(e))
+                found.setdefault(parent.id, []).append(
+                    f"{aid} could not be resumed ({type(e).__name__}: {e})")
+            else:
+                found.setdefault(parent.id, []).append(f"{aid} was resumed and goes on")
+        for pid, lines in found.items():  # told at its next request (docs/orchestrator.md)
+            note(self.agents.get(pid), "[resumed] the run stopped and was resumed; your "
+                 "children: " + "; ".join(lines) + ". agents_status shows them now.")
         return roots
 
     # ------------------------------------------------------------------ running
@@ -548,18 +593,19 @@ class Supervisor:
 
     async def synod(self, parent: AgentNode, question: str, *, n: int, reduce: str = "vote",
                     stances: list[str] | None = None, output: Any = None,
-                    apply: str | None = None) -> SynodResult:
+                    apply: str | None = None, caps: Caps | None = None) -> SynodResult:
         """Fork ``n`` mnemon children of ``parent`` at one turn boundary, each given
         ``question`` (and its stance, if any), run them and wait for all; returns a
         ``synod.SynodResult`` (the vote, or every answer for a merge). With ``output`` (an
         output type) every child answers in it and a vote is taken field by field. With
         ``apply="winner"`` the winning member's file changes are merged into ``parent``'s
-        workspace (docs/workspace.md, "Synods over changes").
+        workspace (docs/workspace.md, "Synods over changes"). ``caps``: each member's
+        (``caps.Caps``; all ``n`` set aside from what ``parent`` has left, or refused).
 
         Cancellation: cancelling the caller cancels the children.
         """
         return await run_synod(self.env, parent, question, n=n, reduce=reduce, stances=stances,
-                               output=as_output_type(output), apply=apply)
+                               output=as_output_type(output), apply=apply, caps=caps)
 
     # ------------------------------------------------------------------ live operations
 
@@ -584,6 +630,18 @@ class Supervisor:
             if rec is not None:
                 node.log.append(rec)
 
+    def steer(self, agent_id: str, text: str, *, by: str = "user") -> dict[str, Any]:
+        """A message to a running agent (chat's ``/steer``, ``POST /v1/agents/{id}/steer``):
+        its next request carries it (``delegation.send``); refused naming the state."""
+        node = self.agents.get(agent_id)
+        if node is None:
+            raise Refusal(f"there is no agent {agent_id!r} running in this process")
+        return send(node, text, by=by)
+
+    def status(self, agent_id: str) -> dict[str, Any]:
+        """An agent as ``agents_status`` shows it (``delegation.status``)."""
+        return status_of(self.agents[agent_id], self.env.approvals)
+
     def cancel(self, agent_id: str) -> None:
         self.agents[agent_id].scope.cancel()
 
@@ -602,6 +660,38 @@ def sandbox_record(settings: Settings, node: AgentNode) -> dict[str, Any] | None
     if node.workspace is None:
         return None
     return msgspec.to_builtins(settings.sandbox or SandboxSettings())
+
+
+def _up(node: AgentNode | None):
+    while node is not None:
+        yield node
+        node = node.parent
+
+
+def _ended_below(sup: Supervisor, node: AgentNode) -> tuple[int, float]:
+    """What the descendants of a reopened capped agent that have ended spent, read from their
+    logs: counted against its cap beside the live ones (those are reopened and count their
+    own)."""
+    from ..lineage.tree import _first_started
+    from .costs import agent_cost
+
+    kids: dict[str, list[str]] = {}
+    for aid in list_agents(sup.root):
+        opening = _first_started(sup.root / agent_source(aid))
+        if opening is not None and opening.parent:
+            kids.setdefault(opening.parent, []).append(aid)
+    s = sup.settings_for(node)
+    used, usd, todo = 0, 0.0, list(kids.get(node.id, ()))
+    while todo:
+        aid = todo.pop()
+        todo.extend(kids.get(aid, ()))
+        path = sup.root / agent_source(aid)
+        if not _has_ended(path):
+            continue
+        c = agent_cost(path, aid, price_as=s.price_model or s.model, ttl=s.cache_ttl)
+        used += c.input_tokens + c.output_tokens + c.cache_read_tokens + c.cache_write_tokens
+        usd += c.cost_usd
+    return used, usd
 
 
 def _restore_spend(sup: Supervisor, node: AgentNode) -> None:
@@ -673,22 +763,33 @@ def _answered(path: Path) -> int:
     return n
 
 
-def _has_ended(path: Path) -> bool:
-    """Whether a log's last ``SessionEnded`` is not followed by a ``SessionResumed`` (an ended
-    agent given a new prompt reopens): a raw scan, decoding only the lines that name them. A
-    line among them that is not a record is refused naming it (``LogRefused``)."""
+def _after(child: Path, parent: AgentNode) -> bool:
+    """Whether a child's log was last written after its parent's was, before the parent was
+    reopened (its ``SessionResumed`` is the parent's last record now): the child ended while
+    the parent was down, so the parent has not heard of it."""
+    try:
+        return child.stat().st_mtime >= parent.resumed_from
+    except OSError:
+        return False
+
+
+def _has_ended(path: Path) -> str | None:
+    """Why a log ended, when its last ``SessionEnded`` is not followed by a ``SessionResumed``
+    (an ended agent given a new prompt reopens), else None: a raw scan, decoding only the
+    lines that name them. A line among them that is not a record is refused naming it
+    (``LogRefused``)."""
     from ..session.errors import LogRefused
     from ..session.log import iter_lines
     from ..session.records import DECODE_ERRORS, SessionEnded, SessionResumed, decode
 
-    ended = False
+    ended: str | None = None
     for n, (off, line) in enumerate(iter_lines(path), 1):
         head = bytes(line[:32])  # the writer puts the tag first; a memoryview has no substring test
         try:
-            if b"SessionEnded" in head and isinstance(decode(line), SessionEnded):
-                ended = True
+            if b"SessionEnded" in head and isinstance(rec := decode(line), SessionEnded):
+                ended = rec.reason or "?"
             elif ended and b"SessionResumed" in head and isinstance(decode(line), SessionResumed):
-                ended = False
+                ended = None
         except DECODE_ERRORS as e:
             raise LogRefused(str(path), n, f"not a record: {e}", off) from None
     return ended

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from msgspec import Struct
 
+from .caps import Caps, grant, tokens
 from ..errors import UserError
 from ..session.errors import Refusal
 
@@ -146,14 +147,22 @@ def check(question: str, n: int, reduce: str, stances: list[str] | None) -> None
 
 def fork_synod(env: "AgentEnv", parent: "AgentNode", question: str, *, n: int,
                stances: list[str] | None = None,
-               ids: list[str] | None = None, output: Any = None) -> list["AgentNode"]:
+               ids: list[str] | None = None, output: Any = None,
+               caps: Caps | None = None) -> list["AgentNode"]:
     """Fork the ``n`` children at once (synchronous: nothing appends to the parent between the
     forks, so every link is the same table). Stances are dealt in order; children past the
     last stance get the bare question. ``ids`` names them (default: minted). ``output``: the
     children's output type (``providers.typed.OutputType``), if typed."""
     stances = stances or []
     new_child = env.spawner.new_child
-    kw = {"output": output} if output is not None else {}
+    kw: dict[str, Any] = {"output": output} if output is not None else {}
+    if caps:  # each member's caps, all n set aside at once: refused whole, or given to all
+        s = env.settings_for(parent)
+        grant(parent, Caps(caps.usd * n if caps.usd is not None else None,
+                           caps.tokens * n if caps.tokens is not None else None, caps.turns),
+              Caps(), s, (tokens(env.spend.usage), env.spend.cost_usd),
+              parent.cap_turns if parent.cap_turns is not None else s.max_turns)
+        kw["caps"] = caps
     return [new_child(parent, child_task(question, stances[i] if i < len(stances) else None),
                           "mnemon", agent_id=ids[i] if ids else None, **kw) for i in range(n)]
 
@@ -169,8 +178,12 @@ async def wait_synod(env: "AgentEnv", parent: "AgentNode", children: list["Agent
     if parent.nursery is not None and parent.state == "running" and parent.started:
         for c in idle:
             start(c, parent.nursery)
-        for c in children:
-            await c.done.wait()
+        before, parent.blocked_in = parent.blocked_in, "agents_synod"
+        try:  # its members' ask_parent goes to a person: it cannot decide while it waits
+            for c in children:
+                await c.done.wait()
+        finally:
+            parent.blocked_in = before
     else:
         async with serving(env, parent) if idle else nullcontext():
             async with trio.open_nursery() as nursery:
@@ -189,11 +202,14 @@ async def wait_synod(env: "AgentEnv", parent: "AgentNode", children: list["Agent
 
 async def run_synod(env: "AgentEnv", parent: "AgentNode", question: str, *, n: int,
                     reduce: str = "vote", stances: list[str] | None = None,
-                    output: Any = None, apply: str | None = None) -> SynodResult:
+                    output: Any = None, apply: str | None = None,
+                    caps: Caps | None = None) -> SynodResult:
     """Fork, run, wait, reduce (``Supervisor.synod`` and the ``agents_synod`` tool); with
     ``output`` (an ``OutputType``) the children answer typed and a vote is field by field.
     ``apply="winner"``: each member worked in its own workspace; the change of the first
     member that gave the winning answer is merged into the parent's (``apply_winner``).
+
+    ``caps``: each member's (``caps.Caps``), set aside from what the parent has left.
 
     Cancellation: cancelling the caller cancels the children it started.
     """
@@ -202,7 +218,8 @@ async def run_synod(env: "AgentEnv", parent: "AgentNode", question: str, *, n: i
         raise Refusal(f"apply is 'winner' or nothing, not {apply!r}")
     if apply is not None and (reduce != "vote" or parent.workspace is None):
         raise Refusal("apply='winner' needs a vote and a parent with a workspace")
-    children = fork_synod(env, parent, question, n=n, stances=stances, output=output)
+    children = fork_synod(env, parent, question, n=n, stances=stances, output=output,
+                          caps=caps)
     result = await wait_synod(env, parent, children, reduce)
     if apply == "winner":
         await apply_winner(parent, children, result)

@@ -152,7 +152,9 @@ class ToolResults(_R, frozen=True):
 
 class Steering(_R, frozen=True):
     text: str
-    by: Literal["harness", "user"] | None = None
+    # who steers: the harness (nudges, reminders, notes about children), a person (``user``:
+    # chat's ``/steer``, ``POST /v1/agents/{id}/steer``) or the agent's parent (``agents_send``)
+    by: Literal["harness", "user", "parent"] | None = None
 
 
 class Inherited(_R, frozen=True):
@@ -224,6 +226,10 @@ class SessionStarted(_R, frozen=True):
     # the sandbox its shell runs under (docs/sandbox.md), for an agent with a workspace: what a
     # reopened agent may not exceed, and what every surface shows (``kind = "none"`` above all)
     sandbox: dict[str, Any] | None = None
+    # the caps its parent gave it (docs/orchestrator.md, "Delegation"): ``{"usd", "tokens",
+    # "max_turns"}``, each optional — dollars and tokens for it and its descendants, turns its
+    # own; what any process that reopens it holds it to
+    budget: dict[str, Any] | None = None
 
 
 class SessionResumed(_R, frozen=True):
@@ -291,6 +297,9 @@ class ApprovalRequested(_R, frozen=True):
     rule: str | None = None
     reason: str | None = None
     at: str | None = None
+    # ``"parent"``: the policy said ``ask_parent`` — the agent's parent decides (with
+    # ``approvals_decide``), a person where the parent may not make the call itself
+    to: Literal["parent"] | None = None
 
 
 class ApprovalDecided(_R, frozen=True):

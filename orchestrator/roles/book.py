@@ -31,6 +31,7 @@ from ..policy import combine
 from ..sandbox.spec import SandboxSettings, narrowed
 from ..settings import Settings
 from ..tools.base import ToolBase, ToolError, ToolInputError
+from ..tools.builtin import CAPS_SCHEMA, caps_of
 from ..tools.context import ToolContext
 from .spec import Role, Roles, RolesError, check_tools
 
@@ -83,7 +84,7 @@ class AskTool(ToolBase):
                             f"result{typed}.")
         self.schema = {"type": "object", "properties": {
             "task": {"type": "string", "description": "the task, complete: the agent starts "
-                     "with no other context"}}, "required": ["task"],
+                     "with no other context"}, **CAPS_SCHEMA}, "required": ["task"],
             "additionalProperties": False}
         self._definition = ToolDef(self.name, self.description, self.schema)
 
@@ -95,8 +96,9 @@ class AskTool(ToolBase):
         task = input.get("task") if isinstance(input, dict) else None
         if not isinstance(task, str) or not task.strip():
             raise ToolInputError(f"{self.name} needs a task (a non-empty string)")
-        child = ctx.start_child(task, ctx.role_kind(self.role) or "fresh", role=self.role)
-        await child.done.wait()
+        child = ctx.start_child(task, ctx.role_kind(self.role) or "fresh", role=self.role,
+                                caps=caps_of(input, self.name))
+        await ctx.wait_blocked(child, self.name)
         if child.reason != "done":
             raise ToolError(f"agent {child.id} ({self.role}) ended {child.reason}"
                             + (f"; its last text: {child.answer}" if child.answer else ""))

@@ -3,14 +3,14 @@ handler that reads it, and how it may run (``base.Mode``).
 
 Three families: the context tools (``context_survey``, ``context_evict``, ``context_mark``), the
 transcript door (``transcript_index``, ``transcript_read``, ``transcript_grep``), and the agents
-tools (``agents_start``, ``agents_wait``, ``agents_cancel``, ``agents_synod``). A handler reads
+tools (``agents_start``, ``agents_wait``, ``agents_cancel``, ``agents_synod``, ``agents_status``,
+``agents_send``, ``approvals_decide``). A handler reads
 the calling agent through its ``ToolContext`` alone. A refusal reaches the model as an error
 result naming the state; results are compact JSON or a short factual sentence.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,10 +20,11 @@ import trio
 from ...providers.base import ToolDef
 from ...session.errors import Refusal
 from ...session.records import compact
+from ..caps import Caps, caps_record
 from .base import Mode, ToolBase, ToolInputError
 from .context import ToolContext
 
-__all__ = ["BUILTIN", "BUILTINS", "BY_NAME", "Builtin", "arg", "parse_block"]
+__all__ = ["BUILTIN", "BUILTINS", "BY_NAME", "Builtin", "CAPS_SCHEMA", "arg", "caps_of", "parse_block"]
 
 log = structlog.get_logger("mnemon.tools")
 
@@ -208,10 +209,20 @@ TRANSCRIPT_GREP = Builtin(
 # --------------------------------------------------------------------------- agents
 
 
+def caps_of(inp: Any, tool: str) -> Caps:
+    """The caps a call gives the children it starts: ``budget_usd``, ``budget_tokens``,
+    ``max_turns`` (docs/orchestrator.md, "Delegation")."""
+    usd = arg(inp, "budget_usd", (int, float), None, tool=tool)
+    return Caps(float(usd) if usd is not None else None,
+                arg(inp, "budget_tokens", int, None, tool=tool),
+                arg(inp, "max_turns", int, None, tool=tool))
+
+
 async def _agents_start(ctx: ToolContext, inp: Any) -> str:
     task = arg(inp, "task", str, tool="agents_start")
     role = arg(inp, "role", str, None, tool="agents_start")
     kind = arg(inp, "kind", str, None, tool="agents_start")
+    caps = caps_of(inp, "agents_start")
     if not task.strip():
         raise Refusal("a child's task may not be empty")
     if role is not None:  # a role's kind is the role's (docs/roles.md)
@@ -221,15 +232,22 @@ async def _agents_start(ctx: ToolContext, inp: Any) -> str:
         if own is not None and kind is not None and kind != own:
             raise Refusal(f"the {role} role is a {own} agent, not {kind}")
         kind = own if own is not None else (kind or "mnemon")
-        child = ctx.start_child(task, kind, role=role)
+        child = ctx.start_child(task, kind, role=role, caps=caps)
     else:
         kind = kind or "mnemon"
-        child = ctx.start_child(task, kind)
-    first = child.ctx.turns[-1].id if child.ctx.turns else None
+        child = ctx.start_child(task, kind, caps=caps)
+    first = child.ctx.turns[-1].id if child.log is not None and child.ctx.turns else None
     log.info("child started", child=child.id, kind=kind, first_id=first, role=role)
-    out = {"agent": child.id, "kind": kind, "first_id": first}
+    out: dict[str, Any] = {"agent": child.id, "kind": kind, "first_id": first}
     if child.role is not None:
         out["role"] = child.role
+    projected = ctx.project(child)
+    if projected:
+        out["projected_usd"] = projected.pop("usd")
+        out["projected"] = projected
+    given = caps_record(child)
+    if given is not None:
+        out["budget"] = given
     return _json(out)
 
 
@@ -245,10 +263,38 @@ async def _agents_wait(ctx: ToolContext, inp: Any) -> str:
             raise Refusal(f"{', '.join(map(repr, missing))} not among your descendants "
                           f"(yours: {', '.join(sorted(desc)) or 'none'})")
         targets = [desc[a] for a in ids]
-    with trio.move_on_after(timeout if timeout is not None else math.inf):
-        for t in targets:
-            await t.done.wait()
-    return _json([t.outcome() for t in targets])
+    await ctx.wait(targets, timeout)
+    outcomes = [t.outcome() for t in targets]
+    asked = ctx.asked()
+    if asked:  # woken to decide: the children wait on this agent (docs/policy.md, ask_parent)
+        return _json({"agents": outcomes, "approvals": asked,
+                      "note": "calls below you wait for your decision: approvals_decide"})
+    return _json(outcomes)
+
+
+async def _agents_status(ctx: ToolContext, inp: Any) -> str:
+    ids = arg(inp, "agents", list, None, tool="agents_status")
+    if ids is not None and not all(isinstance(a, str) for a in ids):
+        raise ToolInputError("agents_status: 'agents' must be a list of agent ids")
+    out: dict[str, Any] = {"agents": ctx.status(ids)}
+    asked = ctx.asked()
+    if asked:
+        out["approvals"] = asked
+    return _json(out)
+
+
+async def _agents_send(ctx: ToolContext, inp: Any) -> str:
+    aid = arg(inp, "agent", str, tool="agents_send")
+    text = arg(inp, "text", str, tool="agents_send")
+    return _json(ctx.send(aid, text))
+
+
+async def _approvals_decide(ctx: ToolContext, inp: Any) -> str:
+    aid = arg(inp, "agent", str, tool="approvals_decide")
+    call_id = arg(inp, "call_id", str, tool="approvals_decide")
+    decision = arg(inp, "decision", str, tool="approvals_decide")
+    reason = arg(inp, "reason", str, None, tool="approvals_decide")
+    return _json(await ctx.decide(aid, call_id, decision, reason))
 
 
 async def _agents_cancel(ctx: ToolContext, inp: Any) -> str:
@@ -271,7 +317,8 @@ async def _agents_synod(ctx: ToolContext, inp: Any) -> str:
     stances = arg(inp, "stances", list, None, tool="agents_synod")
     if stances is not None and not all(isinstance(x, str) for x in stances):
         raise ToolInputError("agents_synod: 'stances' must be a list of strings")
-    result = await ctx.synod(question, n=n, reduce=reduce, stances=stances)
+    caps = caps_of(inp, "agents_synod")
+    result = await ctx.synod(question, n=n, reduce=reduce, stances=stances, caps=caps)
     log.info("synod", n=n, reduce=reduce, children=[c["agent"] for c in result.children])
     return _json(result.as_dict())
 
@@ -284,16 +331,55 @@ def _synod_starts(inp: Any) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+CAPS_SCHEMA = {
+    "budget_usd": {"type": "number", "description": "optional: dollars it (with its children) "
+                   "may spend, set aside from what you have left"},
+    "budget_tokens": {"type": "integer", "description": "optional: tokens it may spend, the "
+                      "same way"},
+    "max_turns": {"type": "integer", "description": "optional: turns it may take"}}
+
 AGENTS_START = Builtin(
     "agents_start", "exclusive",
-    "Start a child agent on a task; returns at once with its id. A \"mnemon\" child "
-    "inherits your whole context by reference (it can read all of your transcript); a "
-    "\"fresh\" child starts empty. The task is its first prompt, verbatim.",
+    "Start a child agent on a task; returns at once with its id and the projected cost of "
+    "its first request. A \"mnemon\" child inherits your whole context by reference (it can "
+    "read all of your transcript); a \"fresh\" child starts empty. The task is its first "
+    "prompt, verbatim. A child that reaches its budget ends \"budget\"; you are told.",
     {"type": "object", "properties": {
         "task": {"type": "string"},
-        "kind": {"type": "string", "enum": ["mnemon", "fresh"], "default": "mnemon"}},
+        "kind": {"type": "string", "enum": ["mnemon", "fresh"], "default": "mnemon"},
+        **CAPS_SCHEMA},
      "required": ["task"], "additionalProperties": False},
     _agents_start)
+
+AGENTS_STATUS = Builtin(
+    "agents_status", "shared",
+    "The state of your children (or the descendants named) now: turns, tokens, cost, "
+    "budget and spend, the tools they are in, approvals they wait on, the last line each "
+    "wrote. Cheap: call it whenever you like.",
+    {"type": "object", "properties": {
+        "agents": {"type": "array", "items": {"type": "string"}}},
+     "additionalProperties": False},
+    _agents_status)
+
+AGENTS_SEND = Builtin(
+    "agents_send", "exclusive",
+    "Send a message to a running descendant: its next request carries it (steer it, "
+    "correct it, give it what it lacks).",
+    {"type": "object", "properties": {
+        "agent": {"type": "string"}, "text": {"type": "string"}},
+     "required": ["agent", "text"], "additionalProperties": False},
+    _agents_send)
+
+APPROVALS_DECIDE = Builtin(
+    "approvals_decide", "exclusive",
+    "Decide a call below you that waits for your approval (its policy said ask_parent). "
+    "You may approve only a call you could make yourself; otherwise it goes on to a person.",
+    {"type": "object", "properties": {
+        "agent": {"type": "string"}, "call_id": {"type": "string"},
+        "decision": {"type": "string", "enum": ["approve", "reject"]},
+        "reason": {"type": "string"}},
+     "required": ["agent", "call_id", "decision"], "additionalProperties": False},
+    _approvals_decide)
 
 AGENTS_WAIT = Builtin(
     "agents_wait", "shared",
@@ -327,7 +413,8 @@ AGENTS_SYNOD = Builtin(
         "reduce": {"type": "string", "enum": ["vote", "merge"], "default": "vote"},
         "stances": {"type": "array", "items": {"type": "string"},
                     "description": "optional: one stance per child, in order, added "
-                                   "after the question"}},
+                                   "after the question"},
+        **CAPS_SCHEMA},
      "required": ["question", "n"], "additionalProperties": False},
     _agents_synod, starts=_synod_starts)
 
@@ -337,6 +424,7 @@ BUILTINS: tuple[Builtin, ...] = (
     CONTEXT_SURVEY, CONTEXT_EVICT, CONTEXT_MARK,
     TRANSCRIPT_INDEX, TRANSCRIPT_READ, TRANSCRIPT_GREP,
     AGENTS_START, AGENTS_WAIT, AGENTS_CANCEL, AGENTS_SYNOD,
+    AGENTS_STATUS, AGENTS_SEND, APPROVALS_DECIDE,
 )
 BY_NAME: dict[str, Builtin] = {t.name: t for t in BUILTINS}
 #: their definitions, as offered (``mnemon.orchestrator.tools.BUILTIN``)

@@ -23,11 +23,15 @@ from ...session.door import Door
 from ...session.errors import Refusal
 from ...session.records import Evicted, Marked, Residue
 from ...session.sweep import FILE_POINTER
+from ..delegation import send
+from ..delegation import status as status_of
+from ..projection import project_first_request
 from ..weighing import sweep_gate, sweep_pending
 from .survey import survey
 
 if TYPE_CHECKING:
     from ...session.agentlog import AgentLog
+    from ..caps import Caps
     from ..env import AgentEnv
     from ..node import AgentNode
     from ..settings import Settings
@@ -47,7 +51,10 @@ class ToolContext:
     - ``cancel_scope``: the agent's — cancelling it ends the agent (and this call);
     - ``door(agent=None)``: the transcript door on it or one of its descendants;
     - ``descendant(id)``, ``descendants()``, ``children()``: the agents below it;
-    - ``start_child(task, kind, role)``: a child, started in the agent's own nursery;
+    - ``start_child(task, kind, role, caps)``: a child, started in the agent's own nursery;
+      ``project(child)``: what its first request will cost;
+    - ``status(agents)``, ``send(agent, text)``, ``decide(agent, call_id, decision, reason)``,
+      ``asked()``, ``wait(targets, timeout_s)``: steering the agents below it;
     - ``synod(question, n, …)``: N mnemon children on one question, waited for and reduced;
     - ``survey()``, ``evict(a, b, note)``, ``mark(block, replacement)``: the context's edits.
     """
@@ -176,24 +183,100 @@ class ToolContext:
     def has_roles(self) -> bool:
         return self._env.roles is not None
 
-    def start_child(self, task: str, kind: str, *, role: str | None = None) -> "AgentNode":
+    def start_child(self, task: str, kind: str, *, role: str | None = None,
+                    caps: "Caps | None" = None) -> "AgentNode":
         """Fork a child on ``task`` (``mnemon``: it inherits this agent's context; ``fresh``:
         empty) within the run's limits and start it in this agent's nursery, so that it ends
-        with this agent; refused (``Refusal``) past a limit or a role it may not start."""
+        with this agent; refused (``Refusal``) past a limit, a role it may not start, or caps
+        past what this agent has left to give (``caps.grant``)."""
         node = self._node
         spawner = self._env.spawner
-        child = (spawner.new_child(node, task, kind, role=role) if role is not None
-                 else spawner.new_child(node, task, kind))
+        kw: dict[str, Any] = {}
+        if role is not None:
+            kw["role"] = role
+        if caps:
+            kw["caps"] = caps
+        child = spawner.new_child(node, task, kind, **kw)
         assert node.nursery is not None, "a tool runs inside its agent's nursery"
         spawner.start(child, node.nursery)
         return child
 
+    def project(self, child: "AgentNode") -> dict[str, Any]:
+        """What ``child``'s first request will cost (``projection.project_first_request``)."""
+        return project_first_request(self._env, self._node, child)
+
+    # ------------------------------------------------------------------ steering children
+
+    def status(self, agents: list[str] | None = None) -> list[dict[str, Any]]:
+        """``agents_status``: each child (or each named descendant) as
+        ``delegation.status`` reads it off the live tables."""
+        targets = (self.children() if agents is None
+                   else [self.descendant_only(a) for a in agents])
+        return [status_of(t, self._env.approvals) for t in targets]
+
+    def descendant_only(self, agent: str) -> "AgentNode":
+        """One of this agent's descendants (never itself), or a refusal naming them."""
+        if agent == self._node.id:
+            raise Refusal("that is you: name one of your descendants")
+        return self.descendant(agent)
+
+    def send(self, agent: str, text: str) -> dict[str, Any]:
+        """``agents_send``: a message to a running descendant (``delegation.send``)."""
+        return send(self.descendant_only(agent), text, by="parent", sender=self._node.id)
+
+    async def decide(self, agent: str, call_id: str, decision: str,
+                     reason: str | None) -> dict[str, Any]:
+        """``approvals_decide`` (``gate.decide_as``)."""
+        return await self._env.decide_as(self._node, agent, call_id, decision, reason)
+
+    def asked(self) -> list[dict[str, Any]]:
+        """The approvals waiting for this agent's decision now."""
+        return [p.as_dict() for p in self._env.approvals.pending() if p.to == self._node.id]
+
+    async def wait_blocked(self, child: "AgentNode", tool: str) -> None:
+        """Wait for ``child`` to end inside a tool that cannot return before it does (an
+        ``ask_<role>``): meanwhile an ``ask_parent`` below this agent goes to a person, since
+        this agent cannot decide it (``approvals.address``)."""
+        node = self._node
+        before, node.blocked_in = node.blocked_in, tool
+        try:
+            await child.done.wait()
+        finally:
+            node.blocked_in = before
+
+    async def wait(self, targets: list["AgentNode"], timeout_s: float | None) -> None:
+        """Wait until every target has ended, ``timeout_s`` passes, or an approval is
+        addressed to this agent (it must decide: its children wait on it)."""
+        node = self._node
+        if self.asked():
+            return
+        node.attention = ev = trio.Event()
+        try:
+            with trio.move_on_after(timeout_s if timeout_s is not None else math.inf):
+                async with trio.open_nursery() as nursery:
+                    async def ended() -> None:
+                        for t in targets:
+                            await t.done.wait()
+                        nursery.cancel_scope.cancel()
+
+                    async def asked() -> None:
+                        await ev.wait()
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(ended)
+                    nursery.start_soon(asked)
+        finally:
+            if node.attention is ev:
+                node.attention = None
+
     async def synod(self, question: str, *, n: int, reduce: str = "vote",
-                    stances: list[str] | None = None) -> "SynodResult":
+                    stances: list[str] | None = None,
+                    caps: "Caps | None" = None) -> "SynodResult":
         """``n`` mnemon children forked at once on ``question``, waited for and reduced
-        (through the spawner, as every child this agent starts)."""
+        (through the spawner, as every child this agent starts); ``caps``: each member's."""
+        kw: dict[str, Any] = {"caps": caps} if caps else {}
         return await self._env.spawner.synod(self._node, question, n=n, reduce=reduce,
-                                             stances=stances)
+                                             stances=stances, **kw)
 
 
 def with_pointer(ctx: Context, block: tuple[int, int], replacement: str) -> str:

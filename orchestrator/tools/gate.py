@@ -16,6 +16,10 @@ another name — ``agents_synod``, ``ask_<role>`` — is judged as well as the `
 call it amounts to (``Tool.starts``: ``{task, kind, role?, n?}``), and the stricter verdict
 decides; so a rule on ``agents_start`` governs every way a model starts a child.
 
+``ask_parent`` climbs (docs/policy.md): the call waits for the agent's parent, which decides
+with ``approvals_decide`` — approving only a call its own policy would let it make; anything
+else goes on up, or to a person (``decide_as``). A root's ``ask_parent`` is an ``ask``.
+
 ``resume_approvals`` is what a resumed agent does first: the calls of its turn in hand whose
 approval its log shows pending are waited on again, then answered.
 """
@@ -27,8 +31,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 import trio
 
+from ...session.errors import Refusal
 from ...session.records import ApprovalDecided, ToolResult, ToolResults, ToolUse
+from ..approvals import address
 from ..policy import ToolPolicy, Verdict, combine, strictest
+from .base import ToolInputError
 from .table import ToolTable
 
 if TYPE_CHECKING:
@@ -37,7 +44,7 @@ if TYPE_CHECKING:
     from ..node import AgentNode
     from .base import Mode, Tool
 
-__all__ = ["Gated", "decide_off_loop", "effective_policy", "gated", "judge",
+__all__ = ["Gated", "decide_as", "decide_off_loop", "effective_policy", "gated", "judge",
            "resume_approvals"]
 
 log = structlog.get_logger("mnemon.gate")
@@ -124,8 +131,57 @@ class Gated:
             log.info("tool call denied", call_id=call.id, tool=call.name, rule=verdict.rule)
             return ToolResult(tool_use_id=call.id, content=verdict.text(call.name),
                               is_error=True)
-        decided = await env.approvals.wait_for(node, call, verdict, policy.timeout_s)
+        decided = await env.approvals.wait_for(node, call, verdict, policy.timeout_s,
+                                               to_parent=verdict.action == "ask_parent")
         return await answer(inner, policy, call, decided)
+
+
+async def decide_as(env: "AgentEnv", by: "AgentNode", agent: str, call_id: str,
+                    decision: str, reason: str | None) -> dict[str, Any]:
+    """An agent's decision on a call below it that waits for it (``ask_parent``;
+    ``approvals_decide``). A rejection is always its to make. An approval stands only for a
+    call the deciding agent's own effective policy allows it to make: one its policy sends up
+    (``ask_parent``) climbs to its parent; one it would have to ask a person about, or may not
+    make at all, goes to a person (decision 0443). Refused (``Refusal``) for a call that does
+    not wait for this agent."""
+    approvals = env.approvals
+    desc = by.descendants()
+    if agent not in desc:
+        raise Refusal(f"{agent!r} is not one of your descendants (yours: "
+                      f"{', '.join(sorted(desc)) or 'none'})")
+    p = approvals.waiting(agent, call_id)
+    if p is None:
+        raise Refusal(f"agent {agent} has no call {call_id!r} waiting for a decision (see "
+                      "agents_status)")
+    if p.to != by.id:
+        raise Refusal(f"the call {call_id} of agent {agent} waits for "
+                      f"{'agent ' + p.to if p.to else 'a person'}, not for you")
+    who = f"agent {by.id}"
+    if decision == "reject":
+        approvals.decide(agent, call_id, "reject", reason=reason, by=who)
+        return {"agent": agent, "call_id": call_id, "decision": "reject"}
+    if decision != "approve":
+        raise ToolInputError("approvals_decide: decision is \"approve\" or \"reject\"")
+    policy = effective_policy(env, by)
+    call = ToolUse(id=call_id, name=p.tool, input=p.input)
+    verdict = (await judge(env.tool_table(by), policy, call) if policy is not None
+               else None)
+    if verdict is None or verdict.action == "allow":
+        approvals.decide(agent, call_id, "approve", reason=reason, by=who)
+        return {"agent": agent, "call_id": call_id, "decision": "approve"}
+    if verdict.action == "ask_parent" and by.parent is not None:
+        address(p, by.parent)
+        if p.to is not None:
+            return {"agent": agent, "call_id": call_id, "forwarded": p.to,
+                    "why": f"your own policy sends this call to your parent ({verdict.rule})"}
+    await approvals.escalate(p)
+    out: dict[str, Any] = {"agent": agent, "call_id": call_id, "escalated": "a person",
+                           "why": f"your own policy would {verdict.action} this call "
+                                  f"({verdict.rule}): you may approve only what you could "
+                                  "make yourself"}
+    if p.decided is not None:
+        out["decided"] = p.decided.decision
+    return out
 
 
 def gated(table: ToolTable, policy: ToolPolicy | None) -> "ToolTable | Gated":

@@ -1,0 +1,65 @@
+"""What a new child's first request will cost, said before it is sent (``agents_start``'s
+``projected_usd``; docs/orchestrator.md, "Delegation").
+
+A mnemon child's first request is its parent's context — which the parent's last request left
+in the provider's cache — and then its task: it reads the prefix and writes the rest. A fresh
+child shares at most the tools and the system prompt, and writes its own. Both are worked out
+here on the run's own cache model (``providers.cache.CacheModel``: the provider's, where it
+has one — the scripted provider — else the provider's documented rules with the parent's
+measured tokens per byte), by replaying the parent's last request into an empty cache and then
+the child's, and priced with the run's prices and cache TTL (``weighing.priced_as``).
+
+The output is not known before it is written: it is estimated as the parent's mean output per
+turn so far (said apart in ``projected.output_tokens``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..providers.base import Request
+from ..providers.cache import CacheModel
+from ..providers.prices import cost_usd
+from ..session.render import render
+from .weighing import priced_as
+
+if TYPE_CHECKING:
+    from .env import AgentEnv
+    from .node import AgentNode
+
+__all__ = ["project_first_request"]
+
+
+def _request(env: "AgentEnv", node: "AgentNode", drop_last_assistant: bool) -> Request:
+    s = env.settings_for(node)
+    messages = render(node.ctx)
+    if drop_last_assistant and messages and messages[-1].get("role") == "assistant":
+        messages = messages[:-1]  # the response the parent's last request produced
+    return Request(system=s.system, messages=messages, tools=env.table_for(node).definitions(),
+                   max_tokens=s.max_tokens, model=s.model)
+
+
+def _cache_model(env: "AgentEnv", parent: "AgentNode", ttl: str) -> CacheModel:
+    own = getattr(env.provider_for(parent), "cache_model", None)
+    if isinstance(own, CacheModel):
+        return CacheModel(ttl=own.ttl, min_prefix_tokens=own.min_prefix_tokens,
+                          tokens_per_byte=own.tokens_per_byte, lookback=own.lookback)
+    return CacheModel(ttl=ttl, tokens_per_byte=parent.tokens_per_byte or 0.25)
+
+
+def project_first_request(env: "AgentEnv", parent: "AgentNode",
+                          child: "AgentNode") -> dict[str, Any]:
+    """``{"usd", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"}``
+    for ``child``'s first request, as the run's cache model and prices say (an empty dict for a
+    child whose log is not open yet: one with MCP servers of its own)."""
+    if child.log is None or parent.log is None:
+        return {}
+    s = env.settings_for(child)
+    model = s.model
+    cm = _cache_model(env, parent, s.cache_ttl)
+    cm.usage_for(_request(env, parent, True), 0, 0.0, model=model)
+    out = round(parent.usage.output_tokens / parent.turns_taken) if parent.turns_taken else 0
+    u = cm.usage_for(_request(env, child, False), out, 1.0, model=model)
+    return {"usd": round(cost_usd(u, priced_as(s, model), s.cache_ttl), 6),
+            "input_tokens": u.input_tokens, "cache_read_tokens": u.cache_read_tokens,
+            "cache_write_tokens": u.cache_write_tokens, "output_tokens": u.output_tokens}
