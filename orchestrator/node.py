@@ -115,8 +115,6 @@ class AgentNode:
     messages: int = 0
     steered: int = 0
     steered_seen: int = 0
-    # when its log was last written before it was reopened (a resume's note about children)
-    resumed_from: float = 0.0
     # set when an approval is addressed to it (``ask_parent``): wakes its ``agents_wait``
     attention: Any = None
     # the tool it is blocked in while children it cannot decide for run (a synod, an

@@ -12,7 +12,9 @@ module. What a caller reads and sets on the supervisor — ``settings``, ``provi
 from __future__ import annotations
 
 import itertools
+import mmap
 import os
+import re
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -432,10 +434,6 @@ class Supervisor:
         ``agent_mcp_servers``; a child's, none — configuration with commands and secrets is
         never recorded, so the caller supplies it again)."""
         src = agent_source(agent_id)
-        try:  # when it was last written before now (``resume_run``'s note to it)
-            was = (self.root / src).stat().st_mtime
-        except OSError:
-            was = 0.0
         alog, _torn = AgentLog.resume(self.root / src, src, loader=self.loader,
                                       fsync=self.settings.fsync)  # type: ignore[arg-type]
         st = alog.ctx.started
@@ -445,7 +443,6 @@ class Supervisor:
         node.edit_hook = self.env.on_edit
         node.tokens_per_byte = st.tokens_per_byte if st else None
         node.resumed = True
-        node.resumed_from = was
         if st is not None and st.budget is not None:  # its caps, from its log (0441)
             c = Caps.from_record(st.budget)
             node.cap_usd, node.cap_tokens, node.cap_turns = c.usd, c.tokens, c.turns
@@ -527,6 +524,7 @@ class Supervisor:
             visit(aid)
         roots: list[AgentNode] = []
         found: dict[str, list[str]] = {}  # parent → what its resume found of its children
+        heard: dict[str, set[str]] = {}  # parent → the children whose end its log holds
         for aid in order:
             st = opening[aid]
             parent_id = st.parent if st is not None else None
@@ -536,7 +534,8 @@ class Supervisor:
             path = self.root / agent_source(aid)
             ended = _has_ended(path)
             if ended:
-                if parent is not None and _after(path, parent):
+                if parent is not None and aid not in heard.setdefault(
+                        parent.id, _heard(parent.log.path)):
                     found.setdefault(parent.id, []).append(f"{aid} ended {ended}")
                 continue
             if parent is None:
@@ -763,14 +762,21 @@ def _answered(path: Path) -> int:
     return n
 
 
-def _after(child: Path, parent: AgentNode) -> bool:
-    """Whether a child's log was last written after its parent's was, before the parent was
-    reopened (its ``SessionResumed`` is the parent's last record now): the child ended while
-    the parent was down, so the parent has not heard of it."""
+#: an outcome as a tool result records it (``AgentNode.outcome`` inside a result's text)
+_OUTCOME = re.compile(rb'\{\\"agent\\":\\"([A-Za-z0-9_.-]{1,64})\\",\\"kind\\":\\"\w{1,16}\\",'
+                      rb'\\"state\\":\\"(?:ended|failed|cancelled)\\"')
+
+
+def _heard(parent_log: Path) -> set[str]:
+    """The agents whose end a parent's log records (an ``agents_wait``, ``agents_cancel`` or
+    synod result holding the outcome): one linear scan of its bytes at resume. A child that
+    ended without its parent hearing of it — the parent was killed inside its wait — is what
+    a resumed parent is told."""
     try:
-        return child.stat().st_mtime >= parent.resumed_from
-    except OSError:
-        return False
+        with open(parent_log, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return {x.group(1).decode() for x in _OUTCOME.finditer(m)}
+    except (OSError, ValueError):  # an empty file cannot be mapped
+        return set()
 
 
 def _has_ended(path: Path) -> str | None:

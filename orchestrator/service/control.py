@@ -29,7 +29,8 @@ log = structlog.get_logger("mnemon.service")
 
 class ApprovalOut(Struct, kw_only=True, omit_defaults=True):
     """A request an agent waits on: its call, the input it would run with, why it was asked;
-    ``job``: the service's job whose agent it is (decided at ``/v1/jobs/{id}/approvals/…``)."""
+    ``job``: the service's job whose agent it is (decided at ``/v1/jobs/{id}/approvals/…``);
+    ``to``: the agent it waits for (``ask_parent``) — a person may decide it all the same."""
     agent: str
     call_id: str
     tool: str
@@ -38,6 +39,8 @@ class ApprovalOut(Struct, kw_only=True, omit_defaults=True):
     rule: str | None = None
     requested_at: str | None = None
     job: str | None = None
+    # the agent that decides it now (an ``ask_parent``: docs/policy.md); absent: a person
+    to: str | None = None
 
 
 class ApprovalList(Struct, kw_only=True):
