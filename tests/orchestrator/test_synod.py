@@ -9,6 +9,7 @@ from hypothesis import given, strategies as st
 from mnemon.orchestrator.supervisor import open_supervisor
 from mnemon.orchestrator.synod import normalise, vote
 from mnemon.orchestrator.tools import BUILTIN
+from mnemon.orchestrator.tools.builtin import CAPS_SCHEMA
 from mnemon.providers.cache import flatten
 from mnemon.session.records import ToolUse
 
@@ -69,7 +70,9 @@ def test_the_agents_synod_schema_is_pinned():
             "reduce": {"type": "string", "enum": ["vote", "merge"], "default": "vote"},
             "stances": {"type": "array", "items": {"type": "string"},
                         "description": "optional: one stance per child, in order, added after "
-                                       "the question"}},
+                                       "the question"},
+            # each member's caps (docs/orchestrator.md, "Delegation")
+            **CAPS_SCHEMA},
         "required": ["question", "n"], "additionalProperties": False}
 
 
