@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .node import AgentNode
 
 __all__ = ["INPUT_CHARS", "LAST_LINE_CHARS", "MESSAGE_MAX_BYTES", "ask_note", "note", "send",
-           "status"]
+           "status", "told_parent"]
 
 #: the longest message one send carries (a message is context the receiver pays for each turn)
 MESSAGE_MAX_BYTES = 16_384
@@ -135,3 +135,19 @@ def status(node: "AgentNode", approvals: Any = None) -> dict[str, Any]:
     if last is not None:
         out["last_line"] = last
     return out
+
+
+def told_parent(node: "AgentNode", reason: str) -> bool:
+    """A child that reached a cap tells its parent, by a note the parent's next request
+    carries (docs/orchestrator.md, "Delegation"): which cap, and what it spent."""
+    b = caps_status(node) or {}
+    if reason == "budget":
+        spent = ", ".join(x for x in (
+            f"${b['spent_usd']:.4f} of ${b['usd']:.4f}" if "usd" in b else "",
+            f"{b['spent_tokens']} of {b['tokens']} tokens" if "tokens" in b else "") if x)
+        what = f"its budget ({spent})" if spent else "a budget above it"
+    else:
+        what = f"its {node.turns_taken} turns"
+    last = f"; its last text: {node.answer[:200]}" if node.answer else ""
+    return note(node.parent, f"[child ended] your child {node.id} ended {reason}: it used {what}"
+                      f"{last}. Read its transcript with transcript_read(agent=\"{node.id}\").")

@@ -38,8 +38,7 @@ from ..session.records import (
     compact,
 )
 from ..session.render import render, rendered_bytes
-from .caps import status as caps_status
-from .delegation import note
+from .delegation import told_parent
 from .servers import own_servers
 from .tools.definitions import tool_defs
 from .tools.gate import resume_approvals
@@ -404,7 +403,7 @@ async def reconcile_workspace(node: "AgentNode") -> None:
 
 
 async def _in_tool(node: "AgentNode", table: Any, call: ToolUse) -> ToolResult:
-    """One call, with the agent marked as in it meanwhile (``agents_status``'s ``in_tools``)."""
+    """One call, with the agent marked as in it meanwhile (the status's ``in_tools``)."""
     tools = node.in_tools
     if tools is None:
         tools = node.in_tools = {}
@@ -413,22 +412,6 @@ async def _in_tool(node: "AgentNode", table: Any, call: ToolUse) -> ToolResult:
         return await table.call(call)
     finally:
         tools.pop(call.id, None)
-
-
-def told_parent(node: "AgentNode", reason: str) -> None:
-    """A child that reached a cap tells its parent, by a note the parent's next request
-    carries (docs/orchestrator.md, "Delegation"): which cap, and what it spent."""
-    b = caps_status(node) or {}
-    if reason == "budget":
-        spent = ", ".join(x for x in (
-            f"${b['spent_usd']:.4f} of ${b['usd']:.4f}" if "usd" in b else "",
-            f"{b['spent_tokens']} of {b['tokens']} tokens" if "tokens" in b else "") if x)
-        what = f"its budget ({spent})" if spent else "a budget above it"
-    else:
-        what = f"its {node.turns_taken} turns"
-    last = f"; its last text: {node.answer[:200]}" if node.answer else ""
-    note(node.parent, f"[child ended] your child {node.id} ended {reason}: it used {what}"
-                      f"{last}. Read its transcript with transcript_read(agent=\"{node.id}\").")
 
 
 async def run_calls(env: "AgentEnv", node: "AgentNode", calls: list[ToolUse],

@@ -36,7 +36,7 @@ from ..session.runaway import (MATCH_TIMEOUT_S, PATTERN_MAX_CHARS, PROBE_TIMEOUT
 from ..errors import ConfigError
 
 __all__ = ["ACTIONS", "PolicyError", "Rule", "ToolPolicy", "Verdict", "combine", "load_policy",
-           "parse_policy", "policy_from_record", "policy_record", "strictest"]
+           "parse_policy", "policy_from_record", "policy_record", "says_ask_parent", "strictest"]
 
 ACTIONS = ("allow", "ask", "deny", "ask_parent")
 # ``ask_parent`` (the agent's parent decides; a root's is an ``ask``) is stricter than allow and
@@ -136,6 +136,15 @@ class ToolPolicy:
         """The shortest ``ask_timeout`` of this policy and those it narrows."""
         ts = [p.ask_timeout_s for p in (*self.within, self) if p.ask_timeout_s is not None]
         return min(ts) if ts else None
+
+
+def says_ask_parent(policy: "ToolPolicy | None") -> bool:
+    """Whether a policy (or one it narrows) can answer ``ask_parent``: its default or a rule.
+    The run offers ``approvals_decide`` only where one can (``tools.definitions``)."""
+    if policy is None:
+        return False
+    return any(p.default == "ask_parent" or any(r.action == "ask_parent" for r in p.rules)
+               for p in (*policy.within, policy))
 
 
 def strictest(verdicts: Iterable[Verdict]) -> Verdict:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from .tools.builtin import BUILTIN
+from .tools.builtin import BY_NAME
 
 if TYPE_CHECKING:
     from .env import AgentEnv
@@ -48,7 +48,7 @@ async def serving(env: "AgentEnv", node: "AgentNode") -> AsyncIterator[None]:
     descendant still running elsewhere keeps the tool list it recorded."""
     async with open_servers(node.mcp_servers, env.root / "mcp" / node.id) as tools:
         if node.mcp_servers:
-            taken = set(env.tools_for(node.parent)) | {t.name for t in BUILTIN}
+            taken = set(env.tools_for(node.parent)) | set(BY_NAME)
             node.own_tools = {}
             for t in tools:
                 if t.name in taken or t.name in node.own_tools:

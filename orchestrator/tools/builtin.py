@@ -427,5 +427,7 @@ BUILTINS: tuple[Builtin, ...] = (
     AGENTS_STATUS, AGENTS_SEND, APPROVALS_DECIDE,
 )
 BY_NAME: dict[str, Builtin] = {t.name: t for t in BUILTINS}
-#: their definitions, as offered (``mnemon.orchestrator.tools.BUILTIN``)
-BUILTIN: list[ToolDef] = [t.definition for t in BUILTINS]
+#: their definitions, as offered (``mnemon.orchestrator.tools.BUILTIN``): every one but
+#: ``approvals_decide``, which is offered only in a run whose policy can say ``ask_parent``
+#: (``definitions.decides``)
+BUILTIN: list[ToolDef] = [t.definition for t in BUILTINS if t is not APPROVALS_DECIDE]

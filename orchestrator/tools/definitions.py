@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...providers.base import ToolDef
-from .builtin import BUILTIN
+from ..policy import says_ask_parent
+from .builtin import APPROVALS_DECIDE, BUILTIN
 from .files import FILE_TOOLS
 
 if TYPE_CHECKING:
@@ -23,7 +24,27 @@ __all__ = ["BUILTIN", "tool_defs"]
 
 _NO_TOOLS: list[ToolDef] = []
 _FILES: list[ToolDef] = [t.definition for t in FILE_TOOLS]
-_BUILTIN_FILES: list[ToolDef] = BUILTIN + _FILES
+# ``approvals_decide`` is offered only in a run where some policy can say ``ask_parent``
+# (``decides``): every other run's requests are that much shorter
+_DECIDING: list[ToolDef] = BUILTIN + [APPROVALS_DECIDE.definition]
+_VARIANTS: dict[tuple[bool, bool], list[ToolDef]] = {
+    (False, False): BUILTIN, (True, False): _DECIDING,
+    (False, True): BUILTIN + _FILES, (True, True): _DECIDING + _FILES}
+
+
+def decides(env: "AgentEnv", node: "AgentNode | None") -> bool:
+    """Whether the run can send a call up to an agent (``ask_parent`` in its policy, a role's,
+    the agent's own or its recorded ancestry's): then every agent is offered
+    ``approvals_decide`` (docs/policy.md)."""
+    if says_ask_parent(env.settings.tool_policy):
+        return True
+    n = node
+    while n is not None:
+        if says_ask_parent(env.settings_for(n).tool_policy) or says_ask_parent(n.lineage_policy):
+            return True
+        n = n.parent
+    roles = env.settings.roles
+    return roles is not None and any(says_ask_parent(roles[r].policy) for r in roles.names())
 
 
 def tool_defs(env: "AgentEnv", node: "AgentNode | None" = None,
@@ -38,7 +59,7 @@ def tool_defs(env: "AgentEnv", node: "AgentNode | None" = None,
     while nothing changed (each tool's ``definition`` is one object for as long as the tool is
     unchanged: a tool that builds a new one per read is compared by value)."""
     files = getattr(node, "workspace", None) is not None  # the file tools (docs/workspace.md)
-    builtin = ((_BUILTIN_FILES if files else BUILTIN) if env.settings_for(node).builtin_tools
+    builtin = (_VARIANTS[decides(env, node), files] if env.settings_for(node).builtin_tools
                else (_FILES if files else _NO_TOOLS))
     if env.roles is not None:  # agents_start takes the roles this agent may start
         builtin = env.roles.builtins_for(node, builtin)

@@ -27,7 +27,7 @@ NOTE = ("doc-01 (Carrow Point keeper's log) holds the harbour codeword; doc-02 i
         "provisioning")
 
 
-def demo_settings(window: int = 6000) -> Settings:
+def demo_settings(window: int = 6500) -> Settings:
     """As ``mnemon demo`` sets them (orchestrator/cli/commands/demo.py)."""
     return Settings(system="You are a careful archivist.", model="claude-sonnet-4-5",
                     context_window=window, max_turns=60, price_model="claude-sonnet-4-5")

@@ -112,7 +112,9 @@ def test_each_built_in_says_how_it_may_run():
                      "context_mark": "exclusive", "transcript_index": "shared",
                      "transcript_read": "shared", "transcript_grep": "shared",
                      "agents_start": "exclusive", "agents_wait": "shared",
-                     "agents_cancel": "exclusive", "agents_synod": "exclusive"}
+                     "agents_cancel": "exclusive", "agents_synod": "exclusive",
+                     "agents_status": "shared", "agents_send": "exclusive",
+                     "approvals_decide": "exclusive"}
     loop = (REPO / "orchestrator" / "loop.py").read_text()
     for name in modes:  # the loop names no tool: it dispatches through the table
         assert name not in loop, name

@@ -17,7 +17,7 @@ from ...tracing.switch import live_tracing
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help=COMMANDS["demo"])
     p.add_argument("--run-root", default=None, help="where logs go (a new or empty directory)")
-    p.add_argument("--context-window", type=int, default=6000,
+    p.add_argument("--context-window", type=int, default=6500,
                    help="a small window, so that evictions happen (tokens)")
     p.add_argument("--latency", type=float, default=0.0, help="simulated provider latency (s)")
     p.add_argument("--trace-content", action="store_true",
