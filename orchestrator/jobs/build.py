@@ -33,6 +33,7 @@ from ..workspace.spec import WorkspaceSpec
 from ..sandbox.spec import parse_sandbox
 from ...errors import ConfigError
 from .outputs import outputs_for
+from .scoring import scoring_for
 from .spec import Job, JobError, _line
 
 
@@ -243,6 +244,7 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
 
     job, tasks = loaded if loaded is not None else load(path)
     outputs_for(job)  # an output type that cannot be used is refused before anything is written
+    scoring_for(job)  # and so is a [[score]] python scorer that does not import
     engine = engine_for(engine, job)  # chosen once, as a provider is: imported only then
     why = engine.refuses_options(policy=policy is not None,
                                  roles=roles is not None or role is not None)
