@@ -243,6 +243,9 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     from .state import check_manifest, hold
 
     job, tasks = loaded if loaded is not None else load(path)
+    if job.spec.variants:  # each variant is a job of its own, run in turn (``jobs/variants``)
+        raise JobError(f"{job.path}: a job with [variants] runs with `mnemon run` (each "
+                       "variant in turn, into one run root)")
     outputs_for(job)  # an output type that cannot be used is refused before anything is written
     scoring_for(job)  # and so is a [[score]] python scorer that does not import
     engine = engine_for(engine, job)  # chosen once, as a provider is: imported only then
