@@ -32,7 +32,7 @@ class Scoring:
     the job file), refused naming its line when it does not resolve."""
 
     def __init__(self, job: Job) -> None:
-        from .build import load_object
+        from ..importpath import ImportPathError, resolve
 
         self.job = job
         self.specs: list[ScoreSpec] = list(job.spec.score)
@@ -40,7 +40,11 @@ class Scoring:
         for i, s in enumerate(self.specs):
             if s.kind == "python":
                 assert s.python is not None
-                self.users[s.name] = load_object(job, s.python, ("score", i, "python"))
+                try:
+                    self.users[s.name] = resolve(s.python, job.folder, want_callable=True)
+                except ImportPathError as e:
+                    raise JobError(f"{job.path}:{_line(job.text, ('score', i, 'python')) or '?'}"
+                                   f": {e}") from None
         self.judged = any(s.kind == "model" for s in self.specs)
 
     def pure(self, task: Task, row: dict[str, Any]) -> dict[str, dict[str, Any]]:

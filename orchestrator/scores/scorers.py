@@ -16,7 +16,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import regex
@@ -61,7 +61,7 @@ def _clip(text: str) -> str:
 _PUNCT = frozenset("P")
 
 
-def normalise(text: str, ignore: list[str] | tuple[str, ...]) -> str:
+def normalise(text: str, ignore: Sequence[str]) -> str:
     """NFKC always; then, as ``ignore`` asks, case folded, punctuation dropped (every Unicode
     ``P*`` category), whitespace trimmed and collapsed."""
     text = unicodedata.normalize("NFKC", text)
@@ -291,6 +291,7 @@ def call_user(fn: Callable[..., Any], *, answer: str, target: str | None, output
     ``target``, ``output`` (the typed answer), ``input`` (the row) and ``task`` (the id)."""
     offered = {"answer": answer, "target": target, "output": output,
                "input": row.get("input"), "task": row.get("task")}
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
