@@ -33,6 +33,7 @@ __all__ = ["MANIFEST", "Variant", "read_rows", "variant_roots", "variants_of", "
 
 MANIFEST = "variants.json"
 _MOST = 64
+_FOLDER = re.compile(r"[0-9]{1,3}-[A-Za-z0-9._=-]{0,60}")
 
 
 class Variant(msgspec.Struct, frozen=True):
@@ -134,7 +135,7 @@ def variant_roots(root: Path) -> list[tuple[str, Path]] | None:
     try:
         return [(v["name"], root / v["folder"])
                 for v in json.loads(path.read_text(encoding="utf-8"))["variants"]
-                if re.fullmatch(r"[A-Za-z0-9._=,-]{1,80}", v["folder"])]
+                if _FOLDER.fullmatch(v["folder"])]  # a name we made, never a path
     except (OSError, ValueError, KeyError, TypeError):
         raise JobError(f"{path}: not a variants manifest") from None
 

@@ -10,6 +10,7 @@ unchanged one is the same judge — ``mnemon score`` run twice asks nothing the 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from .scorers import Score, as_score
@@ -34,12 +35,19 @@ VERDICT: dict[str, Any] = {
 def judge_prompt(spec: ScoreSpec, *, task: str, target: str | None, answer: str) -> str:
     """What the judge is asked: the rubric, then the task, the expected answer (when there is
     one) and the answer, each fenced so an answer cannot pass itself off as the rubric."""
-    parts = [f"You are grading an answer. Rubric:\n{spec.rubric}", f"<task>\n{task}\n</task>"]
+    parts = [f"You are grading an answer. Rubric:\n{spec.rubric}",
+             f"<task>\n{_inert(task)}\n</task>"]
     if target is not None:
-        parts.append(f"<expected>\n{target}\n</expected>")
-    parts.append(f"<answer>\n{answer}\n</answer>")
+        parts.append(f"<expected>\n{_inert(target)}\n</expected>")
+    parts.append(f"<answer>\n{_inert(answer)}\n</answer>")
     parts.append("Give your verdict: value, a number from 0 to 1, and a short explanation.")
     return "\n\n".join(parts)
+
+
+def _inert(text: str) -> str:
+    """A fenced text that cannot close its fence (or open another): an answer that writes
+    ``</answer>`` and a rubric of its own after it stays inside its fence."""
+    return re.sub(r"<(/?)(task|expected|answer)\b", r"<\1\2_", text, flags=re.I)
 
 
 def judge_id(spec: ScoreSpec, agent: str, prompt: str) -> str:

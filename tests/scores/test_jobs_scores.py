@@ -246,3 +246,33 @@ def test_a_job_that_cannot_score_is_refused_in_one_line(tmp_path, extra, says):
     assert done.returncode == 2, done.stderr
     assert says in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert not (where / "bad.run").exists()
+
+
+def test_score_refuses_what_it_cannot_score(tmp_path):
+    where = tmp_path / "quiz"
+    shutil.copytree(EXAMPLE, where, ignore=shutil.ignore_patterns("*.run", "__pycache__"))
+    (where / "plain.toml").write_text(JUDGED.format(latency=0.0))
+    out = mnemon("run", "plain.toml", cwd=where).stdout
+    assert "scorer" in out and "correct  9  1.000" in out  # `mnemon run` prints the summary
+    root = where / "plain.run"
+    (where / "none.toml").write_text(JUDGED.format(latency=0.0).split("[[score]]")[0])
+    (where / "other.toml").write_text(JUDGED.format(latency=0.0).replace(
+        'id = "id"', 'id = "question"'))
+    for job, says in (("none.toml", "has no [[score]] tables"),
+                      ("other.toml", "is not the job of")):
+        done = mnemon("score", root, "--job", job, cwd=where, check=False)
+        assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1
+    done = mnemon("score", tmp_path / "nowhere", cwd=where, check=False)
+    assert done.returncode == 2 and "is not a run root" in done.stderr
+    (root / "results.jsonl").rename(root / "kept.jsonl")
+    done = mnemon("score", root, cwd=where, check=False)
+    assert done.returncode == 2 and "has no results.jsonl" in done.stderr
+
+
+def test_a_variants_manifest_names_folders_never_paths(tmp_path):
+    from mnemon.orchestrator.jobs.variants import variant_roots
+
+    (tmp_path / "variants.json").write_text(json.dumps({"format": 1, "variants": [
+        {"name": "a", "folder": "1-a"}, {"name": "up", "folder": ".."},
+        {"name": "abs", "folder": "/etc"}, {"name": "dots", "folder": "2-../x"}]}))
+    assert variant_roots(tmp_path) == [("a", tmp_path / "1-a")]

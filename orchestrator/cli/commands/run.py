@@ -114,6 +114,12 @@ def _run_one(args, named, loaded, *, run_root=None, output=None, quiet: bool = F
         line = engine.summary_line(extra)
         if line is not None:
             print(line)
+        if runner.scoring is not None:  # the job's [[score]] tables: its summary too
+            from ...scores.summary import summary_text
+            from ...terminal import for_stream
+
+            rows = [runner.lines[t.id] for t in runner.tasks if t.id in runner.lines]
+            print("\n" + for_stream(summary_text(rows), sys.stdout))
     else:
         print(final_table(summary).split("\n\nresults:")[0])
     if summary.interrupted:
