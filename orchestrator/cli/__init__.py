@@ -40,6 +40,8 @@ COMMANDS = {
     "verify": "refold every log and check every pointer's digest",
     "cost": 'tokens, cache reads/writes and price of a run, per agent',
     "results": "a run's results as a table: one row per task, typed output fields as columns",
+    "score": "score a job's recorded answers again with its [[score]] tables (judges resume)",
+    "compare": "runs (or a job's variants) compared task by task: score differences, cost",
     "trace": "a run's OpenTelemetry spans from its logs: OTLP/JSON, or sent to a receiver",
     "serve": "the HTTP service: JSON API, server-sent events and a page to watch a run",
     "mcp": "the transcript door of a run as an MCP server (stdio, or streamable HTTP)",

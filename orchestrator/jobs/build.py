@@ -33,6 +33,7 @@ from ..workspace.spec import WorkspaceSpec
 from ..sandbox.spec import parse_sandbox
 from ...errors import ConfigError
 from .outputs import outputs_for
+from .scoring import scoring_for
 from .spec import Job, JobError, _line
 
 
@@ -242,7 +243,11 @@ def prepare(path: str | Path, *, run_root: str | Path | None = None,
     from .state import check_manifest, hold
 
     job, tasks = loaded if loaded is not None else load(path)
+    if job.spec.variants:  # each variant is a job of its own, run in turn (``jobs/variants``)
+        raise JobError(f"{job.path}: a job with [variants] runs with `mnemon run` (each "
+                       "variant in turn, into one run root)")
     outputs_for(job)  # an output type that cannot be used is refused before anything is written
+    scoring_for(job)  # and so is a [[score]] python scorer that does not import
     engine = engine_for(engine, job)  # chosen once, as a provider is: imported only then
     why = engine.refuses_options(policy=policy is not None,
                                  roles=roles is not None or role is not None)

@@ -41,6 +41,7 @@ from ..synod import fork_synod, vote as tally, wait_synod
 from ...providers.typed import problems
 from .outputs import outputs_for
 from .results import DAMAGED, Result, ResultsFile, is_final, read_results, rewrite
+from .scoring import scoring_for
 from .spec import Job
 from .state import children_of, complete, prepare, session_state, tidy
 from .tasks import Task
@@ -144,6 +145,8 @@ class JobRunner:
         self.typed = self.output_type is not None or self.synod_output is not None
         #: ``(task, file:line: why)`` of each task failed this run on a log that does not read
         self.damaged: list[tuple[str, str]] = []
+        #: the job's ``[[score]]`` tables: every final line is scored once its tasks have run
+        self.scoring = scoring_for(job)
 
     # ------------------------------------------------------------------ the run
 
@@ -190,6 +193,10 @@ class JobRunner:
                 if self.watch_sigint:
                     outer.start_soon(self._watch_sigint, outer.cancel_scope)
                 await self._feed(pending)
+                if self.scoring is not None:  # every final line without scores (this run's,
+                    # and an earlier run's cut off while it scored); judges resume from logs
+                    await self.scoring.score_lines(self.sup, self.tasks, self.lines,
+                                                   limit=self.spec.concurrency)
                 outer.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
@@ -299,6 +306,8 @@ class JobRunner:
 
     def _finish(self, t: Task, result: Result) -> None:
         line = result.as_dict()
+        if t.target is not None:
+            line["target"] = t.target
         self.lines[t.id] = line
         assert self._file is not None
         self._file.append(line)

@@ -16,6 +16,7 @@ from msgspec import Meta, Struct
 
 from ...errors import ConfigError
 from ... import _toml as toml
+from ..scores.spec import ScoreSpec, check as check_score
 
 
 
@@ -82,11 +83,16 @@ class InputSpec(_S, frozen=True):
     """A template: ``{column}`` is the row's value; ``{{`` and ``}}`` are literal braces."""
     id: str | None = None
     """The column holding each task's id (default: the row's number, from 1)."""
+    target: str | None = None
+    """Each task's expected answer, a template like ``prompt`` (``"{answer}"``): what the
+    ``[[score]]`` tables grade against (docs/scores.md)."""
 
 
 class TaskSpec(_S, frozen=True):
     id: str
     prompt: str
+    target: str | None = None
+    """The task's expected answer, for the ``[[score]]`` tables."""
 
 
 class BudgetSpec(_S, frozen=True):
@@ -171,6 +177,11 @@ class JobSpec(_S, frozen=True):
     roles: dict[str, dict[str, Any]] = {}
     """Named roles the agents may delegate to, ``[roles.NAME]`` (docs/roles.md): judged by
     ``roles.spec`` when the job is built."""
+    score: list[ScoreSpec] = []
+    """How each task's answer is graded, ``[[score]]`` (docs/scores.md)."""
+    variants: dict[str, Any] = {}
+    """``[variants]``: keys of this file each given a list of values; the job runs once per
+    combination, on the same tasks, into one run root (docs/scores.md, "Variants")."""
 
 
 class Job(Struct, kw_only=True, frozen=True):
@@ -264,7 +275,26 @@ def load_job(path: str | Path) -> Job:
         raise JobError(f"{path}:{_line(text, ('agent', 'role')) or '?'}: [agent] role "
                        f"{spec.agent.role!r} is not one of the job's roles (roles: "
                        f"{', '.join(sorted(spec.roles)) or 'none'})")
+    _check_scores(path, text, spec)
     return Job(spec=spec, path=path, text=text)
+
+
+def _check_scores(path: Path, text: str, spec: JobSpec) -> None:
+    """Each ``[[score]]`` named once, taking only its kind's keys; a judge's role the job's."""
+    seen: set[str] = set()
+    for i, sc in enumerate(spec.score):
+        where = f"{path}:{_line(text, ('score', i, 'name')) or _line(text, ('score', i)) or '?'}"
+        if sc.name in seen:
+            raise JobError(f"{where}: two [[score]] tables are named {sc.name!r}")
+        seen.add(sc.name)
+        bad = check_score(sc)
+        if bad is not None:
+            raise JobError(f"{path}:{_line(text, ('score', i, bad[0])) or '?'}: [[score]] "
+                           f"{sc.name}: {bad[1]}")
+        if sc.role is not None and sc.role not in spec.roles:
+            raise JobError(f"{path}:{_line(text, ('score', i, 'role')) or '?'}: [[score]] "
+                           f"{sc.name}: role {sc.role!r} is not one of the job's roles (roles: "
+                           f"{', '.join(sorted(spec.roles)) or 'none'})")
 
 
 def _explain(path: Path, text: str, message: str) -> str:

@@ -25,6 +25,13 @@ class Task(Struct, kw_only=True, frozen=True):
     """The input row (None for an inline task)."""
     question: str | None = None
     """The synod's question for this task (its template filled from the row)."""
+    target: str | None = None
+    """The task's expected answer (``[input] target`` filled, or an inline task's own)."""
+    targets: dict[str, str] = {}
+    """The targets of the ``[[score]]`` tables that name their own, by scorer."""
+
+    def target_for(self, scorer: str) -> str | None:
+        return self.targets.get(scorer, self.target)
 
     @property
     def agent(self) -> str:
@@ -85,15 +92,19 @@ def load_tasks(job: Job) -> list[Task]:
     """Every task of the job, each prompt filled in; raises ``JobError`` before anything runs."""
     spec = job.spec
     qtemplate = spec.synod.question if spec.synod is not None else None
+    own = [(s.name, s.target, fields(s.target, _Where(job, ('score', i, 'target'))))
+           for i, s in enumerate(spec.score) if s.target is not None]
     tasks: list[Task] = []
     if spec.input is None:
         for i, t in enumerate(spec.tasks):
             where = _Where(job, ('tasks', i, 'prompt'))
             q = None
+            seen = {"id": t.id, "prompt": t.prompt, "target": t.target or ""}
             if qtemplate is not None:
-                q = fill(qtemplate, {"id": t.id, "prompt": t.prompt},
-                         fields(qtemplate, where), where)
-            tasks.append(Task(index=i, id=t.id, prompt=t.prompt, question=q))
+                q = fill(qtemplate, seen, fields(qtemplate, where), where)
+            tasks.append(Task(index=i, id=t.id, prompt=t.prompt, question=q, target=t.target,
+                              targets={n: fill(tpl, seen, names, where)
+                                       for n, tpl, names in own}))
         _unique(tasks, lambda t: f"{job.path}:{_line(job.text, ('tasks', t.index, 'id')) or '?'}")
         return tasks
     inp = spec.input
@@ -101,6 +112,8 @@ def load_tasks(job: Job) -> list[Task]:
     names = fields(inp.prompt, at)
     qnames = fields(qtemplate, f"{job.path}:{_line(job.text, ('synod', 'question')) or '?'}") \
         if qtemplate is not None else []
+    tnames = fields(inp.target, f"{job.path}:{_line(job.text, ('input', 'target')) or '?'}") \
+        if inp.target is not None else []
     source = job.resolve(inp.path)
     lines: dict[int, int] = {}
     for n, (line, row) in enumerate(_rows(source)):
@@ -113,8 +126,11 @@ def load_tasks(job: Job) -> list[Task]:
             tid = str(n + 1)
         prompt = fill(inp.prompt, row, names, where)
         q = fill(qtemplate, row, qnames, where) if qtemplate is not None else None
+        target = fill(inp.target, row, tnames, where) if inp.target is not None else None
         lines[n] = line
-        tasks.append(Task(index=n, id=tid, prompt=prompt, row=row, question=q))
+        tasks.append(Task(index=n, id=tid, prompt=prompt, row=row, question=q, target=target,
+                          targets={name: fill(tpl, row, names, where)
+                                   for name, tpl, names in own}))
     if not tasks:
         raise JobError(f"{source}: no rows")
     _unique(tasks, lambda t: f"{source}:{lines[t.index]}")

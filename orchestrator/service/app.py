@@ -32,7 +32,7 @@ from .auth import guard, is_open
 from .events import BadEventId, parse_positions, stream
 from ..typed.load import OutputError
 from .runs import Conflict, NotFound, Run
-from .jobs import job_results
+from .jobs import job_results, job_scores
 from .transcript import LIMIT, MAX_LIMIT, transcript
 from ...errors import ConfigError, UserError
 from ..sandbox.spec import SandboxSettings
@@ -401,6 +401,10 @@ class Handlers:
         job = self._job(request)
         return await trio.to_thread.run_sync(job_results, job)
 
+    async def job_scores(self, request: Request) -> Any:
+        job = self._job(request)
+        return await trio.to_thread.run_sync(job_scores, job)
+
     async def cancel_job(self, request: Request) -> Any:
         job = self._job(request)
         if job.state != "running":
@@ -478,6 +482,9 @@ ROUTES: tuple[Spec, ...] = (
          "cost, ETA", out=S.JobOut),
     Spec("GET", "/v1/jobs/{id}/results", "job_results", "A job's results as a table (typed "
          "outputs as columns) and its failed tasks with their reasons", out=S.JobResults),
+    Spec("GET", "/v1/jobs/{id}/scores", "job_scores", "A job's scores (docs/scores.md): per "
+         "scorer the mean, its standard error and 95 % interval, cost per correct answer; "
+         "each task's scores", out=S.JobScores),
     Spec("POST", "/v1/jobs/{id}/cancel", "cancel_job", "Cancel a running job (it resumes when "
          "run again)", out=S.JobOut),
     Spec("GET", "/v1/approvals", "list_approvals", "The tool calls waiting for a decision "

@@ -12,7 +12,7 @@ import trio
 
 from ..jobs.results import read_results
 from ..jobs.table import columns, table_rows
-from .schema import JobIn, JobOut, JobResults
+from .schema import JobIn, JobOut, JobResults, JobScores
 from ...errors import UserError
 
 
@@ -52,6 +52,22 @@ def job_results(sj: ServiceJob) -> JobResults:
     failed = [{"task": r.get("task"), "agent": r.get("agent"), "status": r.get("status"),
                "reason": r.get("reason")} for r in rows if r.get("status") != "done"]
     return JobResults(job=sj.id, columns=cols, rows=table, failed=failed)
+
+
+def job_scores(sj: ServiceJob) -> JobScores:
+    """The job's scores: the summary per scorer and each scored task's scores (empty until
+    the job's tasks have run and been scored, or for a job without ``[[score]]``)."""
+    import msgspec
+
+    from ..scores.summary import summarise
+
+    rows = list(read_results(sj.output).values())
+    summary = [msgspec.to_builtins(s) for s in summarise(rows)]
+    for s in summary:
+        s.pop("variant", None)
+    tasks = [{"task": r.get("task"), "status": r.get("status"), "scores": r["scores"]}
+             for r in rows if isinstance(r.get("scores"), dict)]
+    return JobScores(job=sj.id, summary=summary, tasks=tasks)
 
 
 def _check_path(key: str, value: str | None) -> None:

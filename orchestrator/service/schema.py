@@ -216,6 +216,19 @@ class JobResults(Struct, kw_only=True):
         "The tasks that did not end done: `task`, `agent`, `status`, `reason`."))]
 
 
+class JobScores(Struct, kw_only=True):
+    """A job's scores (docs/scores.md): per scorer the summary `mnemon results --summary`
+    prints, and each scored task's scores."""
+    job: str
+    summary: Annotated[list[dict[str, Any]], Meta(description=(
+        "Per scorer: `scorer`, `n`, `mean`, `se`, `lo`/`hi` (the 95 % interval), `method` "
+        "(`wilson` or `t`), `failures`, `correct` (the scores' sum), `cost_usd`, "
+        "`cost_per_correct`, `judge_usd`."))]
+    tasks: Annotated[list[dict[str, Any]], Meta(description=(
+        "Each final task's `task`, `status` and `scores` (`{name: {value, explanation?, "
+        "error?}}`)."))]
+
+
 class WorkspaceFile(Struct, kw_only=True):
     path: str
     size: int | None = None

@@ -23,6 +23,7 @@ from .. import COMMANDS
 from ....errors import UserError
 from ...jobs.results import read_results
 from ...jobs.table import to_csv, to_jsonl
+from ...jobs.variants import read_rows, variant_roots
 from ...terminal import for_stream, shown
 
 
@@ -33,6 +34,10 @@ def add_parser(sub) -> None:
                    help="JSON lines (default) or CSV with a header row")
     p.add_argument("--results", default=None, metavar="FILE",
                    help="the results file, where the job wrote it elsewhere")
+    p.add_argument("--summary", action="store_true",
+                   help="instead of the table, each scorer's mean, standard error, 95%% "
+                        "interval, n, failures, cost and cost per correct answer "
+                        "(docs/scores.md)")
     p.add_argument("--patch", default=None, metavar="DIR",
                    help="instead of the table, write TASK.patch into DIR for each task whose "
                         "workspace changed (git apply takes it)")
@@ -92,10 +97,17 @@ def run(args) -> int:
         if not file.is_file():
             raise UserError(f"{file}: no such results file")
         rows = list(read_results(file).values())
+    elif variant_roots(path) is not None:  # a job's [variants]: each one's rows, named
+        rows = read_rows(path)
     else:
         root = find_run_root(path)
         file = root / "results.jsonl"
         rows = list(read_results(file).values()) if file.is_file() else rows_from_logs(root)
+    if args.summary:
+        from ...scores.summary import summary_text
+
+        print(shown(summary_text(rows)))
+        return 0
     # CSV holds the answers as they came: escaped on a terminal, raw into a pipe (a program's)
     sys.stdout.write(for_stream(to_csv(rows), sys.stdout) if args.format == "csv"
                      else to_jsonl(rows))

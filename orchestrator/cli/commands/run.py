@@ -49,6 +49,18 @@ def run(args) -> int:
             raise UserError(why)
         if not named.in_process:
             return _run_dask(args, named)
+    from ...jobs.build import load
+    from ...jobs.variants import variants_of
+
+    loaded = load(args.job)
+    variants = variants_of(loaded[0])
+    if variants:
+        return _run_variants(args, named, variants)
+    return _run_one(args, named, loaded)
+
+
+def _run_one(args, named, loaded, *, run_root=None, output=None, quiet: bool = False) -> int:
+    """One job (or one variant of it) from its checks to its final table."""
     import json
     import msgspec
     import trio
@@ -58,7 +70,8 @@ def run(args) -> int:
     from ...jobs.display import JobProgress, final_table
 
     # every check before anything is written or any agent starts (a JobError: exit 2)
-    runner, provider = prepare(args.job, run_root=args.run_root, output=args.output,
+    runner, provider = prepare(args.job, run_root=run_root or args.run_root,
+                               output=output or args.output, loaded=loaded,
                                policy=policy_from(args.policy) if args.policy else None,
                                engine=named,
                                roles=roles_from_args(args, None) if args.roles else None,
@@ -96,16 +109,60 @@ def run(args) -> int:
     extra = engine.summary_extra(provider, root)
     if args.json:
         print(json.dumps({**msgspec.to_builtins(summary), **extra}))
-    else:
+    elif not quiet:
         print(final_table(summary))
         line = engine.summary_line(extra)
         if line is not None:
             print(line)
+        if runner.scoring is not None:  # the job's [[score]] tables: its summary too
+            from ...scores.summary import summary_text
+            from ...terminal import for_stream
+
+            rows = [runner.lines[t.id] for t in runner.tasks if t.id in runner.lines]
+            print("\n" + for_stream(summary_text(rows), sys.stdout))
+    else:
+        print(final_table(summary).split("\n\nresults:")[0])
     if summary.interrupted:
         return 130
     if summary.failed and not (summary.done or summary.budget):
         raise Failure(f"every task failed (results in {output}, logs in {root})")
     return 0
+
+
+def _run_variants(args, named, variants) -> int:
+    """``[variants]``: each variant run in turn, on the same tasks, into its own folder of the
+    one run root (``jobs/variants.py``); then the scores of all of them, side by side."""
+    from pathlib import Path
+
+    from ...jobs.tasks import load_tasks
+    from ...jobs.variants import read_rows, write_manifest
+    from ...scores.summary import summary_text
+    from ...terminal import for_stream
+
+    if args.output:
+        raise UserError("--output: a job with [variants] writes one results file per variant, "
+                        "in the run root")
+    if named is not None and not named.in_process:
+        raise UserError(f"a job with [variants] runs on the local or batch engine, not "
+                        f"{named.name}")
+    job = variants[0].job
+    top = Path(args.run_root) if args.run_root else job.run_root
+    loaded = [(v, (v.job, load_tasks(v.job))) for v in variants]  # every variant checked first
+    write_manifest(top, variants)
+    code = 0
+    for v, pair in loaded:
+        if not args.json:
+            print(f"variant {v.name}:")
+        code = _run_one(args, named, pair, run_root=top / v.folder,
+                        output=top / v.folder / "results.jsonl", quiet=True) or code
+        if not args.json:
+            print()
+        if code == 130:
+            return code
+    if not args.json:
+        print(for_stream(summary_text(read_rows(top)), sys.stdout))
+        print(f"results: {top} (mnemon results {top} --summary; mnemon compare {top})")
+    return code
 
 
 def _run_dask(args, engine) -> int:
@@ -115,6 +172,10 @@ def _run_dask(args, engine) -> int:
 
     # found, not imported: the driver imports it while a LocalCluster's fork server does too
     engine.ready("mnemon run --engine dask")
+    from ...jobs.build import load
+
+    if load(args.job)[0].spec.variants:
+        raise UserError("a job with [variants] runs on the local or batch engine, not dask")
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, not {args.workers}")
     if not args.scheduler:  # first: it imports while this process imports the rest (0252)

@@ -1,5 +1,6 @@
-// The jobs this service runs (GET /v1/jobs): each one's progress, its results as a table — the
-// typed output's fields as columns — and the tasks that failed with their reasons. A job's
+// The jobs this service runs (GET /v1/jobs): each one's progress, its scores' summary (GET
+// /v1/jobs/{id}/scores), its results as a table — the typed output's fields as columns, then
+// each scorer's value — and the tasks that failed with their reasons. A job's
 // agents live in its own run root, so its progress is polled while it runs, not streamed.
 "use strict";
 
@@ -25,6 +26,19 @@ const Jobs = (() => {
       h("ul", {}, ...res.failed.map((f) => h("li", { "data-task": f.task }, h("b", {}, f.task), ` · ${f.status} · `, h("span", { class: "reason" }, f.reason || "—"), f.agent ? h("span", { class: "muted" }, ` · agent ${f.agent}`) : null))));
   }
 
+  const num = (x, d = 3) => (x === null || x === undefined ? "—" : x.toFixed(d));
+
+  function scores(sc) {
+    if (!sc.summary.length) return null;
+    const cols = ["scorer", "n", "mean", "se", "95% CI", "failures", "cost", "cost/correct", "judge"];
+    const row = (s) => [s.scorer, String(s.n), num(s.mean), num(s.se), s.lo === null ? "—" : `[${num(s.lo)}, ${num(s.hi)}]`,
+      String(s.failures), "$" + num(s.cost_usd, 4), s.cost_per_correct === null ? "—" : "$" + num(s.cost_per_correct, 4), "$" + num(s.judge_usd, 4)];
+    return h("div", { class: "tablebox scores" }, h("h3", {}, "scores"), h("table", { class: "results summary" },
+      h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", {}, c)))),
+      h("tbody", {}, ...sc.summary.map((s) => h("tr", { "data-scorer": s.scorer }, ...row(s).map((v) => h("td", {}, v)))))),
+      h("p", { class: "muted" }, "95% CI: Wilson score interval for scores of 0 or 1, Student t otherwise; cost per correct answer = the tasks' cost / the sum of the scores"));
+  }
+
   async function job(j) {
     const ended = j.done + j.failed + j.budget + j.cancelled;
     const total = Math.max(j.total, 1);
@@ -33,13 +47,14 @@ const Jobs = (() => {
       h("div", { class: "done", style: `width:${pct(j.done)}` }), h("div", { class: "failed", style: `width:${pct(j.failed)}` }),
       h("div", { class: "other", style: `width:${pct(j.budget + j.cancelled)}` }), h("div", { class: "running", style: `width:${pct(j.running)}` }));
     const res = await api(`/v1/jobs/${encodeURIComponent(j.id)}/results`);
+    const sc = await api(`/v1/jobs/${encodeURIComponent(j.id)}/scores`);
     return h("section", { class: "job", "data-job": j.id },
       h("h3", {}, `${j.id} · ${j.path}`), h("span", { class: "state " + j.state }, j.state),
       bar,
       h("p", { class: "figures" }, `${ended} of ${j.total} ended · ${j.done} done · ${j.failed} failed · ${j.running} running · ${j.budget} budget · ${j.cancelled} cancelled · ${j.skipped} skipped · $${j.cost_usd.toFixed(4)}${j.eta_s !== null && j.state === "running" ? ` · about ${Math.round(j.eta_s)} s to go` : ""}`),
       j.error ? h("p", { class: "event error" }, j.error) : null,
       h("p", { class: "muted" }, `run root ${j.run_root} · results ${j.output} · its agents' conversations: `, h("code", {}, `mnemon serve ${j.run_root}`)),
-      failed(res), table(res));
+      scores(sc), failed(res), table(res));
   }
 
   async function refresh() {
