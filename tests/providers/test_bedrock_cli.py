@@ -1,0 +1,157 @@
+"""``mnemon ask --provider bedrock`` against a loopback server replaying recorded event-stream
+frames: a tool call then the answer, each request signed (checked server-side against
+botocore's signer where it is installed), throttling retried, usage and cache tokens recorded
+and priced at Bedrock's price, a refusal one line."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from mnemon.orchestrator.cli import main
+from mnemon.providers.prices import price_for
+from tests.providers.conformance import fixture
+
+MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+PATH = f"/model/{MODEL}/invoke-with-response-stream"
+SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+
+
+class Replay:
+    """Answers each POST with the next recorded answer: (status, headers, body bytes)."""
+
+    def __init__(self, answers: list[tuple[int, dict, bytes]]):
+        self.answers = list(answers)
+        self.requests: list[tuple[str, dict, bytes]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers["content-length"]))
+                outer.requests.append((self.path, {k.lower(): v for k, v in
+                                                   self.headers.items()}, body))
+                status, headers, data = outer.answers.pop(0) if outer.answers else (404, {}, b"")
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def frames(name: str) -> tuple[int, dict, bytes]:
+    return 200, {"content-type": "application/vnd.amazon.eventstream"}, fixture("bedrock", name)
+
+
+def recorded(name: str) -> tuple[int, dict, bytes]:
+    rec = json.loads(fixture("bedrock", name))
+    return rec["status"], rec["headers"], json.dumps(rec["body"]).encode()
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "session-token-not-secret")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
+
+
+def _botocore_agrees(path: str, headers: dict, body: bytes, base: str) -> None:
+    """Recompute the signature with botocore at the request's own x-amz-date."""
+    auth = pytest.importorskip("botocore.auth")
+    from datetime import datetime
+    from unittest import mock
+
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    when = datetime.strptime(headers["x-amz-date"], "%Y%m%dT%H%M%SZ")
+    ref = AWSRequest(method="POST", url=base + path, data=body,
+                     headers={"content-type": headers["content-type"],
+                              "accept": headers["accept"]})
+    with mock.patch.object(auth, "get_current_datetime", lambda *a, **k: when):
+        auth.SigV4Auth(Credentials("AKIDEXAMPLE", SECRET, "session-token-not-secret"),
+                       "bedrock", "us-east-1").add_auth(ref)
+    assert headers["authorization"] == ref.headers["Authorization"]
+
+
+def test_ask_with_a_tool_call_throttling_and_caching(tmp_path, capsys, aws):
+    answers = [frames("tool_use.bin"), recorded("error_429.json"), frames("final.bin")]
+    with Replay(answers) as server:
+        rc = main(["ask", "What is the weather in Paris?", "--provider", "bedrock", "--model",
+                   MODEL, "--base-url", server.url, "--context-window", "200000",
+                   "--run-root", str(tmp_path / "run"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["answer"] == "It is 18°C and sunny in Paris."
+    assert [p for p, _, _ in server.requests] == [PATH] * 3
+    for path, headers, body in server.requests:
+        assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+        _botocore_agrees(path, headers, body, server.url)
+    first, _, third = (json.loads(b) for _, _, b in server.requests)
+    assert first["anthropic_version"] == "bedrock-2023-05-31" and "model" not in first
+    results = [b for m in third["messages"] for b in m["content"] if b["type"] == "tool_result"]
+    assert results and "unknown tool 'get_weather'" in json.dumps(results[0]["content"])
+    thinking = [b for m in third["messages"] if m["role"] == "assistant" for b in m["content"]
+                if b["type"] == "thinking"]
+    assert thinking and thinking[0]["signature"], "thinking goes back with its signature"
+
+    run = tmp_path / "run"
+    assert main(["verify", str(run)]) == 0
+    recs = [json.loads(l) for l in (run / "agents" / "a1" / "record.jsonl").open()]
+    calls = [r for r in recs if r["t"] == "ProviderCall"]
+    assert [bool(c.get("error")) for c in calls] == [False, True, False]
+    assert "ThrottlingException" in calls[1]["error"]
+    assert next(r for r in recs if r["t"] == "SessionStarted")["provider"] == "bedrock"
+    log = (run / "agents" / "a1" / "record.jsonl").read_text()
+    assert SECRET not in log and "session-token-not-secret" not in log
+    capsys.readouterr()
+    assert main(["cost", str(run), "--json"]) == 0
+    total = json.loads(capsys.readouterr().out)["total"]
+    assert total["cache_read_tokens"] > 0 and total["cache_write_tokens"] > 0
+    p = price_for(MODEL)
+    assert p.input == pytest.approx(3.3), "a us. profile pays the regional 10%"
+    want = (total["input_tokens"] * p.input + total["output_tokens"] * p.output
+            + total["cache_read_tokens"] * p.cache_read
+            + total["cache_write_tokens"] * p.cache_write_5m) / 1e6
+    assert total["cost_usd"] == pytest.approx(want, abs=1e-6)
+
+
+def test_access_denied_exits_1_with_one_line(tmp_path, capsys, aws):
+    with Replay([recorded("error_403.json")]) as server:
+        rc = main(["ask", "hi", "--provider", "bedrock", "--base-url", server.url,
+                   "--run-root", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert rc == 1 and len(lines) == 1 and "Traceback" not in err
+    assert "AccessDeniedException: You don't have access" in lines[0]
+    assert len(server.requests) == 1, "a 403 is not retried"
+
+
+def test_no_region_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    for v in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "k")
+    rc = main(["ask", "hi", "--provider", "bedrock", "--run-root", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0 and "AWS_REGION is not set" in err
