@@ -180,6 +180,7 @@ class TestSelect:
     def test_no_region_is_one_line(self, monkeypatch, tmp_path):
         monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
         monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
         for v in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
             monkeypatch.delenv(v, raising=False)
         with pytest.raises(ProviderConfigError, match="AWS_REGION is not set"):

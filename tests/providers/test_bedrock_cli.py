@@ -151,6 +151,7 @@ def test_no_region_is_a_usage_error(tmp_path, capsys, monkeypatch):
     for v in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
         monkeypatch.delenv(v, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "k")
     rc = main(["ask", "hi", "--provider", "bedrock", "--run-root", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()

@@ -162,6 +162,7 @@ class TestSelect:
 
     def test_adc_from_a_service_account_file(self, monkeypatch, tmp_path):
         pytest.importorskip("google.auth")
+        pytest.importorskip("cryptography")
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
 
