@@ -20,16 +20,15 @@ from .scripted import Policy, ScriptedProvider
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["PROVIDERS", "DEFAULT_MODELS", "KEY_VARIABLES", "make_provider"]
+__all__ = ["PROVIDERS", "CLOUD_PROVIDERS", "DEFAULT_MODELS", "KEY_VARIABLES", "make_provider"]
 
-PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses")
+# Claude on the clouds (decision 0400): credentials by each cloud's own chain, not one key
+CLOUD_PROVIDERS = ("bedrock", "vertex")
+PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses", *CLOUD_PROVIDERS)
 DEFAULT_MODELS = {"scripted": "scripted", "anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1",
                   "openai-responses": "gpt-5.1"}
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
                  "openai-responses": "OPENAI_API_KEY"}
-# Claude on the clouds (decision 0400): credentials by each cloud's own chain, not one key
-CLOUD_PROVIDERS = ("bedrock", "vertex")
-PROVIDERS += CLOUD_PROVIDERS
 DEFAULT_MODELS.update({"bedrock": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
                        "vertex": "claude-sonnet-4-5@20250929"})
 

@@ -6,55 +6,43 @@ and priced at Bedrock's price, a refusal one line."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from mnemon.orchestrator.cli import main
 from mnemon.providers.prices import price_for
 from tests.providers.conformance import fixture
+from tests.providers.test_answers import Server
 
 MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 PATH = f"/model/{MODEL}/invoke-with-response-stream"
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 
 
-class Replay:
-    """Answers each POST with the next recorded answer: (status, headers, body bytes)."""
+class Replay(Server):
+    """The answers server of test_answers.py, answering each POST with the next recorded
+    answer — (status, headers, body bytes) — and keeping (path, headers, body) of each
+    request."""
 
     def __init__(self, answers: list[tuple[int, dict, bytes]]):
+        super().__init__(404, None, b"")
         self.answers = list(answers)
-        self.requests: list[tuple[str, dict, bytes]] = []
+        self.seen: list[tuple[str, dict, bytes]] = []
+        self.url = self.base
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers["content-length"]))
-                outer.requests.append((self.path, {k.lower(): v for k, v in
-                                                   self.headers.items()}, body))
-                status, headers, data = outer.answers.pop(0) if outer.answers else (404, {}, b"")
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        def do_POST(h):  # noqa: N802
+            body = h.rfile.read(int(h.headers["content-length"]))
+            outer.seen.append((h.path, {k.lower(): v for k, v in h.headers.items()}, body))
+            status, headers, data = outer.answers.pop(0) if outer.answers else (404, {}, b"")
+            h.send_response(status)
+            for k, v in headers.items():
+                h.send_header(k, v)
+            h.send_header("content-length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
 
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.httpd.RequestHandlerClass.do_POST = do_POST  # type: ignore[attr-defined]
 
 
 def frames(name: str) -> tuple[int, dict, bytes]:
@@ -103,11 +91,11 @@ def test_ask_with_a_tool_call_throttling_and_caching(tmp_path, capsys, aws):
                    "--run-root", str(tmp_path / "run"), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["answer"] == "It is 18°C and sunny in Paris."
-    assert [p for p, _, _ in server.requests] == [PATH] * 3
-    for path, headers, body in server.requests:
+    assert [p for p, _, _ in server.seen] == [PATH] * 3
+    for path, headers, body in server.seen:
         assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
         _botocore_agrees(path, headers, body, server.url)
-    first, _, third = (json.loads(b) for _, _, b in server.requests)
+    first, _, third = (json.loads(b) for _, _, b in server.seen)
     assert first["anthropic_version"] == "bedrock-2023-05-31" and "model" not in first
     results = [b for m in third["messages"] for b in m["content"] if b["type"] == "tool_result"]
     assert results and "unknown tool 'get_weather'" in json.dumps(results[0]["content"])
@@ -124,12 +112,18 @@ def test_ask_with_a_tool_call_throttling_and_caching(tmp_path, capsys, aws):
     assert next(r for r in recs if r["t"] == "SessionStarted")["provider"] == "bedrock"
     log = (run / "agents" / "a1" / "record.jsonl").read_text()
     assert SECRET not in log and "session-token-not-secret" not in log
+    assert price_for(MODEL).input == pytest.approx(3.3), "a us. profile pays the regional 10%"
+    check_cost(run, MODEL, capsys)
+
+
+def check_cost(run, model: str, capsys) -> None:
+    """``mnemon cost`` counts the cache reads and writes the stream reported, at the model's
+    price on its cloud."""
     capsys.readouterr()
     assert main(["cost", str(run), "--json"]) == 0
     total = json.loads(capsys.readouterr().out)["total"]
     assert total["cache_read_tokens"] > 0 and total["cache_write_tokens"] > 0
-    p = price_for(MODEL)
-    assert p.input == pytest.approx(3.3), "a us. profile pays the regional 10%"
+    p = price_for(model)
     want = (total["input_tokens"] * p.input + total["output_tokens"] * p.output
             + total["cache_read_tokens"] * p.cache_read
             + total["cache_write_tokens"] * p.cache_write_5m) / 1e6
@@ -144,7 +138,7 @@ def test_access_denied_exits_1_with_one_line(tmp_path, capsys, aws):
     lines = [l for l in err.splitlines() if l.strip()]
     assert rc == 1 and len(lines) == 1 and "Traceback" not in err
     assert "AccessDeniedException: You don't have access" in lines[0]
-    assert len(server.requests) == 1, "a 403 is not retried"
+    assert len(server.seen) == 1, "a 403 is not retried"
 
 
 def test_no_region_is_a_usage_error(tmp_path, capsys, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 from mnemon.orchestrator.cli import main
 from mnemon.providers.prices import price_for
 from tests.providers.conformance import fixture
-from tests.providers.test_bedrock_cli import Replay
+from tests.providers.test_bedrock_cli import Replay, check_cost
 
 MODEL = "claude-sonnet-4-5@20250929"
 PATH = ("/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/"
@@ -43,9 +43,9 @@ def test_ask_with_a_tool_call_quota_retry_and_caching(tmp_path, capsys, gcp):
                    "--run-root", str(tmp_path / "run"), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["answer"] == "It is 18°C and sunny in Paris."
-    assert [p for p, _, _ in server.requests] == [PATH] * 3
-    assert all(h["authorization"] == f"Bearer {TOKEN}" for _, h, _ in server.requests)
-    first, _, third = (json.loads(b) for _, _, b in server.requests)
+    assert [p for p, _, _ in server.seen] == [PATH] * 3
+    assert all(h["authorization"] == f"Bearer {TOKEN}" for _, h, _ in server.seen)
+    first, _, third = (json.loads(b) for _, _, b in server.seen)
     assert first["anthropic_version"] == "vertex-2023-10-16" and first["stream"] is True
     assert "model" not in first
     results = [b for m in third["messages"] for b in m["content"] if b["type"] == "tool_result"]
@@ -59,16 +59,9 @@ def test_ask_with_a_tool_call_quota_retry_and_caching(tmp_path, capsys, gcp):
     assert "RESOURCE_EXHAUSTED" in calls[1]["error"]
     assert next(r for r in recs if r["t"] == "SessionStarted")["provider"] == "vertex"
     assert TOKEN not in (run / "agents" / "a1" / "record.jsonl").read_text()
-    capsys.readouterr()
-    assert main(["cost", str(run), "--json"]) == 0
-    total = json.loads(capsys.readouterr().out)["total"]
-    assert total["cache_read_tokens"] > 0 and total["cache_write_tokens"] > 0
     p = price_for(MODEL)
     assert (p.input, p.output, p.cache_read, p.cache_write_5m) == (3.0, 15.0, 0.3, 3.75)
-    want = (total["input_tokens"] * p.input + total["output_tokens"] * p.output
-            + total["cache_read_tokens"] * p.cache_read
-            + total["cache_write_tokens"] * p.cache_write_5m) / 1e6
-    assert total["cost_usd"] == pytest.approx(want, abs=1e-6)
+    check_cost(run, MODEL, capsys)
 
 
 def test_a_bad_token_exits_1_with_one_line(tmp_path, capsys, gcp):
@@ -79,7 +72,7 @@ def test_a_bad_token_exits_1_with_one_line(tmp_path, capsys, gcp):
     lines = [l for l in err.splitlines() if l.strip()]
     assert rc == 1 and len(lines) == 1 and "Traceback" not in err
     assert "UNAUTHENTICATED" in lines[0]
-    assert server.requests[0][0] == ("/projects/my-project/locations/us-east5/publishers/"
+    assert server.seen[0][0] == ("/projects/my-project/locations/us-east5/publishers/"
                                      "anthropic/models/claude-sonnet-4-5@20250929:"
                                      "streamRawPredict")
 
