@@ -104,3 +104,11 @@ def test_the_batch_engine_refuses_them_in_one_line(tmp_path, capsys, name):
     assert rc == 2 and err.count("\n") == 0
     assert f"does not support the {name} provider" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_context_windows_of_cloud_ids():
+    from mnemon.providers.windows import window_for
+
+    assert window_for("global.anthropic.claude-sonnet-4-5-20250929-v1:0") == 200_000
+    assert window_for("anthropic.claude-3-5-haiku-20241022-v1:0") == 200_000
+    assert window_for("claude-opus-4-5@20251101") == 200_000
