@@ -94,23 +94,28 @@ class EventStreamDecoder:
         self._buf = bytearray()
 
     def feed(self, chunk: bytes) -> list[Frame]:
+        """The frames ``chunk`` completes. The buffer is cut once per call, not once per frame
+        (a chunk holding many frames costs its length, not its length times their number)."""
         self._buf += chunk
-        out: list[Frame] = []
-        while len(self._buf) >= _PRELUDE:
-            total, head = _u32(self._buf, 0), _u32(self._buf, 4)
-            if zlib.crc32(bytes(self._buf[:8])) != _u32(self._buf, 8):
-                raise FrameError("event-stream prelude CRC mismatch")
-            if total > MAX_FRAME or head > MAX_HEADERS or total < _MIN_FRAME + head:
-                raise FrameError(f"an event-stream frame of impossible size ({total} bytes, "
-                                 f"{head} of headers)")
-            if len(self._buf) < total:
-                break
-            raw = bytes(self._buf[:total])
-            del self._buf[:total]
-            if zlib.crc32(raw[:-4]) != _u32(raw, total - 4):
-                raise FrameError("event-stream message CRC mismatch")
-            out.append(Frame(_headers(raw[_PRELUDE:_PRELUDE + head]),
-                             raw[_PRELUDE + head:total - 4]))
+        buf, at, out = self._buf, 0, []
+        try:
+            while len(buf) - at >= _PRELUDE:
+                total, head = _u32(buf, at), _u32(buf, at + 4)
+                if zlib.crc32(buf[at:at + 8]) != _u32(buf, at + 8):
+                    raise FrameError("event-stream prelude CRC mismatch")
+                if total > MAX_FRAME or head > MAX_HEADERS or total < _MIN_FRAME + head:
+                    raise FrameError(f"an event-stream frame of impossible size ({total} "
+                                     f"bytes, {head} of headers)")
+                if len(buf) - at < total:
+                    break
+                raw = bytes(buf[at:at + total])
+                at += total
+                if zlib.crc32(raw[:-4]) != _u32(raw, total - 4):
+                    raise FrameError("event-stream message CRC mismatch")
+                out.append(Frame(_headers(raw[_PRELUDE:_PRELUDE + head]),
+                                 raw[_PRELUDE + head:total - 4]))
+        finally:
+            del buf[:at]
         return out
 
     def flush(self) -> list[Frame]:

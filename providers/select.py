@@ -97,6 +97,15 @@ def make_provider(
                           max_tokens=max_tokens, retry=retry)
 
 
+def _claude_on(name: str, model: str) -> bool:
+    """Whether ``model`` names Claude on the cloud: a Bedrock id or profile of Anthropic's (an
+    ARN, which names no family, is let through), a Vertex name beginning ``claude``."""
+    m = model.strip().lower()
+    if name == "bedrock":
+        return m.startswith("arn:") or m.startswith("anthropic.") or ".anthropic." in m
+    return m.startswith("claude")
+
+
 def _cloud(name: str, *, model: str, base_url: str | None, api_key: str | None,
            env: Mapping[str, str], http_client: httpx.AsyncClient | None, stream: bool,
            max_tokens: int, cache_ttl: str, retry: RetryPolicy | None) -> Provider:
@@ -104,6 +113,12 @@ def _cloud(name: str, *, model: str, base_url: str | None, api_key: str | None,
     API key, or a Vertex access token)."""
     common: dict[str, Any] = dict(base_url=base_url, stream=stream, max_tokens=max_tokens,
                                   cache_ttl=cache_ttl, retry=retry)
+    if not _claude_on(name, model):
+        shown = model[:80].encode("unicode_escape").decode()
+        raise ProviderConfigError(
+            f"--provider {name} serves Claude models only, not {shown!r}: other "
+            f"{'Bedrock models (the Converse API)' if name == 'bedrock' else 'Vertex models'} "
+            "are not supported")
     if name == "bedrock":
         from .bedrock import BedrockProvider
         from .sigv4 import botocore_session, resolve_credentials, resolve_region

@@ -197,3 +197,14 @@ class TestSelect:
         with pytest.raises(ProviderConfigError, match="no AWS credentials found") as e:
             make_provider("bedrock", env={"AWS_REGION": "us-east-1"})
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name, model", [("bedrock", "amazon.nova-pro-v1:0"),
+                                         ("bedrock", "us.meta.llama3-3-70b-instruct-v1:0"),
+                                         ("vertex", "gemini-2.5-pro")])
+def test_a_model_other_than_claude_is_refused_in_one_line(name, model):
+    env = {"AWS_BEARER_TOKEN_BEDROCK": "k", "AWS_REGION": "us-east-1",
+           "GOOGLE_OAUTH_ACCESS_TOKEN": "t", "GOOGLE_CLOUD_PROJECT": "p"}
+    with pytest.raises(ProviderConfigError, match="serves Claude models only") as e:
+        make_provider(name, model=model, env=env)
+    assert "\n" not in str(e.value) and "not supported" in str(e.value)
