@@ -117,13 +117,13 @@ def event_of(frame: Frame) -> ServerSentEvent | None:
         lname = name.lower()
         if lname == "modelstreamerrorexception":  # the model's stream broke: try again
             said = body.get("message", "") if isinstance(body, dict) else str(body)
-            raise StreamInterrupted(f"{name} mid-stream: {said}", error_type=name)
+            raise StreamInterrupted(f"{name} mid-stream: {str(said)[:300]}", error_type=name)
         status = STATUS_FOR_EXCEPTION.get(lname, 500)
         raise error_from_bedrock(status, body, {"x-amzn-errortype": name})
     if kind == "error":
         code = str(h.get(":error-code") or "error")[:80]
-        raise StreamInterrupted(f"event-stream error {code}: {h.get(':error-message', '')}",
-                                error_type=code)
+        said = str(h.get(":error-message", ""))[:300]
+        raise StreamInterrupted(f"event-stream error {code}: {said}", error_type=code)
     return None
 
 

@@ -27,6 +27,8 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 from msgspec import Struct
 
+from .errors import ProviderConfigError
+
 __all__ = ["Credentials", "sign", "canonical_request", "credentials_from_env",
            "resolve_credentials", "resolve_region", "botocore_session", "frozen", "UNSIGNED_HEADERS"]
 
@@ -118,13 +120,30 @@ def credentials_from_env(env: Mapping[str, str]) -> Credentials | None:
 
 
 def botocore_session(env: Mapping[str, str]) -> Any:
-    """A botocore session, or None when the ``bedrock`` extra is not installed."""
+    """A botocore session, or None when the ``bedrock`` extra is not installed. botocore reads
+    the process's environment for the rest of its chain; ``env`` names the profile."""
     try:
         import botocore.session
     except ImportError:
         return None
     session = botocore.session.Session(profile=env.get("AWS_PROFILE") or None)
     return session
+
+
+def _chain_error(e: Exception) -> ProviderConfigError:
+    """botocore's word on a chain that cannot answer (an unknown profile, an expired SSO
+    login, a role that cannot be assumed) as one line, the user's to fix."""
+    said = " ".join(str(e).split())[:300]
+    return ProviderConfigError(f"AWS credentials could not be resolved: {type(e).__name__}: "
+                               f"{said}")
+
+
+def _botocore_errors() -> tuple[type[Exception], ...]:
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        return ()
+    return (BotoCoreError, ClientError)
 
 
 def resolve_credentials(env: Mapping[str, str], session: Any = None) -> Any:
@@ -139,7 +158,10 @@ def resolve_credentials(env: Mapping[str, str], session: Any = None) -> Any:
     session = session if session is not None else botocore_session(env)
     if session is None:
         return found
-    return session.get_credentials() or found
+    try:
+        return session.get_credentials() or found
+    except _botocore_errors() as e:
+        raise _chain_error(e) from None
 
 
 def resolve_region(env: Mapping[str, str], session: Any = None) -> str | None:
@@ -150,7 +172,10 @@ def resolve_region(env: Mapping[str, str], session: Any = None) -> str | None:
     session = session if session is not None else botocore_session(env)
     if session is None:
         return None
-    return session.get_config_variable("region") or None
+    try:
+        return session.get_config_variable("region") or None
+    except _botocore_errors() as e:
+        raise _chain_error(e) from None
 
 
 def frozen(credentials: Any) -> Credentials:
@@ -158,5 +183,8 @@ def frozen(credentials: Any) -> Credentials:
     may reach the network: the caller runs it in a thread)."""
     if isinstance(credentials, Credentials):
         return credentials
-    f = credentials.get_frozen_credentials()
+    try:
+        f = credentials.get_frozen_credentials()
+    except _botocore_errors() as e:
+        raise _chain_error(e) from None
     return Credentials(f.access_key, f.secret_key, f.token or None)

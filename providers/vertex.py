@@ -26,7 +26,7 @@ import httpx
 import trio
 
 from .anthropic import DEFAULT_MAX_TOKENS, RoutedAnthropic, error_from_response
-from .errors import ProviderConfigError, ProviderHTTPError
+from .errors import ProviderConfigError, ProviderConnectionError, ProviderHTTPError
 from .retry import RetryPolicy
 
 __all__ = ["API_VERSION", "DEFAULT_MODEL", "DEFAULT_LOCATION", "SCOPE", "endpoint",
@@ -113,9 +113,21 @@ def load_adc() -> tuple[Any, str | None]:
 
 
 def _fresh_token(credentials: Any) -> str:
-    """The credentials' token, refreshed first when missing or expired (blocking)."""
+    """The credentials' token, refreshed first when missing or expired (blocking). A refresh
+    refused (a revoked login) is the user's to fix; one that could not reach Google is tried
+    again as any broken connection is."""
     if not credentials.valid:
-        credentials.refresh(_HttpxRequest())
+        from google.auth import exceptions
+
+        try:
+            credentials.refresh(_HttpxRequest())
+        except exceptions.TransportError as e:
+            raise ProviderConnectionError(
+                f"could not refresh the Google access token: {str(e)[:300]}") from None
+        except exceptions.GoogleAuthError as e:
+            raise ProviderConfigError(
+                f"the Google credentials were refused: {type(e).__name__}: {str(e)[:300]}"
+            ) from None
     return str(credentials.token)
 
 

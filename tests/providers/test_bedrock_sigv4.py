@@ -118,3 +118,15 @@ def test_a_profile_through_botocore(tmp_path, monkeypatch):
     assert resolve_region(env) == "ap-southeast-2"
     creds = resolve_credentials(env)
     assert creds.get_frozen_credentials().access_key == "AKIDPROFILE"
+
+
+def test_an_unknown_profile_is_one_line(tmp_path, monkeypatch):
+    pytest.importorskip("botocore")
+    from mnemon.providers.errors import ProviderConfigError
+
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_PROFILE", "nobody")
+    with pytest.raises(ProviderConfigError, match="ProfileNotFound") as e:
+        resolve_region({"AWS_PROFILE": "nobody"})
+    assert "\n" not in str(e.value)

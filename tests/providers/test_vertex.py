@@ -177,3 +177,27 @@ class TestSelect:
         p = make_provider("vertex", env={})
         assert isinstance(p, VertexProvider) and p.project == "sa-project"
         assert p._credentials is not None and not p._credentials.valid
+
+
+async def test_a_refused_refresh_is_the_users_and_a_broken_one_retried(autojump_clock):
+    exceptions = pytest.importorskip("google.auth.exceptions")
+
+    class Refused(_Creds):
+        def __init__(self, error):
+            super().__init__()
+            self.error = error
+
+        def refresh(self, request):
+            self.refreshed += 1
+            raise self.error
+
+    refused = Refused(exceptions.RefreshError("invalid_grant: Token has been expired or revoked."))
+    with pytest.raises(ProviderConfigError, match="RefreshError: invalid_grant"):
+        await provider(lambda req: sse("text.sse"), token=None, credentials=refused).complete(
+            request())
+    assert refused.refreshed == 1, "a refused refresh is not retried"
+    broken = Refused(exceptions.TransportError("connection reset"))
+    with pytest.raises(Exception, match="could not refresh the Google access token"):
+        await provider(lambda req: sse("text.sse"), token=None, credentials=broken,
+                       retry=RetryPolicy(max_attempts=3)).complete(request())
+    assert broken.refreshed == 3, "a refresh that could not reach Google is tried again"
