@@ -114,6 +114,20 @@ def test_ask_with_a_tool_call_throttling_and_caching(tmp_path, capsys, aws):
     assert SECRET not in log and "session-token-not-secret" not in log
     assert price_for(MODEL).input == pytest.approx(3.3), "a us. profile pays the regional 10%"
     check_cost(run, MODEL, capsys)
+    check_trace(run, "aws.bedrock", capsys)
+
+
+def check_trace(run, provider: str, capsys) -> None:
+    """``mnemon trace`` names the cloud on every ``chat`` span, as the GenAI conventions do."""
+    from tests.tracing.receiver import attrs
+
+    capsys.readouterr()
+    assert main(["trace", str(run), "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    chats = [attrs(s["attributes"]) for rs in body["resourceSpans"] for ss in rs["scopeSpans"]
+             for s in ss["spans"]]
+    chats = [a for a in chats if a["gen_ai.operation.name"] == "chat"]
+    assert len(chats) == 3 and {a["gen_ai.provider.name"] for a in chats} == {provider}
 
 
 def check_cost(run, model: str, capsys) -> None:

@@ -11,7 +11,7 @@ import pytest
 from mnemon.orchestrator.cli import main
 from mnemon.providers.prices import price_for
 from tests.providers.conformance import fixture
-from tests.providers.test_bedrock_cli import Replay, check_cost
+from tests.providers.test_bedrock_cli import Replay, check_cost, check_trace
 
 MODEL = "claude-sonnet-4-5@20250929"
 PATH = ("/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/"
@@ -62,6 +62,7 @@ def test_ask_with_a_tool_call_quota_retry_and_caching(tmp_path, capsys, gcp):
     p = price_for(MODEL)
     assert (p.input, p.output, p.cache_read, p.cache_write_5m) == (3.0, 15.0, 0.3, 3.75)
     check_cost(run, MODEL, capsys)
+    check_trace(run, "gcp.vertex_ai", capsys)
 
 
 def test_a_bad_token_exits_1_with_one_line(tmp_path, capsys, gcp):
