@@ -99,6 +99,10 @@ def test_ask_with_a_tool_call_throttling_and_caching(tmp_path, capsys, aws):
     assert first["anthropic_version"] == "bedrock-2023-05-31" and "model" not in first
     results = [b for m in third["messages"] for b in m["content"] if b["type"] == "tool_result"]
     assert results and "unknown tool 'get_weather'" in json.dumps(results[0]["content"])
+    marks = [b["cache_control"] for b in [*third["tools"], *third.get("system", []),
+                                          *(c for m in third["messages"] for c in m["content"])]
+             if "cache_control" in b]
+    assert 1 <= len(marks) <= 4 and all(m == {"type": "ephemeral"} for m in marks)
     thinking = [b for m in third["messages"] if m["role"] == "assistant" for b in m["content"]
                 if b["type"] == "thinking"]
     assert thinking and thinking[0]["signature"], "thinking goes back with its signature"

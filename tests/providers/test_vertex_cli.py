@@ -50,6 +50,10 @@ def test_ask_with_a_tool_call_quota_retry_and_caching(tmp_path, capsys, gcp):
     assert "model" not in first
     results = [b for m in third["messages"] for b in m["content"] if b["type"] == "tool_result"]
     assert results and "unknown tool 'get_weather'" in json.dumps(results[0]["content"])
+    marks = [b["cache_control"] for b in [*third["tools"], *third.get("system", []),
+                                          *(c for m in third["messages"] for c in m["content"])]
+             if "cache_control" in b]
+    assert 1 <= len(marks) <= 4 and all(m == {"type": "ephemeral"} for m in marks)
 
     run = tmp_path / "run"
     assert main(["verify", str(run)]) == 0
