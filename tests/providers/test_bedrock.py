@@ -208,3 +208,13 @@ def test_a_model_other_than_claude_is_refused_in_one_line(name, model):
     with pytest.raises(ProviderConfigError, match="serves Claude models only") as e:
         make_provider(name, model=model, env=env)
     assert "\n" not in str(e.value) and "not supported" in str(e.value)
+
+
+async def test_the_one_hour_cache_ttl_goes_in_the_body_as_bedrock_takes_it():
+    seen: list[httpx.Request] = []
+    await provider(lambda req: seen.append(req) or frames("text.bin"),
+                   cache_ttl="1h").complete(request())
+    body = json.loads(seen[0].content)
+    marks = [b["cache_control"] for b in [*body["tools"], *body["system"]]
+             if "cache_control" in b]
+    assert marks and all(m == {"type": "ephemeral", "ttl": "1h"} for m in marks)
