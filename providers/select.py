@@ -55,6 +55,10 @@ def make_provider(
     (``openai-responses`` only: responses are stored and an agent's turns chained with
     ``previous_response_id``); the other providers ignore it.
 
+    ``bedrock`` and ``vertex`` (Claude on the clouds) take their credentials and places from
+    each cloud's own variables (docs/providers.md); ``api_key`` is then a Bedrock API key or a
+    Vertex access token.
+
     Raises:
         ProviderConfigError: unknown ``name``, or no key for a hosted provider (an OpenAI
             ``base_url`` other than OpenAI's own may go without one: local servers need none).
