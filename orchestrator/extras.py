@@ -23,6 +23,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     # a dotted name where the distribution is a part of a namespace package (the name with
     # dots for dashes is the distribution's)
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
+    # --provider bedrock signs with its own SigV4 and needs botocore only for the credential
+    # chain beyond the environment; --provider vertex needs google-auth only for ADC
+    "bedrock": ("botocore",),
+    "vertex": ("google.auth",),
 }
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "parse_stream",
     "error_from_response",
     "AnthropicProvider",
+    "RoutedAnthropic",
 ]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -433,3 +434,40 @@ class AnthropicProvider(HTTPProvider):
 
     def feed_event(self, assembler: "MessageAssembler", event: str | None, data: str) -> None:
         _feed_event(assembler, event, data)
+
+
+class RoutedAnthropic(AnthropicProvider):
+    """
+    The Messages API as a cloud serves it (Bedrock, Vertex AI): the same body, events and errors,
+    but the model is named in the URL rather than the body, the body carries the cloud's
+    ``anthropic_version``, and each attempt is authorised by the cloud's own scheme. A subclass
+    gives ``anthropic_version``, ``model_url`` and ``_request_headers``; everything else is this
+    adapter's, so the two clouds add a transport and auth around it, not a second copy.
+    """
+
+    anthropic_version = ""
+    stream_in_body = False  # Vertex keeps ``"stream": true``; Bedrock's URL says it instead
+
+    def model_url(self, model: str) -> str:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        return self.model_url(self.model)
+
+    def hint(self, status: int) -> str | None:
+        return None  # the path is the cloud's, not a base URL the user may have doubled
+
+    def encode(self, request: Request) -> dict[str, Any]:
+        body = super().encode(request)
+        body.pop("model", None)
+        if not self.stream_in_body:
+            body.pop("stream", None)
+        return {"anthropic_version": self.anthropic_version, **body}
+
+    async def complete(self, request: Request, *, on_attempt: Any = None,
+                       on_text: Any = None) -> Response:
+        content = json.dumps(self.encode(request), ensure_ascii=False,
+                             separators=(",", ":")).encode()
+        return await self._send(content, on_attempt=on_attempt, on_text=on_text,
+                                url=self.model_url(request.model or self.model))

@@ -128,18 +128,21 @@ class HTTPProvider(ABC):
         return await self._send(content, on_attempt=on_attempt, on_text=on_text)
 
     async def _send(self, content: bytes, *, on_attempt: OnAttempt | None = None,
-                    on_text: Callable[[str], None] | None = None) -> Response:
+                    on_text: Callable[[str], None] | None = None,
+                    url: str | None = None) -> Response:
         """POST an encoded body, retried per ``RetryPolicy`` (an adapter that shapes its body
-        per conversation — the Responses API's stored chains — encodes it itself)."""
-        return await call_with_retry(lambda: self._attempt(content, on_text), policy=self.retry,
-                                     on_attempt=on_attempt, rng=self._rng)
+        per conversation — the Responses API's stored chains — encodes it itself; one whose URL
+        names the model — Bedrock, Vertex — passes ``url``)."""
+        return await call_with_retry(lambda: self._attempt(content, on_text, url),
+                                     policy=self.retry, on_attempt=on_attempt, rng=self._rng)
 
-    async def _attempt(self, content: bytes,
-                       on_text: Callable[[str], None] | None = None) -> Response:
-        url = self.url
+    async def _attempt(self, content: bytes, on_text: Callable[[str], None] | None = None,
+                       url: str | None = None) -> Response:
+        url = url or self.url
         with map_httpx_errors(url):
+            headers = await self._request_headers(url, content)
             async with self._client.stream("POST", url, content=content,
-                                           headers=self._headers()) as resp:
+                                           headers=headers) as resp:
                 if resp.status_code >= 400:
                     await resp.aread()
                     raise self.error(resp.status_code, json_or_text(resp),
@@ -185,7 +188,7 @@ class HTTPProvider(ABC):
         """SSE bytes → the answer, through the adapter's assembler. A body with not one event
         that is not labelled a stream (an HTML page, JSON that does not parse) will be the same
         next time: ``NotAnAnswer``, not an interrupted stream to retry."""
-        decoder = SSEDecoder()
+        decoder = self._decoder()
         assembler = self.assembler(dict(headers))
         assembler.on_text = on_text
         seen = False
@@ -202,6 +205,16 @@ class HTTPProvider(ABC):
         if not seen and ctype and not _is_sse(ctype):
             raise NotAnAnswer(self.url, ctype, bytes(head), "a streaming request with no stream")
         return assembler.finish()
+
+    async def _request_headers(self, url: str, content: bytes) -> dict[str, str]:
+        """The headers of one attempt. A cloud adapter signs each attempt's body anew (SigV4
+        is good for five minutes, an access token for an hour) where others send fixed ones."""
+        return self._headers()
+
+    def _decoder(self) -> Any:
+        """The stream's framing: ``feed(bytes)`` and ``flush()`` give events with ``event`` and
+        ``data`` (SSE here; Bedrock's binary event-stream frames in its adapter)."""
+        return SSEDecoder()
 
     def is_message(self, body: Any) -> bool:
         """Whether a whole JSON body is the API's (non-streamed) message: the adapter knows."""

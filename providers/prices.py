@@ -28,6 +28,7 @@ Override with ``load_prices(path)`` (TOML or JSON) or ``prices_from(mapping)``::
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,8 @@ __all__ = [
     "prices_from",
     "load_prices",
     "cost_usd",
+    "cloud_model",
+    "REGIONAL_PREMIUM",
     "SweepGate",
     "sweep_gate",
 ]
@@ -175,6 +178,9 @@ def price_for(model: str | None, table: Mapping[str, Price] | None = None) -> Pr
         return DEFAULT_PRICE
     if is_batch(model):
         return price_for(model[:-len(BATCH_SUFFIX)], table).batched()
+    cloud = cloud_model(model)
+    if cloud is not None:  # a Bedrock or Vertex id: the Claude model's price, and the region's
+        return _on_cloud(cloud, table)
     name = model.rsplit("/", 1)[-1].lower()
     if name in table:
         return table[name]
@@ -186,6 +192,47 @@ def price_for(model: str | None, table: Mapping[str, Price] | None = None) -> Pr
         if word in name:
             return price
     return DEFAULT_PRICE
+
+
+# --- Claude on the clouds (decision 0403) ---------------------------------------------------
+# Amazon Bedrock and Google Vertex AI list Claude at Anthropic's own prices, with the same cache
+# model (a read 0.1× input, a write 1.25× for 5 minutes or 2× for 1 hour), taken on 2026-12-06
+# from Anthropic's pricing page ("Third-party platform pricing") and the Bedrock pricing page.
+# From the 4.5 generation on, a regional endpoint costs 10% more than the global one, every
+# token kind alike: Bedrock's in-region ids and geographic profiles (``us.``, ``eu.``, ``apac.``
+# …) pay it, its ``global.`` profiles do not. A Vertex model name does not say its location, so
+# it prices at the global endpoint's (the provider's default location); a run on a regional one
+# is priced with ``--price-as`` or a prices file.
+REGIONAL_PREMIUM = 1.10
+_BEDROCK_ID = re.compile(r"(?:(global|[a-z]{2,4}(?:-gov)?)\.)?anthropic\.(claude-[a-z0-9.-]{1,80}?)"
+                         r"(?:-v\d{1,3}(?::\d{1,3})?)?")
+_VERTEX_ID = re.compile(r"(claude-[a-z0-9.-]{1,80})@(?:\d{8}|latest)")
+_BEFORE_REGIONAL_PRICING = ("claude-opus-4-1", "claude-opus-4-0", "claude-opus-4-2",
+                            "claude-sonnet-4-0", "claude-sonnet-4-2", "claude-3-")
+
+
+def cloud_model(model: str) -> tuple[str, bool] | None:
+    """A Bedrock id (``us.anthropic.claude-sonnet-4-5-20250929-v1:0``) or Vertex name
+    (``claude-sonnet-4-5@20250929``) → (the Claude model, whether its endpoint is regional);
+    None for any other name."""
+    name = model.strip().lower()
+    if m := _BEDROCK_ID.fullmatch(name):
+        return m.group(2), m.group(1) != "global"
+    if m := _VERTEX_ID.fullmatch(name):
+        return m.group(1), False
+    return None
+
+
+def _on_cloud(cloud: tuple[str, bool], table: Mapping[str, Price]) -> Price:
+    base, regional = cloud
+    price = price_for(base, table)
+    if not regional or base.startswith(_BEFORE_REGIONAL_PRICING):
+        return price
+    k = REGIONAL_PREMIUM
+    return Price(input=round(price.input * k, 6), output=round(price.output * k, 6),
+                 cache_read=round(price.cache_read * k, 6),
+                 cache_write_5m=round(price.cache_write_5m * k, 6),
+                 cache_write_1h=round(price.cache_write_1h * k, 6), batch=price.batch)
 
 
 def prices_from(mapping: Mapping[str, Any], base: Mapping[str, Price] | None = None

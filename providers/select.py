@@ -20,13 +20,17 @@ from .scripted import Policy, ScriptedProvider
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["PROVIDERS", "DEFAULT_MODELS", "KEY_VARIABLES", "make_provider"]
+__all__ = ["PROVIDERS", "CLOUD_PROVIDERS", "DEFAULT_MODELS", "KEY_VARIABLES", "make_provider"]
 
-PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses")
+# Claude on the clouds (decision 0400): credentials by each cloud's own chain, not one key
+CLOUD_PROVIDERS = ("bedrock", "vertex")
+PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses", *CLOUD_PROVIDERS)
 DEFAULT_MODELS = {"scripted": "scripted", "anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1",
                   "openai-responses": "gpt-5.1"}
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
                  "openai-responses": "OPENAI_API_KEY"}
+DEFAULT_MODELS.update({"bedrock": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+                       "vertex": "claude-sonnet-4-5@20250929"})
 
 
 def make_provider(
@@ -51,6 +55,10 @@ def make_provider(
     (``openai-responses`` only: responses are stored and an agent's turns chained with
     ``previous_response_id``); the other providers ignore it.
 
+    ``bedrock`` and ``vertex`` (Claude on the clouds) take their credentials and places from
+    each cloud's own variables (docs/providers.md); ``api_key`` is then a Bedrock API key or a
+    Vertex access token.
+
     Raises:
         ProviderConfigError: unknown ``name``, or no key for a hosted provider (an OpenAI
             ``base_url`` other than OpenAI's own may go without one: local servers need none).
@@ -59,6 +67,10 @@ def make_provider(
     if name == "scripted":
         return ScriptedProvider(script, policy=policy,
                                 cache_model=cache_model or CacheModel(ttl=cache_ttl))
+    if name in CLOUD_PROVIDERS:
+        return _cloud(name, model=model or DEFAULT_MODELS[name], base_url=base_url,
+                      api_key=api_key, env=env, http_client=http_client, stream=stream,
+                      max_tokens=max_tokens, cache_ttl=cache_ttl, retry=retry)
     if name not in KEY_VARIABLES:
         raise ProviderConfigError(
             f"unknown provider {name!r}: choose one of {', '.join(PROVIDERS)}")
@@ -87,3 +99,60 @@ def make_provider(
                                  max_tokens=max_tokens, store=store, retry=retry)
     return OpenAIProvider(http_client, key or "", model, base_url=url, stream=stream,
                           max_tokens=max_tokens, retry=retry)
+
+
+def _claude_on(name: str, model: str) -> bool:
+    """Whether ``model`` names Claude on the cloud: a Bedrock id or profile of Anthropic's (an
+    ARN, which names no family, is let through), a Vertex name beginning ``claude``."""
+    m = model.strip().lower()
+    if name == "bedrock":
+        return m.startswith("arn:") or m.startswith("anthropic.") or ".anthropic." in m
+    return m.startswith("claude")
+
+
+def _cloud(name: str, *, model: str, base_url: str | None, api_key: str | None,
+           env: Mapping[str, str], http_client: httpx.AsyncClient | None, stream: bool,
+           max_tokens: int, cache_ttl: str, retry: RetryPolicy | None) -> Provider:
+    """Bedrock or Vertex, with what each cloud's own variables name (``api_key``: a Bedrock
+    API key, or a Vertex access token)."""
+    common: dict[str, Any] = dict(base_url=base_url, stream=stream, max_tokens=max_tokens,
+                                  cache_ttl=cache_ttl, retry=retry)
+    if not _claude_on(name, model):
+        shown = model[:80].encode("unicode_escape").decode()
+        raise ProviderConfigError(
+            f"--provider {name} serves Claude models only, not {shown!r}: other "
+            f"{'Bedrock models (the Converse API)' if name == 'bedrock' else 'Vertex models'} "
+            "are not supported")
+    if name == "bedrock":
+        from .bedrock import BedrockProvider
+        from .sigv4 import botocore_session, resolve_credentials, resolve_region
+
+        bearer = api_key or env.get("AWS_BEARER_TOKEN_BEDROCK") or None
+        session = None if env.get("AWS_REGION") and (bearer or env.get("AWS_ACCESS_KEY_ID")) \
+            else botocore_session(env)
+        region = resolve_region(env, session)
+        if not region:
+            raise ProviderConfigError("AWS_REGION is not set (needed by --provider bedrock)")
+        creds = None if bearer else resolve_credentials(env, session)
+        if creds is None and not bearer:
+            extra = "" if session is not None else (
+                "; profiles, SSO and roles need the bedrock extra: pip install 'mnemon[bedrock]'")
+            raise ProviderConfigError(
+                "no AWS credentials found (needed by --provider bedrock): set "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or "
+                f"AWS_BEARER_TOKEN_BEDROCK{extra}")
+        return BedrockProvider(http_client, model, region=region, credentials=creds,
+                               bearer_token=bearer, **common)
+    from .vertex import DEFAULT_LOCATION, VertexProvider, load_adc
+
+    token = api_key or env.get("GOOGLE_OAUTH_ACCESS_TOKEN") or None
+    project = env.get("GOOGLE_CLOUD_PROJECT") or None
+    credentials = None
+    if not token:
+        credentials, found = load_adc()
+        project = project or found
+    if not project:
+        raise ProviderConfigError("GOOGLE_CLOUD_PROJECT is not set (needed by --provider vertex)")
+    return VertexProvider(http_client, model, project=project,
+                          location=env.get("GOOGLE_CLOUD_LOCATION") or DEFAULT_LOCATION,
+                          token=token, credentials=credentials, **common)

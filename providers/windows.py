@@ -1,7 +1,8 @@
 """The models' context windows: what a run assumes when ``--context-window`` (a job's
 ``[agent] context_window``, ``Settings.context_window``) is not given.
 
-A model is matched by its name's prefix, or by the part after a ``/`` (``openrouter/gpt-4o``);
+A model is matched by its name's prefix, or by the part after a ``/`` (``openrouter/gpt-4o``) or
+after ``anthropic.`` (a Bedrock id, ``us.anthropic.claude-…-v1:0``);
 an unknown model has no window (``None``), and the caller must name one. A library caller reads
 the same table the CLI and jobs do (``mnemon.window_for``).
 """
@@ -21,6 +22,8 @@ def window_for(model: str | None) -> int | None:
     if not model:
         return None
     m = model.lower()
+    if ".anthropic." in m or m.startswith("anthropic."):  # a Bedrock id: its Claude model
+        m = m[m.index("anthropic.") + len("anthropic."):]
     for prefix, w in KNOWN_WINDOWS.items():
         if m.startswith(prefix) or f"/{prefix}" in m:
             return w

@@ -2,7 +2,8 @@
 run settings, as argparse flags turned into plain values for ``configure`` (which builds the
 settings and the provider, for jobs and library callers alike).
 
-Provider selection is the same everywhere: ``--provider scripted|anthropic|openai|openai-responses``,
+Provider selection is the same everywhere: ``--provider scripted|anthropic|openai|openai-responses|
+bedrock|vertex``,
 ``--model``, ``--base-url``, keys from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``, and
 ``--context-window`` where the model's window is not known; ``--run-root DIR`` names where logs go.
 """
@@ -24,7 +25,8 @@ from ..settings import Settings
 def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     g = p.add_argument_group("provider")
     g.add_argument("--provider", default=default_provider,
-                   choices=["scripted", "anthropic", "openai", "openai-responses"],
+                   choices=["scripted", "anthropic", "openai", "openai-responses",
+                            "bedrock", "vertex"],
                    help="which provider to call")
     g.add_argument("--model", default=None, help="the model name")
     g.add_argument("--base-url", default=None, help="any compatible server")

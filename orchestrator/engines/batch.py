@@ -38,6 +38,10 @@ BATCH_PROVIDERS = ("anthropic", "openai", "openai-responses")
 def check_job(job: Job) -> None:
     """Refuse a job the batch engine cannot run, before anything is written."""
     name = job.spec.provider.name
+    if name in ("bedrock", "vertex"):  # their batch jobs read and write cloud storage
+        raise JobError(f"{job.path}: --engine batch does not support the {name} provider "
+                       "here (its batch inference works through cloud storage); use --engine "
+                       "local")
     if name not in BATCH_PROVIDERS:
         raise JobError(f"{job.path}: --engine batch needs [provider] name = \"anthropic\", "
                        f"\"openai\" or \"openai-responses\"; the {name} provider has no batch "

@@ -49,7 +49,8 @@ INTERNAL, CLIENT = 1, 3
 UNSET, OK, ERROR = 0, 1, 2
 
 #: mnemon's provider names → ``gen_ai.provider.name`` (well-known values where there is one)
-PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai"}
+PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai",
+             "bedrock": "aws.bedrock", "vertex": "gcp.vertex_ai"}
 
 
 def latest_only(environ: "os._Environ[str] | dict[str, str] | None" = None) -> bool:
