@@ -125,18 +125,25 @@ class HTTPProvider(ABC):
         """
         content = json.dumps(self.encode(request), ensure_ascii=False,
                              separators=(",", ":")).encode()
-        return await self._send(content, on_attempt=on_attempt, on_text=on_text)
+        return await self._send(content, on_attempt=on_attempt, on_text=on_text,
+                                url=self.url_for(request))
+
+    def url_for(self, request: Request) -> str:
+        """Where ``request`` goes: ``url``, unless the adapter's URL names the model (Gemini's
+        ``models/{m}:generateContent``, an Azure deployment), which a request may choose."""
+        return self.url
 
     async def _send(self, content: bytes, *, on_attempt: OnAttempt | None = None,
-                    on_text: Callable[[str], None] | None = None) -> Response:
+                    on_text: Callable[[str], None] | None = None,
+                    url: str | None = None) -> Response:
         """POST an encoded body, retried per ``RetryPolicy`` (an adapter that shapes its body
         per conversation — the Responses API's stored chains — encodes it itself)."""
-        return await call_with_retry(lambda: self._attempt(content, on_text), policy=self.retry,
-                                     on_attempt=on_attempt, rng=self._rng)
+        return await call_with_retry(lambda: self._attempt(content, on_text, url),
+                                     policy=self.retry, on_attempt=on_attempt, rng=self._rng)
 
-    async def _attempt(self, content: bytes,
-                       on_text: Callable[[str], None] | None = None) -> Response:
-        url = self.url
+    async def _attempt(self, content: bytes, on_text: Callable[[str], None] | None = None,
+                       url: str | None = None) -> Response:
+        url = url or self.url
         with map_httpx_errors(url):
             async with self._client.stream("POST", url, content=content,
                                            headers=self._headers()) as resp:

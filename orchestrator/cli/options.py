@@ -24,7 +24,9 @@ from ..settings import Settings
 def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     g = p.add_argument_group("provider")
     g.add_argument("--provider", default=default_provider,
-                   choices=["scripted", "anthropic", "openai", "openai-responses"],
+                   choices=["scripted", "anthropic", "openai", "openai-responses",
+                            # issue #48: Gemini, Vertex AI, Azure OpenAI (docs/providers.md)
+                            "gemini", "vertex", "azure-openai", "azure-openai-responses"],
                    help="which provider to call")
     g.add_argument("--model", default=None, help="the model name")
     g.add_argument("--base-url", default=None, help="any compatible server")

@@ -31,7 +31,8 @@ class _S(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
 class ProviderSpec(_S, frozen=True):
     """As the CLI's ``--provider/--model/--base-url/--max-tokens/--cache-ttl``."""
 
-    name: Literal["scripted", "anthropic", "openai", "openai-responses"] = "scripted"
+    name: Literal["scripted", "anthropic", "openai", "openai-responses",
+                  "gemini", "vertex", "azure-openai", "azure-openai-responses"] = "scripted"
     model: str | None = None
     base_url: str | None = None
     max_tokens: Annotated[int, Meta(ge=1)] = 8192

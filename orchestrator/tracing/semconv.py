@@ -49,7 +49,10 @@ INTERNAL, CLIENT = 1, 3
 UNSET, OK, ERROR = 0, 1, 2
 
 #: mnemon's provider names → ``gen_ai.provider.name`` (well-known values where there is one)
-PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai"}
+PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai",
+             # the conventions' values for Google's and Azure's surfaces (issue #48)
+             "gemini": "gcp.gemini", "vertex": "gcp.vertex_ai",
+             "azure-openai": "azure.ai.openai", "azure-openai-responses": "azure.ai.openai"}
 
 
 def latest_only(environ: "os._Environ[str] | dict[str, str] | None" = None) -> bool:
