@@ -23,6 +23,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     # a dotted name where the distribution is a part of a namespace package (the name with
     # dots for dashes is the distribution's)
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
+    "vertex": ("google.auth",),  # Application Default Credentials (providers/gemini.py)
 }
 
 

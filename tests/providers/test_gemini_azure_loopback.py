@@ -212,3 +212,28 @@ def test_batch_engine_refuses_in_one_line(tmp_path, capsys, name):
     err = capsys.readouterr().err
     assert rc == 2 and f"the {name} provider has no batch API" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "job.run").exists()
+
+
+def test_a_job_and_a_role_select_them(tmp_path, capsys, monkeypatch):
+    """A job's ``[provider] name = "gemini"`` runs its task on Gemini; a roles file may name
+    each of the new providers."""
+    from mnemon.orchestrator.roles.spec import parse_roles
+
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-not-secret")
+    with Server([(200, SSE, fx("gemini", "text.sse"))]) as server:
+        job = tmp_path / "job.toml"
+        job.write_text(f'[provider]\nname = "gemini"\nmodel = "gemini-2.5-flash"\n'
+                       f'base_url = "{server.url}/v1beta"\n\n'
+                       '[[tasks]]\nid = "k1"\nprompt = "Six times seven?"\n')
+        rc = main(["run", str(job)])
+    capsys.readouterr()
+    assert rc == 0
+    assert server.seen[0][0] == "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    rows = [json.loads(l) for l in (tmp_path / "job.run" / "results.jsonl").read_text()
+            .splitlines()]
+    assert [r["status"] for r in rows] == ["done"]
+    roles = parse_roles({"roles": {
+        name.replace("-", "_"): {"description": "d", "provider": name, "model": "gemini-2.5-pro"}
+        for name in ("gemini", "vertex", "azure-openai", "azure-openai-responses")}})
+    assert {r.provider for r in roles.roles.values()} == {
+        "gemini", "vertex", "azure-openai", "azure-openai-responses"}
