@@ -32,6 +32,7 @@ billed as output), ``reasoning_tokens`` = ``thoughtsTokenCount``.
 from __future__ import annotations
 
 import datetime
+import importlib
 import json
 import random
 import re
@@ -349,7 +350,8 @@ class ChunkAssembler:
         if not isinstance(chunk, dict):
             raise StreamInterrupted("stream chunk that is not an object")
         if "error" in chunk:
-            err = chunk["error"] if isinstance(chunk["error"], dict) else {"message": chunk["error"]}
+            err = chunk["error"] if isinstance(chunk["error"], dict) else \
+                {"message": chunk["error"]}
             status = str(err.get("status") or "")
             code = err.get("code") if isinstance(err.get("code"), int) else 0
             if status in _RETRIED or code in (429, 500, 503, 504):
@@ -480,7 +482,8 @@ class GeminiProvider(HTTPProvider):
         return headers
 
     def encode(self, request: Request) -> dict[str, Any]:
-        max_tokens = request.max_tokens if request.max_tokens != DEFAULT_MAX_TOKENS else self.max_tokens
+        max_tokens = request.max_tokens if request.max_tokens != DEFAULT_MAX_TOKENS \
+            else self.max_tokens
         return encode_request(request, model=self.model, max_tokens=max_tokens)
 
     def decode(self, body: Any) -> Response:
@@ -508,7 +511,8 @@ def vertex_base_url(project: str, location: str, root: str | None = None) -> str
         host = "aiplatform.googleapis.com" if location == "global" \
             else f"{location}-aiplatform.googleapis.com"
         root = f"https://{host}/v1"
-    return f"{root.rstrip('/')}/projects/{quote(project, safe='-')}/locations/{quote(location, safe='-')}"
+    return (f"{root.rstrip('/')}/projects/{quote(project, safe='-')}"
+            f"/locations/{quote(location, safe='-')}")
 
 
 class VertexGeminiProvider(GeminiProvider):
@@ -544,15 +548,16 @@ def adc_token(scopes: tuple[str, ...] = (VERTEX_SCOPE,)) -> Callable[[], str]:
     """A token source over Application Default Credentials (``google-auth``, the ``vertex``
     extra): the token refreshed when it has under five minutes left. The refresh is a blocking
     HTTP call made at most once an hour, in the attempt that needs it."""
+    # google-auth ships no type information: imported by name, its objects are Any
     try:
-        import google.auth  # type: ignore[import-not-found, unused-ignore]
-        import google.auth.transport.requests  # type: ignore[import-not-found, unused-ignore]
+        auth = importlib.import_module("google.auth")
+        transport = importlib.import_module("google.auth.transport.requests")
     except ImportError:
         raise ProviderConfigError(
             "GOOGLE_OAUTH_ACCESS_TOKEN is not set, and Application Default Credentials need "
             "the vertex extra: pip install 'mnemon[vertex]'") from None
     try:
-        credentials, _ = google.auth.default(scopes=list(scopes))
+        credentials, _ = auth.default(scopes=list(scopes))
     except Exception as e:  # noqa: BLE001 — google.auth's DefaultCredentialsError and kin
         raise ProviderConfigError(
             f"no Application Default Credentials ({type(e).__name__}); set "
@@ -564,7 +569,7 @@ def adc_token(scopes: tuple[str, ...] = (VERTEX_SCOPE,)) -> Callable[[], str]:
             expiry = expiry.replace(tzinfo=datetime.timezone.utc)
         left = None if expiry is None else expiry.timestamp() - time.time()
         if not getattr(credentials, "token", None) or (left is not None and left < 300):
-            credentials.refresh(google.auth.transport.requests.Request())
+            credentials.refresh(transport.Request())
         return str(credentials.token)
 
     return token

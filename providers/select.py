@@ -108,7 +108,7 @@ def is_gemini(model: str | None) -> bool:
     """Whether ``--provider vertex`` with this model goes to the Gemini adapter: Google's own
     models (``gemini-…``, ``publishers/google/models/gemini-…``). Every other Vertex model is
     Claude's adapter's (the routing hook of decision 0410)."""
-    return bool(model) and model.rsplit("/", 1)[-1].lower().startswith("gemini")  # type: ignore[union-attr]
+    return model is not None and model.rsplit("/", 1)[-1].lower().startswith("gemini")
 
 
 def _google(name: str, model: str | None, base_url: str | None, api_key: str | None,

@@ -89,7 +89,8 @@ class TestDecode:
     def test_documented_parallel_calls(self):
         r = decode_response(json.loads(fixture("gemini", "generate_content.json")))
         sig, a, b = r.blocks
-        assert sig == Opaque("gemini", {"thoughtSignature": "Ct8BAdHtim/schedule/meeting/signature"})
+        assert sig == Opaque("gemini",
+                             {"thoughtSignature": "Ct8BAdHtim/schedule/meeting/signature"})
         assert (a.name, b.name) == ("schedule_meeting", "schedule_meeting")
         assert a.id != b.id, "two calls without ids get distinct ones"
         assert r.usage == Usage(input_tokens=118, output_tokens=42)
@@ -146,7 +147,8 @@ class TestEncode:
                        Text("The answer is 42."), Opaque("gemini", {"part": whole}),
                        Opaque("anthropic", {"type": "redacted_thinking"}),
                        Thinking("other's", "anthropic-sig")])
-        parts = encode_request(Request(system=None, messages=[user("q"), msg]))["contents"][1]["parts"]
+        body = encode_request(Request(system=None, messages=[user("q"), msg]))
+        parts = body["contents"][1]["parts"]
         assert parts == [{"text": "plan", "thought": True, "thoughtSignature": "T"},
                          {"text": "The answer is 42."}, whole]
 
