@@ -332,3 +332,19 @@ class TestVertexAndSelection:
 def test_retry_policy_passed_through():
     p = make_provider("gemini", env={"GEMINI_API_KEY": "k"}, retry=RetryPolicy(max_attempts=2))
     assert p.retry.max_attempts == 2
+
+
+@pytest.mark.parametrize("name, model, write", [
+    ("gemini", "gemini-2.5-pro", 1.0), ("vertex", "gemini-2.5-flash", 1.0),
+    ("azure-openai", "gpt-4o", 1.0), ("azure-openai-responses", "gpt-5", 1.0),
+    ("vertex", "claude-sonnet-4-5", 1.25), ("anthropic", "claude-sonnet-4-5", 1.25)])
+def test_the_eviction_plan_weighs_no_write_surcharge_on_implicit_caches(name, model, write):
+    """Gemini's implicit caching and Azure's automatic one charge nothing to write; Claude on
+    Vertex bills Anthropic's surcharge."""
+    from types import SimpleNamespace
+
+    from mnemon.orchestrator.weighing import cache_mults
+
+    env = SimpleNamespace(provider_name_for=lambda node: name,
+                          settings_for=lambda node: SimpleNamespace(model=model, cache_ttl="5m"))
+    assert cache_mults(env, None)[0] == write
