@@ -279,7 +279,10 @@ def _stop(reason: str | None, blocks: list[Block], blocked: bool = False) -> str
 
 def is_message(body: Any) -> bool:
     """Whether a whole JSON body is a ``GenerateContentResponse`` (a blocked prompt's, with
-    ``promptFeedback`` and no candidates, too)."""
+    ``promptFeedback`` and no candidates, too), or the JSON array of them that
+    ``streamGenerateContent`` answers without ``alt=sse`` (a proxy may drop the parameter)."""
+    if isinstance(body, list):
+        return bool(body) and all(is_message(b) and isinstance(b, dict) for b in body)
     return isinstance(body, dict) and (isinstance(body.get("candidates"), list)
                                        or isinstance(body.get("promptFeedback"), dict))
 
@@ -487,6 +490,11 @@ class GeminiProvider(HTTPProvider):
         return encode_request(request, model=self.model, max_tokens=max_tokens)
 
     def decode(self, body: Any) -> Response:
+        if isinstance(body, list):  # the JSON-array stream: folded as the SSE one is
+            assembler = ChunkAssembler()
+            for chunk in body:
+                assembler.feed(json.dumps(chunk))
+            return assembler.finish()
         return decode_response(body)
 
     def is_message(self, body: Any) -> bool:

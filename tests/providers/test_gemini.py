@@ -230,6 +230,15 @@ class TestErrors:
         assert len(r.blocks) == 3
         assert seen[0].url.path == "/v1beta/models/gemini-2.5-flash:generateContent"
 
+    async def test_a_json_array_stream_is_folded(self):
+        """``streamGenerateContent`` without ``alt=sse`` (a proxy that dropped it) answers one
+        JSON array of the chunks: the same answer."""
+        raw = fixture("gemini", "function_call.sse")
+        chunks = [json.loads(e[6:]) for e in raw.split(b"\r\n\r\n") if e.startswith(b"data: ")]
+        p = provider(httpx.MockTransport(lambda req: httpx.Response(200, json=chunks)))
+        r = await p.complete(Request(system=None, messages=[user("hi")]))
+        assert r == parse_stream(fixture("gemini", "function_call.sse"))
+
     async def test_context_too_long_not_retried(self):
         calls = []
 

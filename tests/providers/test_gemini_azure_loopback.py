@@ -78,6 +78,17 @@ def calls_of(recs) -> list:
     return [r for r in recs if type(r).__name__ == "ProviderCall"]
 
 
+def chat_spans(capsys, run: Path) -> list[dict]:
+    """The ``chat`` spans of ``mnemon trace RUN --json``, each one's attributes as a dict."""
+    from tests.tracing.receiver import attrs
+
+    assert main(["trace", str(run), "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    spans = [attrs(s["attributes"]) for rs in body["resourceSpans"] for ss in rs["scopeSpans"]
+             for s in ss["spans"]]
+    return [a for a in spans if a["gen_ai.operation.name"] == "chat"]
+
+
 def cost_row(capsys, run: Path) -> dict:
     assert main(["cost", str(run), "--json"]) == 0
     return json.loads(capsys.readouterr().out)["agents"][0]
@@ -121,6 +132,8 @@ def test_gemini_tool_call_signature_retry_usage_and_cost(tmp_path, capsys, monke
     assert started.provider == "gemini" and provider_name(started.provider) == "gcp.gemini"
     assert "AIza-not-secret" not in (run / "agents/a1/record.jsonl").read_text()
 
+    chats = chat_spans(capsys, run)
+    assert len(chats) == 3 and {c["gen_ai.provider.name"] for c in chats} == {"gcp.gemini"}
     row = cost_row(capsys, run)
     assert (row["input_tokens"], row["cache_read_tokens"], row["output_tokens"]) == (
         1134, 9216, 160)
@@ -149,6 +162,7 @@ def test_vertex_gemini_streams_text_with_a_bearer_token(tmp_path, capsys, monkey
                          .provider) == "gcp.vertex_ai"
     turn = next(r for r in recs if type(r).__name__ == "AssistantMessage")
     assert turn.blocks[-1].provider == "gemini", "the closing signed part is kept"
+    assert chat_spans(capsys, run)[0]["gen_ai.provider.name"] == "gcp.vertex_ai"
     row = cost_row(capsys, run)
     assert row["cache_read_tokens"] == 1024 and row["input_tokens"] == 1037
 
@@ -196,6 +210,7 @@ def test_azure_chat_tool_call_then_text(tmp_path, capsys, monkeypatch):
     assert calls[2].usage == Usage(input_tokens=314, output_tokens=9, cache_read_tokens=1536)
     assert provider_name(next(r for r in recs if type(r).__name__ == "SessionStarted")
                          .provider) == "azure.ai.openai"
+    assert {c["gen_ai.provider.name"] for c in chat_spans(capsys, run)} == {"azure.ai.openai"}
     row = cost_row(capsys, run)
     expected = sum(cost_usd(c.usage, "gpt-4o") for c in calls[1:])
     assert row["cost_usd"] == pytest.approx(expected, abs=1e-6)
