@@ -43,12 +43,13 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from .base import Request, Response
+from .base import Request, Response, ToolDef
 from .errors import (ProviderConfigError, ProviderHTTPError, StreamInterrupted, http_error)
 from .http import HTTPProvider
 from .openai import call_ids
 from .retry import RetryPolicy
 from .sse import events_of
+from .typed import OUTPUT_TOOL, OUTPUT_TOOL_DESCRIPTION, tool_schema
 from ..session.records import Block, Opaque, Text, Thinking, ToolUse, Usage
 
 __all__ = [
@@ -211,14 +212,19 @@ def encode_contents(request: Request) -> list[dict[str, Any]]:
 def encode_request(request: Request, *, model: str | None = None,
                    max_tokens: int | None = None) -> dict[str, Any]:
     """The JSON body of ``models/{model}:generateContent`` (and of its streaming twin: the
-    body is the same, the method and ``alt=sse`` differ)."""
+    body is the same, the method and ``alt=sse`` differ). A typed request (``request.output``)
+    offers one more tool, last: the final-answer tool, whose parameters are the output type
+    (decision 0281, as Anthropic's)."""
     body: dict[str, Any] = {"contents": encode_contents(request)}
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
-    if request.tools:
+    tools = list(request.tools)
+    if request.output is not None:
+        tools.append(ToolDef(OUTPUT_TOOL, OUTPUT_TOOL_DESCRIPTION, tool_schema(request.output)))
+    if tools:
         body["tools"] = [{"functionDeclarations": [
             {"name": t.name, "description": t.description, "parametersJsonSchema": t.input_schema}
-            for t in request.tools]}]
+            for t in tools]}]
         if request.tool_choice is not None:
             mode = {"auto": "AUTO", "none": "NONE", "required": "ANY"}.get(request.tool_choice)
             config: dict[str, Any] = {"mode": mode or "ANY"}

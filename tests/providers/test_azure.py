@@ -156,3 +156,22 @@ class TestSelection:
         OpenAI's prices): gpt-4o $2.50 / $10, cached $1.25."""
         p = price_for("gpt-4o-2024-11-20")
         assert (p.input, p.cache_read, p.output) == (2.5, 1.25, 10.0)
+
+
+def test_a_schema_strict_mode_cannot_express_is_refused_for_azure(tmp_path, capsys,
+                                                                    monkeypatch):
+    """Azure's adapters send a typed answer in OpenAI's strict mode, so they refuse what it
+    cannot express before anything runs, as ``openai`` does."""
+    from mnemon.orchestrator.cli import main
+
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", ENDPOINT)
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "k")
+    (tmp_path / "map.json").write_text(json.dumps(
+        {"type": "object", "properties": {"tags": {"type": "object",
+                                                   "additionalProperties": True}}}))
+    for name in ("azure-openai", "azure-openai-responses"):
+        rc = main(["ask", "hello", "--provider", name, "--model", "gpt-4o", "--output",
+                   str(tmp_path / "map.json"), "--run-root", str(tmp_path / "run")])
+        err = capsys.readouterr().err
+        assert rc == 2 and "strict mode cannot express an object with free keys" in err
+        assert not (tmp_path / "run").exists()

@@ -252,3 +252,25 @@ def test_a_job_and_a_role_select_them(tmp_path, capsys, monkeypatch):
         for name in ("gemini", "vertex", "azure-openai", "azure-openai-responses")}})
     assert {r.provider for r in roles.roles.values()} == {
         "gemini", "vertex", "azure-openai", "azure-openai-responses"}
+
+
+def test_gemini_typed_answer_through_the_final_answer_tool(tmp_path, capsys, monkeypatch):
+    """``--output`` on Gemini: the final-answer tool is offered last, its call is the answer."""
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-not-secret")
+    schema = tmp_path / "city.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"city": {"type": "string"}},
+                                  "required": ["city"]}))
+    answer = {"candidates": [{"content": {"role": "model", "parts": [
+        {"functionCall": {"name": "final_answer", "args": {"city": "Paris"}},
+         "thoughtSignature": "c2ln"}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 900, "candidatesTokenCount": 8,
+                          "totalTokenCount": 908}, "modelVersion": "gemini-2.5-flash"}
+    with Server([(200, SSE, b"data: " + json.dumps(answer).encode() + b"\r\n\r\n")]) as server:
+        rc = main(["ask", "Capital of France?", "--provider", "gemini", "--model",
+                   "gemini-2.5-flash", "--base-url", server.url + "/v1beta", "--output",
+                   str(schema), "--run-root", str(tmp_path / "run")])
+    assert rc == 0 and json.loads(capsys.readouterr().out) == {"city": "Paris"}
+    (declarations,) = json.loads(server.seen[0][2])["tools"]
+    last = declarations["functionDeclarations"][-1]
+    assert last["name"] == "final_answer"
+    assert last["parametersJsonSchema"]["properties"] == {"city": {"type": "string"}}
