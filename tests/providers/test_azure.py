@@ -175,3 +175,26 @@ def test_a_schema_strict_mode_cannot_express_is_refused_for_azure(tmp_path, caps
         err = capsys.readouterr().err
         assert rc == 2 and "strict mode cannot express an object with free keys" in err
         assert not (tmp_path / "run").exists()
+
+
+async def test_azure_conforms():
+    """The shared conformance conversation on an Azure deployment: OpenAI's recorded bytes at
+    Azure's path, with the ``api-key`` header."""
+    from tests.providers.conformance import check_provider, openai_transport
+
+    def azure_only(request: httpx.Request) -> None:
+        assert request.url.path == "/openai/deployments/gpt4o-prod/chat/completions"
+        assert request.headers["api-key"] == "azure-secret"
+        request.url = request.url.copy_with(path="/v1/chat/completions")
+        request.headers["authorization"] = "Bearer (checked above)"
+        return None
+
+    inner = openai_transport()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        azure_only(request)
+        return inner.handle_request(request)
+
+    await check_provider(lambda: AzureOpenAIProvider(
+        httpx.AsyncClient(transport=httpx.MockTransport(handler)), "azure-secret", "gpt4o-prod",
+        endpoint=ENDPOINT))

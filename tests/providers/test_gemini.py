@@ -357,3 +357,43 @@ def test_the_eviction_plan_weighs_no_write_surcharge_on_implicit_caches(name, mo
     env = SimpleNamespace(provider_name_for=lambda node: name,
                           settings_for=lambda node: SimpleNamespace(model=model, cache_ttl="5m"))
     assert cache_mults(env, None)[0] == write
+
+
+def _gemini_transport() -> httpx.MockTransport:
+    """The conformance conversation in Gemini's stream shapes (a model that does not think,
+    so its blocks are the neutral three kinds the suite expects)."""
+    from tests.providers.conformance import FINAL, HELLO
+
+    usage = {"promptTokenCount": 40, "candidatesTokenCount": 6, "totalTokenCount": 46}
+
+    def stream(*parts_then_finish: dict) -> bytes:
+        chunks = [{"candidates": [{"content": {"role": "model", "parts": [p]}}],
+                   "usageMetadata": usage, "modelVersion": "gemini-2.0-flash"}
+                  for p in parts_then_finish]
+        chunks[-1]["candidates"][0]["finishReason"] = "STOP"
+        return b"".join(b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path.endswith(":streamGenerateContent")
+        assert request.headers["x-goog-api-key"]
+        body = json.loads(request.content)
+        last = body["contents"][-1]["parts"]
+        if any("functionResponse" in p for p in last):
+            content = stream({"text": FINAL[:5]}, {"text": FINAL[5:]})
+        elif body.get("tools"):
+            content = stream({"text": "Let me check the weather."}, {"functionCall": {
+                "name": "get_weather", "args": {"city": "Paris", "unit": "celsius"}}})
+        else:
+            content = stream({"text": HELLO})
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=content)
+
+    return httpx.MockTransport(handler)
+
+
+async def test_gemini_conforms():
+    """The shared conformance conversation (tests/providers/conformance.py) on Gemini."""
+    from tests.providers.conformance import check_provider
+
+    await check_provider(lambda: GeminiProvider(
+        httpx.AsyncClient(transport=_gemini_transport()), "AIza-test", "gemini-2.0-flash"))
