@@ -24,7 +24,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     # dots for dashes is the distribution's)
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
     # --provider bedrock signs with its own SigV4 and needs botocore only for the credential
-    # chain beyond the environment; --provider vertex needs google-auth only for ADC
+    # chain beyond the environment; --provider vertex (Claude or Gemini) needs google-auth only
+    # for Application Default Credentials
     "bedrock": ("botocore",),
     "vertex": ("google.auth",),
 }

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ..providers.prices import price_for
+from ..providers.prices import NO_WRITE_SURCHARGE, price_for
+from ..providers.select import is_gemini
 from ..session.constants import EVICT_THRESHOLD_BYTES, NOTE_MAX_BYTES
 from ..session.eviction import (AUTO, Plan, due_line, eviction_due, falls_short, held_off,
                                  overflow_near, plan_eviction, pressure_reminder, short_of_target)
@@ -62,7 +63,8 @@ def cache_mults(env: "AgentEnv", node: "AgentNode | None") -> tuple[float, float
     """The cache write and read multipliers (÷ the input price) an agent's requests pay: its
     own cache TTL's write price; no write surcharge on OpenAI."""
     name = (env.provider_name_for(node) or "").lower()
-    w = 1.0 if name in ("openai", "openai-responses") else WRITE_MULT.get(env.settings_for(node).cache_ttl, 1.25)
+    w = 1.0 if name in NO_WRITE_SURCHARGE or (name == "vertex" and is_gemini(
+        env.settings_for(node).model)) else WRITE_MULT.get(env.settings_for(node).cache_ttl, 1.25)
     return w, READ_MULT
 
 

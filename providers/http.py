@@ -125,7 +125,13 @@ class HTTPProvider(ABC):
         """
         content = json.dumps(self.encode(request), ensure_ascii=False,
                              separators=(",", ":")).encode()
-        return await self._send(content, on_attempt=on_attempt, on_text=on_text)
+        return await self._send(content, on_attempt=on_attempt, on_text=on_text,
+                                url=self.url_for(request))
+
+    def url_for(self, request: Request) -> str:
+        """Where ``request`` goes: ``url``, unless the adapter's URL names the model (Gemini's
+        ``models/{m}:generateContent``, an Azure deployment), which a request may choose."""
+        return self.url
 
     async def _send(self, content: bytes, *, on_attempt: OnAttempt | None = None,
                     on_text: Callable[[str], None] | None = None,

@@ -40,6 +40,9 @@ from ..session.records import Usage
 
 __all__ = [
     "PRICES_DATE",
+    "GEMINI_SOURCE",
+    "AZURE_SOURCE",
+    "NO_WRITE_SURCHARGE",
     "BATCH_DISCOUNT",
     "BATCH_SUFFIX",
     "Price",
@@ -79,7 +82,7 @@ class Price(Struct, frozen=True, kw_only=True):
                      cache_write_1h=self.cache_write_1h * b, batch=1.0)
 
 
-BATCH_DISCOUNT = {"anthropic": 0.5, "openai": 0.5}
+BATCH_DISCOUNT = {"anthropic": 0.5, "openai": 0.5, "gemini": 0.5}
 """Each provider's batch price as a share of its live price, per token kind (Anthropic: Message
 Batches pricing; OpenAI: the Batch column of its pricing page), on 2026-11-30."""
 BATCH_SUFFIX = "@batch"
@@ -107,6 +110,25 @@ def openai(input: float, cached: float, output: float) -> Price:
     """An OpenAI price: cached input at its own price, writes priced as plain input."""
     return Price(input=input, output=output, cache_read=cached, cache_write_5m=input,
                  cache_write_1h=input, batch=BATCH_DISCOUNT["openai"])
+
+
+GEMINI_SOURCE = ("ai.google.dev/gemini-api/docs/pricing (Standard tier, prompts ≤ 200k "
+                 "tokens), 2026-11-30; Vertex AI lists the same for these models")
+AZURE_SOURCE = ("azure.microsoft.com/pricing/details/cognitive-services/openai-service (Global "
+                "deployments), 2026-11-30")
+NO_WRITE_SURCHARGE = frozenset({"openai", "openai-responses", "gemini", "azure-openai",
+                                "azure-openai-responses"})
+"""Providers whose prompt cache charges nothing to write: OpenAI's and Azure's automatic
+caching, Gemini's implicit caching (reads at the cached-input price, writes as plain input).
+``vertex`` is here only for Gemini models (``orchestrator.weighing``); Claude on Vertex bills
+Anthropic's write surcharge."""
+
+
+def gemini(input: float, cached: float, output: float) -> Price:
+    """A Gemini price: implicit caching reads at the cached-input price, writes nothing extra;
+    thinking is billed as output. Batch Mode costs half (``BATCH_DISCOUNT``)."""
+    return Price(input=input, output=output, cache_read=cached, cache_write_5m=input,
+                 cache_write_1h=input, batch=BATCH_DISCOUNT["gemini"])
 
 
 PRICES: dict[str, Price] = {
@@ -155,6 +177,18 @@ PRICES: dict[str, Price] = {
     "gpt-5-pro": openai(15.0, 15.0, 120.0),
     "o3-pro": openai(20.0, 20.0, 80.0),
     "o1-pro": openai(150.0, 150.0, 600.0),
+    # Google — Gemini, on the Gemini API and on Vertex AI alike (input, cached input, output;
+    # see GEMINI_SOURCE). Prompts over 200k tokens cost more on the Pro models; the table holds
+    # the ≤ 200k price.
+    "gemini-3-pro": gemini(2.0, 0.2, 12.0),
+    "gemini-3-flash": gemini(0.5, 0.05, 3.0),
+    "gemini-2.5-pro": gemini(1.25, 0.125, 10.0),
+    "gemini-2.5-flash": gemini(0.3, 0.03, 2.5),
+    "gemini-2.5-flash-lite": gemini(0.1, 0.01, 0.4),
+    "gemini-2.0-flash": gemini(0.1, 0.025, 0.4),
+    "gemini-2.0-flash-lite": gemini(0.075, 0.075, 0.3),
+    # Azure OpenAI: a deployment of an OpenAI model is priced as the model above (Azure's Global
+    # deployments list OpenAI's prices; AZURE_SOURCE).
 }
 
 DEFAULT_PRICE = anthropic(3.0, 15.0)

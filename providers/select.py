@@ -24,9 +24,12 @@ __all__ = ["PROVIDERS", "CLOUD_PROVIDERS", "DEFAULT_MODELS", "KEY_VARIABLES", "m
 
 # Claude on the clouds (decision 0400): credentials by each cloud's own chain, not one key
 CLOUD_PROVIDERS = ("bedrock", "vertex")
-PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses", *CLOUD_PROVIDERS)
+PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses", *CLOUD_PROVIDERS,
+             # Gemini and Azure OpenAI (issue #48; providers/gemini.py, providers/azure.py)
+             "gemini", "azure-openai", "azure-openai-responses")
 DEFAULT_MODELS = {"scripted": "scripted", "anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1",
-                  "openai-responses": "gpt-5.1"}
+                  "openai-responses": "gpt-5.1",
+                  "gemini": "gemini-2.5-pro"}
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
                  "openai-responses": "OPENAI_API_KEY"}
 DEFAULT_MODELS.update({"bedrock": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
@@ -67,6 +70,15 @@ def make_provider(
     if name == "scripted":
         return ScriptedProvider(script, policy=policy,
                                 cache_model=cache_model or CacheModel(ttl=cache_ttl))
+    # --- Gemini and Azure OpenAI (decisions 0410, 0411) -------------------------------
+    google = _google(name, model, base_url, api_key, env, http_client, stream, max_tokens,
+                     retry)
+    if google is not None:
+        return google
+    if name in ("azure-openai", "azure-openai-responses"):
+        return _azure(name, model, base_url, api_key, env, http_client, stream, max_tokens,
+                      retry, store)
+    # ---------------------------------------------------------------------------------------
     if name in CLOUD_PROVIDERS:
         return _cloud(name, model=model or DEFAULT_MODELS[name], base_url=base_url,
                       api_key=api_key, env=env, http_client=http_client, stream=stream,
@@ -156,3 +168,68 @@ def _cloud(name: str, *, model: str, base_url: str | None, api_key: str | None,
     return VertexProvider(http_client, model, project=project,
                           location=env.get("GOOGLE_CLOUD_LOCATION") or DEFAULT_LOCATION,
                           token=token, credentials=credentials, **common)
+
+
+# --------------------------------------------------------------------------- Gemini, Azure
+
+
+def is_gemini(model: str | None) -> bool:
+    """Whether ``--provider vertex`` with this model goes to the Gemini adapter: Google's own
+    models (``gemini-…``, ``publishers/google/models/gemini-…``). Every other Vertex model is
+    Claude's adapter's (the routing hook of decision 0410)."""
+    return model is not None and model.rsplit("/", 1)[-1].lower().startswith("gemini")
+
+
+def _google(name: str, model: str | None, base_url: str | None, api_key: str | None,
+            env: Mapping[str, str], http_client: Any, stream: bool, max_tokens: int,
+            retry: RetryPolicy | None) -> Provider | None:
+    """``--provider gemini``, and ``--provider vertex`` with a Gemini model; None otherwise."""
+    if name == "gemini":
+        key = api_key if api_key is not None else (env.get("GEMINI_API_KEY")
+                                                   or env.get("GOOGLE_API_KEY"))
+        from .gemini import DEFAULT_BASE_URL as GEMINI_URL, GeminiProvider
+
+        if not key and base_url is None:
+            raise ProviderConfigError(
+                "GEMINI_API_KEY (or GOOGLE_API_KEY) is not set (needed by --provider gemini)")
+        return GeminiProvider(http_client, key or "", model or DEFAULT_MODELS["gemini"],
+                              base_url=base_url or GEMINI_URL, stream=stream,
+                              max_tokens=max_tokens, retry=retry)
+    if name != "vertex" or not is_gemini(model):
+        return None
+    from .gemini import VertexGeminiProvider, adc_token, vertex_base_url
+
+    project = env.get("GOOGLE_CLOUD_PROJECT")
+    location = env.get("GOOGLE_CLOUD_LOCATION") or "global"
+    if not project:
+        raise ProviderConfigError("GOOGLE_CLOUD_PROJECT is not set (needed by --provider vertex)")
+    token = api_key if api_key is not None else env.get("GOOGLE_OAUTH_ACCESS_TOKEN")
+    return VertexGeminiProvider(http_client, token or adc_token(), model or "",
+                                base_url=vertex_base_url(project, location, base_url),
+                                stream=stream, max_tokens=max_tokens, retry=retry)
+
+
+def _azure(name: str, model: str | None, base_url: str | None, api_key: str | None,
+           env: Mapping[str, str], http_client: Any, stream: bool, max_tokens: int,
+           retry: RetryPolicy | None, store: bool) -> Provider:
+    """``--provider azure-openai`` (Chat Completions) and ``azure-openai-responses``."""
+    from .azure import API_VERSION, AzureOpenAIProvider, AzureResponsesProvider
+
+    endpoint = base_url or env.get("AZURE_OPENAI_ENDPOINT")
+    if not endpoint:
+        raise ProviderConfigError(f"AZURE_OPENAI_ENDPOINT is not set (needed by --provider {name})")
+    key = api_key if api_key is not None else env.get("AZURE_OPENAI_API_KEY")
+    token = env.get("AZURE_OPENAI_AD_TOKEN")
+    if not key and not token:
+        raise ProviderConfigError(f"AZURE_OPENAI_API_KEY or AZURE_OPENAI_AD_TOKEN is not set "
+                                  f"(needed by --provider {name})")
+    if not model:
+        raise ProviderConfigError(f"--provider {name} needs --model: the deployment's name")
+    if name == "azure-openai-responses":
+        return AzureResponsesProvider(http_client, key or "", model, endpoint=endpoint,
+                                      ad_token=token, stream=stream, max_tokens=max_tokens,
+                                      store=store, retry=retry)
+    return AzureOpenAIProvider(http_client, key or "", model, endpoint=endpoint,
+                               api_version=env.get("OPENAI_API_VERSION") or API_VERSION,
+                               ad_token=token, stream=stream, max_tokens=max_tokens,
+                               retry=retry)

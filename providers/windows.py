@@ -14,7 +14,8 @@ __all__ = ["KNOWN_WINDOWS", "window_for"]
 #: model-name prefix → context window in tokens (``None``: the scripted provider has none)
 KNOWN_WINDOWS: dict[str, int | None] = {
     "claude": 200_000, "gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gpt-5": 400_000,
-    "o3": 200_000, "o4": 200_000, "scripted": None}
+    "o3": 200_000, "o4": 200_000, "scripted": None,
+    "gemini-2": 1_048_576, "gemini-3": 1_048_576}
 
 
 def window_for(model: str | None) -> int | None:

@@ -26,7 +26,9 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
     g = p.add_argument_group("provider")
     g.add_argument("--provider", default=default_provider,
                    choices=["scripted", "anthropic", "openai", "openai-responses",
-                            "bedrock", "vertex"],
+                            "bedrock", "vertex",
+                            # issue #48: Gemini, Vertex AI, Azure OpenAI (docs/providers.md)
+                            "gemini", "azure-openai", "azure-openai-responses"],
                    help="which provider to call")
     g.add_argument("--model", default=None, help="the model name")
     g.add_argument("--base-url", default=None, help="any compatible server")

@@ -33,7 +33,8 @@ class ProviderSpec(_S, frozen=True):
     """As the CLI's ``--provider/--model/--base-url/--max-tokens/--cache-ttl``."""
 
     name: Literal["scripted", "anthropic", "openai", "openai-responses",
-                  "bedrock", "vertex"] = "scripted"
+                  "bedrock", "vertex", "gemini", "azure-openai",
+                  "azure-openai-responses"] = "scripted"
     model: str | None = None
     base_url: str | None = None
     max_tokens: Annotated[int, Meta(ge=1)] = 8192

@@ -44,7 +44,8 @@ __all__ = ["KINDS", "PROVIDERS", "ROLE_KEYS", "Resolvers", "Role", "Roles", "Rol
            "check_tools", "parse_roles"]
 
 KINDS = ("fresh", "mnemon")
-PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses", "bedrock", "vertex")
+PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses", "bedrock", "vertex",
+             "gemini", "azure-openai", "azure-openai-responses")
 ROLE_KEYS = ("description", "system", "provider", "model", "base_url", "tools", "policy",
              "output", "budget", "kind", "may_start", "max_depth", "context_window", "keep",
              "max_turns", "mcp", "sandbox")

@@ -50,7 +50,10 @@ UNSET, OK, ERROR = 0, 1, 2
 
 #: mnemon's provider names → ``gen_ai.provider.name`` (well-known values where there is one)
 PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai",
-             "bedrock": "aws.bedrock", "vertex": "gcp.vertex_ai"}
+             "bedrock": "aws.bedrock", "vertex": "gcp.vertex_ai",
+             # the conventions' values for Google's and Azure's surfaces (issue #48)
+             "gemini": "gcp.gemini",
+             "azure-openai": "azure.ai.openai", "azure-openai-responses": "azure.ai.openai"}
 
 
 def latest_only(environ: "os._Environ[str] | dict[str, str] | None" = None) -> bool:

@@ -100,8 +100,10 @@ def check_for(output: OutputType | None, provider: str | None, *, where: str = "
     """Refuse an output type the provider cannot ask for: OpenAI-style providers send it in
     strict mode, so a schema strict mode cannot express is refused here (``StrictError``'s
     message names what), before anything runs. Anthropic (the final-answer tool) and the
-    scripted provider take every schema of the subset."""
-    if output is None or not provider or not provider.startswith("openai"):
+    scripted provider take every schema of the subset; so does Gemini (the final-answer tool
+    too). Azure OpenAI's providers are OpenAI's adapters: strict as theirs."""
+    if output is None or not provider or not (provider.startswith("openai")
+                                              or provider.startswith("azure-openai")):
         return
     try:
         output.strict()

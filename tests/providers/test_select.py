@@ -43,8 +43,8 @@ def test_missing_key_is_one_line(name, variable):
 
 
 def test_unknown_provider():
-    with pytest.raises(ProviderConfigError, match="unknown provider 'gemini'.*scripted"):
-        make_provider("gemini")
+    with pytest.raises(ProviderConfigError, match="unknown provider 'mistral'.*scripted"):
+        make_provider("mistral")
 
 
 async def test_local_compatible_server_needs_no_key():

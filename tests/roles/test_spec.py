@@ -45,8 +45,9 @@ def test_a_team_parses():
      "cycle of handoffs (researcher → reviewer → researcher); delegation runs one way"),
     ({"researcher": {"may_start": ["researcher"]}}, "team.toml: role researcher: may_start makes "
      "a cycle of handoffs (researcher → researcher)"),
-    ({"lead": {"provider": "palm"}}, "team.toml: role lead: provider must be one of scripted, "
-     "anthropic, openai, openai-responses, bedrock, vertex, not 'palm'"),
+    ({"lead": {"provider": "mistral"}}, "team.toml: role lead: provider must be one of scripted, "
+     "anthropic, openai, openai-responses, bedrock, vertex, gemini, azure-openai, "
+     "azure-openai-responses, not 'mistral'"),
     ({"researcher": {"kind": "mnemon", "model": "x"}},
      "team.toml: role researcher: a mnemon role begins with its caller's context"),
     ({"lead": {"max_depth": -1}}, "team.toml: role lead: max_depth must be a whole number ≥ 0"),

@@ -52,8 +52,8 @@ def test_an_unknown_key_in_the_second_inline_task(tmp_path, capsys):
 def test_a_wrong_type_is_named_with_its_line(tmp_path, capsys):
     err = refused(tmp_path, capsys, GOOD.replace("concurrency = 2", 'concurrency = "two"'))
     assert "job.toml:1: concurrency: Expected `int`, got `str`" in err
-    err = refused(tmp_path, capsys, GOOD.replace('name = "scripted"', 'name = "gemini"'))
-    assert "job.toml:3: provider.name: Invalid enum value 'gemini'" in err
+    err = refused(tmp_path, capsys, GOOD.replace('name = "scripted"', 'name = "mistral"'))
+    assert "job.toml:3: provider.name: Invalid enum value 'mistral'" in err
 
 
 def test_a_missing_column_in_jsonl_names_the_column_and_row(tmp_path, capsys):
