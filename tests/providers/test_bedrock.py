@@ -201,7 +201,7 @@ class TestSelect:
 
 @pytest.mark.parametrize("name, model", [("bedrock", "amazon.nova-pro-v1:0"),
                                          ("bedrock", "us.meta.llama3-3-70b-instruct-v1:0"),
-                                         ("vertex", "gemini-2.5-pro")])
+                                         ("vertex", "llama-3.3-70b-instruct-maas")])
 def test_a_model_other_than_claude_is_refused_in_one_line(name, model):
     env = {"AWS_BEARER_TOKEN_BEDROCK": "k", "AWS_REGION": "us-east-1",
            "GOOGLE_OAUTH_ACCESS_TOKEN": "t", "GOOGLE_CLOUD_PROJECT": "p"}
