@@ -2,6 +2,7 @@
 200k (where the server-side compactions trigger at their default, 150 000 tokens).
 
     python bench/churn.py [--windows 32000,64000,128000,200000] [--jobs 2] [--json OUT.json]
+                          [--summary-tokens 2000]
 
 For every dev trajectory and every long session (four or eight trajectories chained into one
 agent's work, as ``bench/strategies.py`` makes them): ``evict`` (the default plan, ``keep =
@@ -38,10 +39,13 @@ def _one(job: tuple) -> dict:
     from mnemon.session.records import Evicted
 
     logs.quiet()
-    name, paths, strategy, window = job
+    from mnemon.orchestrator.replay.strategies import Options
+
+    name, paths, strategy, window, summary_tokens = job
     traj = load(paths[0]) if len(paths) == 1 else _chain([Path(p) for p in paths])
     with tempfile.TemporaryDirectory() as tmp:
-        res = replay(traj, Path(tmp) / "run", strategy, window=window)
+        res = replay(traj, Path(tmp) / "run", strategy, window=window,
+                     opts=Options(summary_tokens=summary_tokens))
         out = res.summary()
         if res.not_applicable:
             out.update(name=name, strategy=strategy, window=window, under_floor=0,
@@ -75,13 +79,15 @@ def main() -> None:
     ap.add_argument("--windows", default="32000,64000,128000,200000")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--summary-tokens", type=int, default=2000,
+                    help="the summarisers' summary size (the replay's --summary-tokens)")
     a = ap.parse_args()
     announce(DEV)
     trajs = sorted(DEV.glob("*.jsonl"))
     sessions = [(p.stem, [str(p)]) for p in trajs] + \
                [(n, [str(p) for p in c]) for n, c in long_sessions(trajs)]
     windows = [int(w) for w in a.windows.split(",")]
-    jobs = [(n, ps, s, w) for w in windows for n, ps in sessions
+    jobs = [(n, ps, s, w, a.summary_tokens) for w in windows for n, ps in sessions
             for s in ("evict", *COMPACTIONS)]
     with ProcessPoolExecutor(a.jobs) as pool:
         rows = list(pool.map(_one, jobs))
