@@ -16,6 +16,7 @@ from mnemon.providers.prices import price_for
 from mnemon.session.records import Text, ToolResult, ToolUse
 
 from ..conftest import TRAJECTORIES
+from .test_replay import SAMPLES
 
 SERVER = ("anthropic-compaction", "openai-compaction")
 
@@ -127,3 +128,21 @@ def test_every_recorded_message_still_passes_through(tmp_path, name):
     turns = sum(r.kind == "turn" for r in res.rows)
     assert turns == sum(isinstance(s, AssistantStep) for s in traj.steps)
     assert main(["verify", str(tmp_path / name)]) == 0
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.parent.name + "/" + p.name[:20])
+def test_every_format_replays_under_both(tmp_path, path):
+    """Every importer's sample, under each (at a window each can be configured at)."""
+    traj = load(path)
+    for name, window in (("openai-compaction", 20_000), ("anthropic-compaction", 64_000)):
+        res = replay(traj, tmp_path / name, name, window=window)
+        assert res.not_applicable is None and res.summary()["requests"] >= 1
+        assert main(["verify", str(tmp_path / name)]) == 0
+
+
+def test_the_old_import_path_names_them_too():
+    from mnemon.orchestrator import strategies as old
+
+    assert old.AnthropicCompaction is S.AnthropicCompaction
+    assert old.OpenAICompaction is S.OpenAICompaction
+    assert old.SERVER_COMPACTIONS == SERVER
