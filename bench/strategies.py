@@ -243,7 +243,7 @@ def report(rows: list[dict], windows: list[int]) -> str:
                      "| steady share (auto) | recoverability (auto) |")
         lines.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for w in sorted({r["window"] for r in chains}):
-            for name in sorted({r["name"] for r in chains}, key=lambda n: (n[0], int(n[5:] or 0))):
+            for name in sorted({r["name"] for r in chains}, key=_session_order):
                 get = {(r["strategy"], r["keep"]): r for r in chains
                        if r["window"] == w and r["name"] == name and r.get("floor") is None}
                 e, h, s, c = (get[("evict", "auto")], get[("evict", 0.5)],
@@ -266,6 +266,12 @@ def report(rows: list[dict], windows: list[int]) -> str:
     lines += server(rows, windows)
     lines += tradeoff(curve, windows)
     return "\n".join(lines)
+
+
+def _session_order(name: str) -> tuple[str, int]:
+    """chain0 … chain4, then long0 … long2 (by number, not as text)."""
+    stem = name.rstrip("0123456789")
+    return stem, int(name[len(stem):] or 0)
 
 
 def _ratio(r: dict | None, base: dict) -> str:
