@@ -14,6 +14,8 @@ from ..importers import SkippedLine
 from ..report import table
 from .result import Result
 
+COMPACTIONS = ("compact", "rollover", "anthropic-compaction", "openai-compaction")
+
 
 def write_reports(results: list[Result], out: Path, *, plot: bool = True,
                   skipped: Sequence[SkippedLine] = ()) -> dict:
@@ -81,14 +83,26 @@ def plot_results(results: list[Result], path: Path) -> bool:
 
 
 def summary_table(summary: dict) -> str:
-    """The strategies side by side, as ``mnemon replay`` prints them."""
-    rows = []
+    """The strategies side by side, as ``mnemon replay`` prints them: each one's cost against
+    ``compact`` and against the cheapest compaction that ran (``compact``, ``rollover`` and the
+    providers' server-side compactions); a strategy that cannot be configured at this window
+    says why in place of its figures."""
+    rows: list[dict] = []
+    notes: list[str] = []
     strategies = summary["strategies"]
     base = strategies.get("compact", {}).get("cost_usd")
+    ran = [s["cost_usd"] for n, s in strategies.items()
+           if n in COMPACTIONS and not s.get("not_applicable")]
+    cheapest = min(ran) if ran else None
     for name, s in strategies.items():
+        if s.get("not_applicable"):
+            rows.append({"strategy": name, "cost": "n/a"})
+            notes.append(f"{name}: not applicable here — {s['not_applicable']}")
+            continue
         rows.append({
             "strategy": name, "cost": f"${s['cost_usd']:.4f}",
             "vs_compact": f"{s['cost_usd'] / base:.3f}" if base else "-",
+            "vs_cheapest": f"{s['cost_usd'] / cheapest:.3f}" if cheapest else "-",
             "cache_read": f"{s['cache_read_share']:.1%}" if s["cache_read_share"] is not None else "-",
             "recover": f"{s['recoverability']:.0%}",
             "verbatim": str(s["verbatim_kept"]) if s["verbatim_kept"] is not None else "-",
@@ -96,10 +110,16 @@ def summary_table(summary: dict) -> str:
                        if s["steady_cache_read_share"] is not None else "-"),
             "keep": _keeps(s.get("chosen_keep") or []),
             "edits": str(s["edits"]), "overflow": str(s["overflow_requests"])})
-    return table(rows, ["strategy", "cost", "vs_compact", "cache_read", "steady", "recover",
-                        "verbatim", "keep", "edits", "overflow"],
-                 ["strategy", "cost", "vs compact", "cache read", "steady read", "recoverable",
-                  "verbatim kept (tok)", "chosen keep", "edits", "overflow"])
+    cols = ["strategy", "cost", "vs_compact", "vs_cheapest", "cache_read", "steady", "recover",
+            "verbatim", "keep", "edits", "overflow"]
+    for r in rows:
+        for c in cols:
+            r.setdefault(c, "")
+    out = table(rows, cols,
+                ["strategy", "cost", "vs compact", "vs cheapest compaction", "cache read",
+                 "steady read", "recoverable", "verbatim kept (tok)", "chosen keep", "edits",
+                 "overflow"])
+    return "\n".join([out, *notes])
 
 
 def _keeps(keeps: list[float]) -> str:

@@ -41,6 +41,7 @@ class Result:
     verbatim_after_edits: list[float] = field(default_factory=list)
     keeps: list[float] = field(default_factory=list)  # the share each harness eviction kept
     run_root: str = ""
+    not_applicable: str | None = None  # why the strategy cannot run at this window (not run)
 
     def summary(self) -> dict[str, Any]:
         inp = sum(r.input_tokens for r in self.rows)
@@ -72,4 +73,5 @@ class Result:
             "cache_read_tokens": read,
             "cache_write_tokens": write,
             "output_tokens": out,
+            "not_applicable": self.not_applicable,
         }

@@ -212,12 +212,17 @@ def replay(traj: Trajectory, out: Path, strategy: str, *, window: int | None = 2
            keep_floor_tokens: int | None = None,
            wire: Callable[[], Provider] | None = None, max_tokens: int | None = None) -> Result:
     """Replay one trajectory (and its sidechains, as fresh children) under one strategy into
-    the run root ``out``, through the real agent loop. ``on_root(root)`` is called once the run
+    the run root ``out``, through the real agent loop — or, for a strategy that cannot be
+    configured at ``window`` (``Strategy.not_applicable``), nothing: a Result that says why, with
+    no run root and no rows. ``on_root(root)`` is called once the run
     root exists (the CLI points its logs there). ``wire()`` makes a provider every request is
     also sent to, whose reported usage is recorded (``replay/wire.py``); one per replay, made
     inside its Trio run, which closes it."""
     opts = opts or S.Options(keep=keep)
     opts.keep = keep
+    why = S.make(strategy, opts).not_applicable(window)
+    if why is not None:  # a provider's minimum that does not fit: said, not bent; no run root
+        return Result(strategy, not_applicable=why)
     root = create_run_root(Path(out), f"mnemon replay --strategy {strategy}")
     if on_root is not None:
         on_root(root)

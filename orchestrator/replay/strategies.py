@@ -15,6 +15,21 @@ Parameters and their sources (see docs/replay.md for the citations):
   older tool results are replaced by a placeholder. ``clear_at_least`` (``--clear-at-least``,
   the API's parameter of that name; none by default): a clear is made only when it takes at least
   that many tokens at once.
+- ``anthropic-compaction`` (the Messages API's server-side compaction, ``compact_20260112``,
+  beta ``compact-2026-01-12``): triggers when a request's input passes the trigger — 150 000
+  tokens by default, at least 50 000 — and at a smaller window at window − 13 000 (the room the
+  other Anthropic feature here keeps); where even the minimum does not fit the window, the
+  strategy does not apply and the replay says so (``not_applicable``) instead of bending it.
+  The summary is an extra sampling step of the same request over the whole conversation plus
+  the documented default summarisation prompt (~100 tokens), billed in ``usage.iterations``:
+  modelled as one ``summary`` call whose prefix is read from the cache as any request's is
+  (the iteration's usage has cache-read and cache-write fields); the request then goes on from
+  the summary alone, and so does every later one (everything before the compaction block is
+  dropped).
+- ``openai-compaction`` (the Responses API's ``context_management`` ``compaction`` with a
+  ``compact_threshold``; the opaque encrypted compaction item): the same flow; the docs give
+  no default threshold and no minimum, so the threshold is the same per window as Anthropic's
+  and applies at every window. The item's size is not documented: ``summary_tokens``.
 - ``none``: unbounded, for reference.
 """
 
@@ -39,8 +54,13 @@ ROLLOVER_USER_TOKENS = 20_000
 CLEAR_TRIGGER_TOKENS = 100_000
 CLEAR_KEEP_TOOL_USES = 3
 CLEAR_PLACEHOLDER = "[tool result cleared]"
+SERVER_COMPACT_TRIGGER_TOKENS = 150_000  # compact_20260112's default trigger
+SERVER_COMPACT_MIN_TRIGGER_TOKENS = 50_000  # and the least it accepts
+SERVER_COMPACT_INSTRUCTION_TOKENS = 100  # its documented default prompt: ~90 words
 
-STRATEGIES = ("evict", "sweep", "compact", "rollover", "clear-tool-uses", "none")
+STRATEGIES = ("evict", "sweep", "compact", "rollover", "clear-tool-uses",
+              "anthropic-compaction", "openai-compaction", "none")
+SERVER_COMPACTIONS = ("anthropic-compaction", "openai-compaction")
 
 
 @dataclass
@@ -68,6 +88,11 @@ class Strategy:
     def shape_request(self, d: "Handle", request: Request) -> Request:
         """The request as this strategy's peer would send it (ours: as the loop built it)."""
         return request
+
+    def not_applicable(self, window: int | None) -> str | None:
+        """Why this strategy cannot be configured at ``window`` (a provider's minimum that does
+        not fit), or None: a replay reports the reason rather than run a bent version."""
+        return None
 
 
 class Evict(Strategy):
@@ -101,11 +126,13 @@ class Sweep(Evict):
 
 
 class _Summarising(Strategy):
-    """Shared by compact and rollover: one summarisation request, then a rebuilt context."""
+    """Shared by the summarisers: one summarisation request, then a rebuilt context."""
+
+    instruction_tokens = INSTRUCTION_TOKENS
 
     async def summarise(self, d: "Handle") -> None:
         before = d.ctx.history_bytes()
-        await d.summary_request(INSTRUCTION_TOKENS, self.opts.summary_tokens)
+        await d.summary_request(self.instruction_tokens, self.opts.summary_tokens)
         kept = self.kept_material(d)
         d.left_bytes += before
         d.recoverable_bytes += sum(len(t.encode()) for t in kept)
@@ -262,13 +289,59 @@ def _bare_placeholders(ctx: Context, messages: list[dict]) -> list[dict]:
     return out
 
 
+class _ServerCompaction(_Summarising):
+    """A provider's compaction inside the request: when the request's input passes the
+    trigger, an extra sampling step of that same request reads the whole conversation and
+    writes the summary (our ``summary`` call: the same prefix, so the same cache reads, plus
+    the provider's prompt), and the model answers from the summary alone. The next request
+    carries the system prompt, the summary and what came after it — nothing is re-injected
+    and nothing that left reads back (recoverability 0)."""
+
+    minimum = 0
+
+    def trigger(self, window: int | None) -> int:
+        """The default trigger, or window − 13 000 where the default does not fit."""
+        if not window:
+            return SERVER_COMPACT_TRIGGER_TOKENS
+        return min(SERVER_COMPACT_TRIGGER_TOKENS, window - COMPACT_BUFFER_TOKENS)
+
+    def not_applicable(self, window: int | None) -> str | None:
+        t = self.trigger(window)
+        if t < max(self.minimum, 1):
+            return (f"the least trigger, {max(self.minimum, 1):,} tokens, does not fit a "
+                    f"{window:,}-token window")
+        return None
+
+    async def before_request(self, d: "Handle") -> None:
+        if d.used_tokens() > self.trigger(d.window):  # "input tokens exceed the trigger"
+            await self.summarise(d)
+
+
+class AnthropicCompaction(_ServerCompaction):
+    """``compact_20260112``: default trigger 150 000 input tokens, at least 50 000."""
+
+    name = "anthropic-compaction"
+    minimum = SERVER_COMPACT_MIN_TRIGGER_TOKENS
+    instruction_tokens = SERVER_COMPACT_INSTRUCTION_TOKENS
+
+
+class OpenAICompaction(_ServerCompaction):
+    """Responses ``context_management`` compaction: no documented default threshold or minimum
+    (the threshold is assumed to be Anthropic's rule per window), an opaque encrypted item of
+    undocumented size (``summary_tokens``), its prompt assumed as long as Anthropic's."""
+
+    name = "openai-compaction"
+    instruction_tokens = SERVER_COMPACT_INSTRUCTION_TOKENS
+
+
 class Unbounded(Strategy):
     name = "none"
 
 
 def make(name: str, opts: Options) -> Strategy:
     table = {"evict": Evict, "sweep": Sweep, "compact": Compact, "rollover": Rollover,
-             "clear-tool-uses": ClearToolUses, "none": Unbounded}
+             "clear-tool-uses": ClearToolUses, "anthropic-compaction": AnthropicCompaction,
+             "openai-compaction": OpenAICompaction, "none": Unbounded}
     if name not in table:
         raise ValueError(f"unknown strategy {name!r}: choose from {', '.join(STRATEGIES)}")
     return table[name](opts)

@@ -20,8 +20,9 @@ def add_parser(sub) -> None:
     p.add_argument("--format", default="auto",
                    choices=["auto", "neutral", "claude-code", "codex", "openai-messages"])
     p.add_argument("--strategy", default="evict,compact",
-                   help="comma-separated: evict, sweep, compact, rollover, clear-tool-uses, none "
-                        "(default evict,compact: eviction beside the compaction it replaces)")
+                   help="comma-separated: evict, sweep, compact, rollover, clear-tool-uses, "
+                        "anthropic-compaction, openai-compaction, none (default evict,compact: "
+                        "eviction beside the compaction it replaces)")
     p.add_argument("--context-window", type=int, default=200_000)
     p.add_argument("--keep", default="auto",
                    help="auto (default: chosen per eviction from the cache arithmetic) or a share")
