@@ -57,10 +57,10 @@ def test_when_needs_every_argument_to_match_and_reads_non_strings_as_json():
 
 
 @pytest.mark.parametrize("data, says", [
-    ({"default": "maybe"}, "default must be allow, deny or ask"),
+    ({"default": "maybe"}, "default must be allow, deny, ask or ask_parent"),
     ({"rules": []}, "unknown key 'rules'"),
     ({"rule": [{"tool": "x", "action": "allow"}, {"tool": "y", "action": "perhaps"}]},
-     "p rule 2: action must be allow, deny or ask"),
+     "p rule 2: action must be allow, deny, ask or ask_parent"),
     ({"rule": [{"action": "deny"}]}, "p rule 1: tool must be a glob"),
     ({"rule": [{"tool": "x", "action": "deny", "if": {}}]}, "p rule 1: unknown key 'if'"),
     ({"rule": [{"tool": "x", "action": "deny", "when": {"a": "("}}]},

@@ -53,7 +53,7 @@ def test_a_team_parses():
     ({"lead": {"budget": {"dollars": 1}}}, "team.toml: role lead: budget is a table of tokens"),
     ({"lead": {"keep": 2}}, "team.toml: role lead: keep must be 'auto' or a share"),
     ({"lead": {"policy": {"default": "maybe"}}},
-     "team.toml: role lead policy: default must be allow, deny or ask"),
+     "team.toml: role lead policy: default must be allow, deny, ask or ask_parent"),
     ({"lead": {"policy": {"rule": [{"tool": "x", "action": "deny", "when": {"p": "(a|aa)+$"}}]}}},
      "can run away"),
     ({"lead": {"tools": "lookup"}}, "team.toml: role lead: tools is a list"),
