@@ -223,8 +223,8 @@ class Run:
             state, reason = "open", None  # a log with no end recorded, not running here
         u = scan.usage
         now: dict[str, Any] = {}
-        if running:  # the supervisor's tables: what it is in now, what it waits on
-            st = (live or {}).get(aid) if live is not None else self.sup.status(aid)
+        if running and self.sup is not None:  # the supervisor's tables: what it is in now,
+            st = live.get(aid) if live is not None else self.sup.status(aid)  # what it waits on
             if st is not None:
                 now = {"in_tools": st.get("in_tools", []), "approvals": st.get("approvals", [])}
         return AgentOut(id=aid, state=state, reason=reason, kind=scan.kind or "root",

@@ -64,7 +64,7 @@ def run(args) -> int:
         if given:
             raise UserError(f"{', '.join(given)}: only with --agents (without it the run is "
                             "served read-only and runs no agent)")
-    token, generated, sock = None, False, None
+    token, generated, sock = "", False, None
     if args.http:  # bound before anything is written: an address in use leaves no run root
         from ..options import listen_from
         from ...service.listen import bind
