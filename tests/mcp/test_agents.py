@@ -41,9 +41,11 @@ def _records(root, agent):
 
 async def test_stdio_starts_an_agent_waits_for_it_and_reads_its_answer(tmp_path):
     root = tmp_path / "run"  # new: --agents makes it
+    team = tmp_path / "team.toml"
+    team.write_text('[roles.helper]\ndescription = "helps"\nsystem = "You help."\n')
     params = StdioServerParameters(command=sys.executable, args=[
         "-m", "mnemon", "mcp", str(root), "--agents", "--provider", "scripted",
-        "--budget-usd", "5"])
+        "--budget-usd", "5", "--roles", str(team)])
     with trio.fail_after(90):
         async with Client(params) as client:
             names = [t.name for t in (await client.list_tools()).tools]
@@ -71,9 +73,18 @@ async def test_stdio_starts_an_agent_waits_for_it_and_reads_its_answer(tmp_path)
             assert grep["total"] == 2
             assert _error(await client.call_tool("agents_send", {"agent": aid, "text": "hi"})) \
                 .startswith(f"agent {aid} has ended")
+            # the run's roles (--roles): an agent of one runs as it says
+            helper = _json(await client.call_tool("agents_start", {"task": "help",
+                                                                   "role": "helper"}))
+            assert helper["role"] == "helper"
+            await client.call_tool("agents_wait", {})
+            assert "no role 'nobody'" in _error(await client.call_tool(
+                "agents_start", {"task": "x", "role": "nobody"}))
     opening = _records(root, "a1")[0]
     assert opening["t"] == "SessionStarted" and opening["budget"] == {"tokens": 50_000,
                                                                        "max_turns": 5}
+    helped = _records(root, "a2")[0]
+    assert helped["role"] == "helper" and helped["system"] == "You help."
     done = subprocess.run([sys.executable, "-m", "mnemon", "verify", str(root)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -176,8 +187,58 @@ async def test_status_messages_children_caps_cancel_and_refusals(tmp_path):
                 ]:
                     text = _error(await call(name, args))
                     assert words in text and "\n" not in text, (name, text)
+                # the server going away: what still runs is cancelled and records its end
+                a5 = _json(await call("agents_start", {"task": "think forever again"}))["agent"]
+                while a5 not in seen:
+                    await trio.sleep(0.01)
+                await desk.close()
+                assert sup.agents[a5].state == "cancelled"
     assert "PLAN-B" not in seen["a1"][0] and "[message from a person] use PLAN-B" in seen["a1"][1]
     steer = [r for r in _records(tmp_path, "a1") if r["t"] == "Steering"]
     assert [r["by"] for r in steer] == ["user"]
     assert _records(tmp_path, kid["agent"])[0]["budget"] == {"usd": 0.5}
     assert _records(tmp_path, a3)[-1]["reason"] == "cancelled"
+    assert _records(tmp_path, a5)[-1]["reason"] == "cancelled"
+
+
+async def test_http_agents_behind_the_token_and_sigint_ends_a_running_agent_recorded(tmp_path):
+    """``mnemon mcp RUN --agents --http``: the same tools over streamable HTTP with the token;
+    SIGINT ends the server with exit 0, its agent's log ended."""
+    import os
+    import re
+    import signal
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    root = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "MNEMON_TOKEN"}
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "mnemon", "mcp", str(root), "--agents", "--http", "--port", "0",
+         "--provider", "scripted"], stderr=subprocess.PIPE, env=env)
+    try:
+        with trio.fail_after(90):
+            seen = b""
+            while b"token" not in seen or not seen.endswith(b"\n"):
+                chunk = await proc.stderr.receive_some()
+                assert chunk, seen
+                seen += chunk
+            text = seen.decode()
+            assert "(agents: provider scripted)" in text
+            url = re.search(r"at (http://\S+/mcp)", text).group(1)
+            token = re.search(r"token (\S+)", text).group(1)
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                      timeout=httpx2.Timeout(30, read=60))
+            async with http, Client(streamable_http_client(url, http_client=http)) as client:
+                a = _json(await client.call_tool("agents_start", {"task": "quick one"}))
+                w = _json(await client.call_tool("agents_wait", {"agents": [a["agent"]]}))
+                assert w["agents"][0]["answer"] == "(scripted) You said: quick one"
+                listed = [t.name for t in (await client.list_tools()).tools]
+                assert "agents_cancel" in listed
+            proc.send_signal(signal.SIGINT)
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert _records(root, "a1")[-1]["t"] == "SessionEnded"
