@@ -205,7 +205,8 @@ class Run:
 
     def view(self, aid: str, children: list[str] | None = None,
              known: set[str] | None = None,
-             live: dict[str, dict[str, Any]] | None = None) -> AgentOut:
+             live: dict[str, dict[str, Any]] | None = None,
+             kids: dict[str, list[str]] | None = None) -> AgentOut:
         # (a worker thread) the live state first, the log after: an agent's loop records its
         # ``SessionEnded`` before it stops being "running", so a log read after a state that
         # is not "running" holds the end — never a finished agent seen as "open"
@@ -236,32 +237,35 @@ class Run:
                         cost_usd=round(scan.cost, 6),
                         answer=_answer(self.root / agent_source(aid), scan.last_assistant),
                         output=scan.output if not running else None, live=node is not None,
-                        sandbox=scan.sandbox, budget=self._budget(aid, scan, known),
+                        sandbox=scan.sandbox, budget=self._budget(aid, scan, known, kids),
                         messages=scan.messages, **now)
 
-    def _budget(self, aid: str, scan: _Scan, known: set[str] | None) -> dict[str, Any] | None:
+    def _budget(self, aid: str, scan: _Scan, known: set[str] | None,
+                kids: dict[str, list[str]] | None) -> dict[str, Any] | None:
         """An agent's caps (its ``SessionStarted.budget``) beside what its tree spent, read off
         the logs as every view is (``caps.status``'s shape): the same figures whether the
-        agent runs here, ended, or ran in another process. Walks its descendants only when it
-        has a cap, so an uncapped run pays nothing."""
+        agent runs here, ended, or ran in another process (decision 0451). Walks its
+        descendants only when it has a cap, so an uncapped run pays nothing. ``kids``: each
+        agent's children, from scans made just now (``views`` makes it once for a page);
+        without it the run is scanned here."""
         from ..caps import Caps
 
         caps = Caps.from_record(scan.budget)
         if not caps:
             return None
-        ids = self.agent_ids() if known is None else sorted(known)
-        kids: dict[str, list[str]] = {}
-        for a in ids:
-            p = self._scan(a, known).parent
-            if p is not None:
-                kids.setdefault(p, []).append(a)
+        if kids is None:
+            kids = {}
+            for a in (self.agent_ids() if known is None else sorted(known)):
+                p = self._scan(a, known).parent
+                if p is not None:
+                    kids.setdefault(p, []).append(a)
         used, usd, todo, seen = 0, 0.0, [aid], set()
         while todo:
             a = todo.pop()
             if a in seen:
                 continue
             seen.add(a)
-            s = self._scan(a, known)
+            s = self._scans.get(a) or self._scan(a, known)  # (scanned just now, by the caller)
             u = s.usage
             used += (u.input_tokens + u.output_tokens + u.cache_read_tokens
                      + u.cache_write_tokens)
@@ -296,7 +300,8 @@ class Run:
         start = bisect_right(ids, after) if after is not None else 0
         page = ids[start:start + limit] if limit is not None else ids[start:]
         more = start + len(page) < len(ids)
-        return [self.view(a, kids[a], known, live) for a in page], (page[-1] if more and page else None)
+        return ([self.view(a, kids[a], known, live, kids) for a in page],
+                page[-1] if more and page else None)
 
     # ------------------------------------------------------------------ actions
 

@@ -98,8 +98,13 @@ async def test_the_view_shows_a_childs_caps_beside_its_trees_spend(tmp_path):
                                                     "max_turns": 4})], "tool_use"
         if agent == "a1" and i == 2:
             return [ToolUse("w1", "agents_wait", {})], "tool_use"
-        if agent != "a1" and i == 1:
-            return [ToolUse("c1", "context_survey", {})], "tool_use"
+        if agent == "a2" and i == 1:  # the capped child starts a grandchild of its own
+            return [ToolUse("c1", "agents_start", {"task": "grandkid", "kind": "fresh"})], \
+                "tool_use"
+        if agent == "a2" and i == 2:
+            return [ToolUse("c2", "agents_wait", {})], "tool_use"
+        if agent == "a3" and i == 1:
+            return [ToolUse("c3", "context_survey", {})], "tool_use"
         return [Text(f"{agent} done")], "end_turn"
 
     async with live_service(tmp_path / "run", provider=ScriptedProvider(policy=policy)) as svc:
@@ -107,12 +112,17 @@ async def test_the_view_shows_a_childs_caps_beside_its_trees_spend(tmp_path):
         await _until(svc.client, aid, lambda g: g["state"] != "running")
         root = (await svc.client.get(f"/v1/agents/{aid}")).json()
         kid = (await svc.client.get(f"/v1/agents/{root['children'][0]}")).json()
+        grand = (await svc.client.get(f"/v1/agents/{kid['children'][0]}")).json()
+        listed = {a["id"]: a for a in (await svc.client.get("/v1/agents")).json()["agents"]}
+        paged = (await svc.client.get("/v1/agents", params={"after": aid, "limit": 1})).json()
+    assert listed[kid["id"]]["budget"] == kid["budget"] == paged["agents"][0]["budget"]
     assert root["budget"] is None and root["messages"] == 0
     b = kid["budget"]
     assert b["usd"] == 0.5 and b["tokens"] == 90_000 and b["max_turns"] == 4
-    assert abs(b["spent_usd"] - kid["cost_usd"]) < 1e-6 and b["spent_usd"] > 0
-    u = kid["usage"]
-    assert b["spent_tokens"] == sum(u.values())
+    # its tree's spend: its own and its grandchild's (whose own view has no cap)
+    assert grand["budget"] is None and grand["cost_usd"] > 0
+    assert abs(b["spent_usd"] - (kid["cost_usd"] + grand["cost_usd"])) < 2e-6
+    assert b["spent_tokens"] == sum(kid["usage"].values()) + sum(grand["usage"].values())
 
 
 async def test_a_read_only_service_and_an_agent_not_running_here_refuse_a_message(tmp_path):
