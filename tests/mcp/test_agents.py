@@ -242,3 +242,47 @@ async def test_http_agents_behind_the_token_and_sigint_ends_a_running_agent_reco
             proc.kill()
             await proc.wait()
     assert _records(root, "a1")[-1]["t"] == "SessionEnded"
+
+
+async def test_status_names_the_tool_an_agent_is_in(tmp_path):
+    """``agents_status`` over MCP while an agent's tool call runs: ``in_tools`` names it (read
+    off the supervisor's tables), and it is gone once the call returns."""
+    from mnemon.orchestrator.tools.function import UserTool
+
+    entered, leave = trio.Event(), trio.Event()
+
+    async def slow_lookup(q: str) -> str:
+        """Look something up, slowly."""
+        entered.set()
+        await leave.wait()
+        return "found"
+
+    def policy(request, state):
+        i = state["i"] = state.get("i", 0) + 1
+        if i == 1:
+            return [ToolUse("t1", "slow_lookup", {"q": "x"})], "tool_use"
+        return [Text("done")], "end_turn"
+
+    async with open_supervisor(tmp_path, ScriptedProvider(policy=policy),
+                               Settings(model="scripted"),
+                               user_tools=[UserTool(slow_lookup)]) as sup:
+        with trio.fail_after(60):
+            async with Client(build_server(RunDoor(tmp_path), desk=AgentDesk(sup))) as client:
+                aid = _json(await client.call_tool("agents_start", {"task": "look"}))["agent"]
+                await entered.wait()
+                st = _json(await client.call_tool("agents_status", {}))["agents"][0]
+                assert st["state"] == "running" and st["in_tools"] == ["slow_lookup"]
+                # the service's view of the same agent, off the same tables
+                from mnemon.orchestrator.service.runs import Run
+
+                run = Run(tmp_path, read_only=False, settings=Settings(model="scripted"))
+                run.sup = sup
+                view = await trio.to_thread.run_sync(
+                    lambda: run.view(aid, live=run.live()))
+                assert view.in_tools == ["slow_lookup"] and view.state == "running"
+                leave.set()
+                out = _json(await client.call_tool("agents_wait", {"agents": [aid]}))
+                assert out["agents"][0]["answer"] == "done"
+                st = _json(await client.call_tool("agents_status", {}))["agents"][0]
+                assert "in_tools" not in st
+                assert run.view(aid).in_tools == []
