@@ -19,7 +19,7 @@ from typing import Any
 from ..session.context import Context
 from ..session.errors import SessionError
 from ..session.log import TornTail, digest, find_torn_tail, iter_lines
-from ..session.records import DECODE_ERRORS, SessionStarted, decode
+from ..session.records import DECODE_ERRORS, SessionStarted, Steering, decode
 
 from .runroot import agent_source, list_agents, make_loader
 
@@ -41,6 +41,10 @@ class Node:
     model: str | None = None
     # the sandbox its shell runs under, from its SessionStarted: an agent with a workspace only
     sandbox: dict[str, Any] | None = None
+    # the caps its parent gave it, from its SessionStarted (docs/orchestrator.md, "Delegation")
+    budget: dict[str, Any] | None = None
+    # the messages it was sent: Steering by its parent (``agents_send``) or a person (``/steer``)
+    messages: int = 0
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -51,6 +55,10 @@ class Node:
             out["model"] = self.model
         if self.sandbox is not None:  # an agent with a workspace: what its shell runs under
             out["sandbox"] = self.sandbox
+        if self.budget is not None:  # a capped agent: what its parent gave it
+            out["budget"] = self.budget
+        if self.messages:
+            out["messages"] = self.messages
         return out
 
 
@@ -73,6 +81,23 @@ def sandbox_label(sandbox: Any) -> str | None:
     if sandbox.get("network") is True:
         label += ", network on"
     return label
+
+
+def cap_label(budget: Any) -> str | None:
+    """A few words on the caps an agent was given (``cap $0.50, 90000 tokens, 4 turns``),
+    from its opening record's ``budget`` (read leniently: a view never refuses a log); None
+    for an agent with no cap."""
+    if not isinstance(budget, dict):
+        return None
+    parts = []
+    usd, tok, turns = budget.get("usd"), budget.get("tokens"), budget.get("max_turns")
+    if isinstance(usd, (int, float)) and not isinstance(usd, bool):
+        parts.append(f"${usd:.2f}")
+    if isinstance(tok, int) and not isinstance(tok, bool):
+        parts.append(f"{tok} tokens")
+    if isinstance(turns, int) and not isinstance(turns, bool):
+        parts.append(f"{turns} turns")
+    return "cap " + ", ".join(parts) if parts else None
 
 
 def _first_started(path: Path) -> SessionStarted | None:
@@ -102,6 +127,7 @@ def node_for(root: Path, agent: str) -> Node:
     ctx = Context(src, loader=make_loader(root))
     error: str | None = None
     lineno = 0
+    messages = 0
     try:
         for off, line in iter_lines(path):
             lineno += 1
@@ -112,6 +138,8 @@ def node_for(root: Path, agent: str) -> Node:
             except DECODE_ERRORS as e:
                 raise SessionError(f"not a record: {e}") from None
             ctx.step(rec, (off, len(line), digest(line)))
+            if isinstance(rec, Steering) and rec.by in ("parent", "user"):
+                messages += 1
         if lineno == 0:
             lineno = 1
             raise SessionError("the log is empty — it must open with SessionStarted")
@@ -125,7 +153,10 @@ def node_for(root: Path, agent: str) -> Node:
                 role=started.role if started else None,
                 model=started.model if started else None,
                 sandbox=started.sandbox if started and isinstance(started.sandbox, dict)
-                else None)
+                else None,
+                budget=started.budget if started and isinstance(started.budget, dict)
+                and started.budget else None,
+                messages=messages)
 
 
 def _natural(agent: str) -> list[int | str]:
@@ -192,14 +223,17 @@ def walk(roots: list[Node]) -> list[tuple[Node, str]]:
 def tree_json(root: Path) -> list[dict[str, Any]]:
     """``mnemon tree --json``: ``[{agent, parent, kind, turns, resident, evicted, state}]`` in
     depth-first tree order (an agent of a named role adds ``role`` and ``model``; an agent
-    with a workspace, ``sandbox``: its opening record's)."""
+    with a workspace, ``sandbox``: its opening record's; a capped agent, ``budget``: its caps;
+    one that was sent messages, ``messages``: how many)."""
     return [n.as_json() for n, _ in walk(build_tree(root))]
 
 
 def format_node(n: Node, prefix: str) -> str:
     """One line of the drawing: ``prefix agent [kind] T turns: R resident, E evicted - state``;
     an agent of a named role: ``[kind, role on model]``; an agent with a workspace ends with
-    its shell's sandbox (``· shell: bwrap``, ``· ⚠ unsandboxed shell …``)."""
+    its shell's sandbox (``· shell: bwrap``, ``· ⚠ unsandboxed shell …``); a capped agent
+    with its caps (``· cap $0.50, 4 turns``); one that was sent messages, how many
+    (``· 2 messages received``)."""
     kind = n.kind or "root"
     if n.role is not None:
         kind += f", {n.role}" + (f" on {n.model}" if n.model else "")
@@ -210,6 +244,11 @@ def format_node(n: Node, prefix: str) -> str:
     label = sandbox_label(n.sandbox)
     if label is not None:
         line += f" · {label}"
+    cap = cap_label(n.budget)
+    if cap is not None:
+        line += f" · {cap}"
+    if n.messages:
+        line += f" · {n.messages} message{'s' if n.messages != 1 else ''} received"
     if n.error:
         line += f"  ({n.error})"
     return line
@@ -221,4 +260,4 @@ def tree_text(root: Path) -> list[str]:
 
 
 __all__ = ["Node", "node_for", "build_tree", "walk", "tree_json", "tree_text", "format_node",
-           "sandbox_label", "UNSANDBOXED"]
+           "sandbox_label", "cap_label", "UNSANDBOXED"]

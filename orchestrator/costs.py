@@ -27,11 +27,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from msgspec import Struct
 
 from ..lineage.runroot import agent_source
+from .caps import Caps
 from ..lineage.view import agents_in
 from ..providers.prices import BATCH_SUFFIX, batch_model, cost_usd, is_batch
 from ..session.log import TornTail, find_torn_tail, iter_lines
@@ -39,7 +41,7 @@ from ..session.records import DECODE_ERRORS, Usage
 from ..errors import UserError
 
 __all__ = ["FIELDS", "NO_ROLE", "AgentCost", "CostError", "agent_cost", "by_role", "run_cost",
-           "as_json", "total", "reports_reasoning"]
+           "as_json", "total", "reports_reasoning", "splits"]
 
 FIELDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
 TTLS = ("5m", "1h")
@@ -56,6 +58,8 @@ class _Probe(Struct):
     usage: Usage | None = None
     model: str | None = None
     role: str | None = None
+    parent: str | None = None
+    budget: Any = None
 
 
 _probe = msgspec.json.Decoder(_Probe)
@@ -80,6 +84,11 @@ class AgentCost(Struct, kw_only=True):
     """The part of ``cost_usd`` spent in batches (calls priced ``…@batch``)."""
     role: str | None = None
     """Its named role (``SessionStarted.role``; docs/roles.md), if any."""
+    parent: str | None = None
+    """Its parent (``SessionStarted.parent``): whose tree its spend counts in."""
+    caps: dict[str, Any] | None = None
+    """The caps its parent gave it (``SessionStarted.budget``; docs/orchestrator.md,
+    "Delegation"): ``usd``, ``tokens``, ``max_turns``, each optional; None: not capped."""
 
     def as_json(self, reasoning: bool = False) -> dict:
         """The fixed row; ``reasoning_tokens`` after ``output_tokens`` when ``reasoning`` (some
@@ -127,6 +136,8 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
     calls, messages = _Sum(), _Sum()
     started_model: str | None = None
     role: str | None = None
+    parent: str | None = None
+    caps: dict[str, Any] | None = None
     for lineno, (off, line) in enumerate(iter_lines(path), 1):
         try:
             rec = _probe.decode(line)
@@ -137,7 +148,8 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
             damaged.append(why)
             continue
         if rec.t == "SessionStarted":
-            started_model, role = rec.model, rec.role
+            started_model, role, parent = rec.model, rec.role, rec.parent
+            caps = Caps.from_record(rec.budget).record()
         elif rec.t == "ProviderCall" and rec.usage is not None:
             model = rec.model or started_model
             if price_as:  # the override's model, at the price of the call's kind
@@ -153,7 +165,8 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
                      cache_read_tokens=u.cache_read_tokens,
                      cache_write_tokens=u.cache_write_tokens, output_tokens=u.output_tokens,
                      cost_usd=chosen.cost, reasoning_tokens=chosen.reasoning, counted=counted,
-                     records=chosen.n, torn=torn, batch_cost_usd=chosen.batch, role=role)
+                     records=chosen.n, torn=torn, batch_cost_usd=chosen.batch, role=role,
+                     parent=parent, caps=caps)
 
 
 def _natural(agent: str) -> list:
@@ -209,9 +222,52 @@ def by_role(rows: Iterable[AgentCost]) -> list[dict]:
     return [{"role": k, "agents": len(groups[k]), **total(groups[k])} for k in order]
 
 
+def splits(rows: Iterable[AgentCost]) -> dict[str, dict[str, Any]]:
+    """The split of a run's budget (docs/orchestrator.md, "Delegation"): for each capped
+    agent, its caps beside what its tree — it and every descendant, by the recorded parents —
+    spent, in ``caps.status``'s shape (``usd`` and ``spent_usd``, ``tokens`` and
+    ``spent_tokens``, ``max_turns``). Agents without a cap are not in it."""
+    rows = list(rows)
+    kids: dict[str, list[AgentCost]] = {}
+    for r in rows:
+        if r.parent is not None and r.parent != r.agent:
+            kids.setdefault(r.parent, []).append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if not r.caps:
+            continue
+        used, usd, todo, seen = 0, 0.0, [r], set()
+        while todo:  # (a parent cycle in damaged logs is walked once)
+            n = todo.pop()
+            if n.agent in seen:
+                continue
+            seen.add(n.agent)
+            used += sum(getattr(n, f) for f in FIELDS)
+            usd += n.cost_usd
+            todo.extend(kids.get(n.agent, ()))
+        c = Caps.from_record(r.caps)
+        split: dict[str, Any] = {}
+        if c.usd is not None:
+            split.update(usd=c.usd, spent_usd=round(usd, 6))
+        if c.tokens is not None:
+            split.update(tokens=c.tokens, spent_tokens=used)
+        if c.turns is not None:
+            split["max_turns"] = c.turns
+        out[r.agent] = split
+    return out
+
+
 def as_json(rows: list[AgentCost]) -> dict:
     """The fixed machine shape: ``{"agents": [...], "total": {...}}``; each row and the total
     gain ``reasoning_tokens`` (already inside ``output_tokens``) when some provider of the run
-    reported reasoning apart."""
+    reported reasoning apart; a capped agent's row gains ``budget``, its caps beside its
+    tree's spend (``splits``)."""
     reasoning = reports_reasoning(rows)
-    return {"agents": [r.as_json(reasoning) for r in rows], "total": total(rows)}
+    split = splits(rows)
+    out = []
+    for r in rows:
+        row = r.as_json(reasoning)
+        if r.agent in split:
+            row["budget"] = split[r.agent]
+        out.append(row)
+    return {"agents": out, "total": total(rows)}

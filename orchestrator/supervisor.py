@@ -223,12 +223,16 @@ class Supervisor:
                  settings: Settings | None = None,
                  mcp_servers: "tuple[McpServerSpec, ...] | None" = None,
                  unborn: int | None = None, output: Any = None,
-                 role: str | None = None) -> AgentNode:
+                 role: str | None = None, caps: Caps | None = None) -> AgentNode:
         """Create a root agent with its task as the first prompt; ``settings``, when given, are
         this agent's own (and its descendants').
 
         ``role``: its named role (default: the run's roles' ``root``; docs/roles.md) — its
         settings, tools, provider, output type and budget are the role's.
+
+        ``caps``: what it may spend (with its descendants) and how many turns, given by a
+        caller outside the run (``mnemon mcp --agents``' ``agents_start``): held as a child's
+        caps are, recorded in its ``SessionStarted.budget``; bounded by the run's budget only.
 
         ``output``: its output type — a JSON Schema dict, a msgspec Struct, dataclass or
         TypedDict, or a ``providers.typed.OutputType`` — recorded in ``SessionStarted``; its
@@ -264,7 +268,10 @@ class Supervisor:
         node.settings = settings
         node.mcp_servers = servers
         node.output_type = typed = as_output_type(output)
-        typed_extra = {"output_type": typed.as_record()} if typed is not None else {}
+        typed_extra: dict[str, Any] = {"output_type": typed.as_record()} if typed is not None else {}
+        if caps:  # given from outside the run (``mnemon mcp --agents``): recorded as a child's
+            node.cap_usd, node.cap_tokens, node.cap_turns = caps.usd, caps.tokens, caps.turns
+            typed_extra["budget"] = caps.record()
         if unborn is not None and servers:  # born later, if ever: not worth holding it open
             os.close(unborn)
             unborn = None

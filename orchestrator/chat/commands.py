@@ -1,9 +1,10 @@
 """The chat's slash commands, parsed (pure): ``/clear``, ``/rewind N``, ``/context``,
-``/transcript index|read TURNS|grep PATTERN [TURNS]``, ``/fork TASK``, ``/cost``, ``/help``,
-``/quit``. Anything else is a prompt for the agent."""
+``/transcript index|read TURNS|grep PATTERN [TURNS]``, ``/fork TASK``, ``/steer ID TEXT``,
+``/cost``, ``/help``, ``/quit``. Anything else is a prompt for the agent."""
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from msgspec import Struct
@@ -18,10 +19,15 @@ HELP = [
     ("/transcript index", "every turn of the transcript"),
     ("/transcript read TURNS", "turns back verbatim, e.g. 3 or 3,5-9"),
     ("/fork TASK", "a mnemon child on TASK (it inherits the context); its answer shows when it ends"),
+    ("/steer ID TEXT", "a message to a running agent (a fork): its next request carries it"),
     ("/cost", "tokens, cache and price of the session so far"),
     ("/help", "this list"),
     ("/quit", "end the session (also Ctrl-D); Ctrl-C cancels the turn in flight"),
 ]
+
+
+#: what an agent id may be made of (the run root's ``a<n>``, a job's own ids), bounded
+_AGENT_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 
 class ChatInputError(UserError):
@@ -29,9 +35,9 @@ class ChatInputError(UserError):
 
 
 class SlashCommand(Struct, frozen=True):
-    name: str  # clear | rewind | context | transcript | fork | cost | help | quit | prompt
+    name: str  # clear | rewind | context | transcript | fork | steer | cost | help | quit | prompt
     args: tuple[str, ...] = ()
-    text: str = ""  # a prompt's or a fork task's text, verbatim
+    text: str = ""  # a prompt's, a fork task's or a message's text, verbatim
 
 
 def parse_line(line: str) -> SlashCommand | None:
@@ -58,6 +64,13 @@ def parse_line(line: str) -> SlashCommand | None:
         if not rest:
             raise ChatInputError("/fork needs a task: /fork TASK")
         return SlashCommand("fork", text=rest)
+    if name == "steer":
+        aid, _, text = rest.partition(" ")
+        if not aid or not text.strip():
+            raise ChatInputError("/steer needs an agent and a message: /steer ID TEXT")
+        if not _AGENT_ID.fullmatch(aid):
+            raise ChatInputError("/steer ID TEXT: an agent id is letters, digits, dots and dashes, like a2")
+        return SlashCommand("steer", (aid,), text=text.strip())
     if name == "transcript":
         try:
             words = tuple(shlex.split(rest))

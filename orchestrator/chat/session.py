@@ -115,6 +115,14 @@ class ChatSession:
     def cost(self) -> list[dict]:
         return cost_rows(self.sup)
 
+    # ------------------------------------------------------------------ messages
+
+    def steer(self, agent_id: str, text: str) -> dict[str, Any]:
+        """``/steer ID TEXT``: a person's message to a running agent of this session (a fork,
+        while the chat waits for its prompt), carried by its next request
+        (``Supervisor.steer``); refused naming the state of one that is not running."""
+        return self.sup.steer(agent_id, text, by="user")
+
     # ------------------------------------------------------------------ forks
 
     def fork(self, task: str, on_end: Callable[[AgentNode], None]) -> AgentNode:

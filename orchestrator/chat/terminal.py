@@ -267,6 +267,11 @@ class Terminal:
         elif cmd.name == "fork":
             child = chat.fork(cmd.text, self.fork_ended)
             c.print(f"[dim]fork {child.id} started (mnemon child of {chat.agent})[/]")
+        elif cmd.name == "steer":
+            out = chat.steer(cmd.args[0], cmd.text)
+            n = out["messages"]
+            c.print(f"[dim]message to {escape(self.safe(out['agent']))} recorded: its next "
+                    f"request carries it ({n} message{'s' if n != 1 else ''} so far)[/]")
         elif cmd.name == "cost":
             self.print_cost(chat.cost())
         elif cmd.name == "help":

@@ -22,7 +22,9 @@ from ..configure import keep_value, policy_file, provider_from, roles_file, sett
 from ..settings import Settings
 
 
-def add_provider_args(p, *, default_provider: str = "scripted") -> None:
+def add_provider_args(p, *, default_provider: str = "scripted", run_root: bool = True) -> None:
+    """``run_root``: offer ``--run-root`` (a command that names its run root otherwise — ``mnemon
+    mcp RUN_ROOT --agents`` — does without it)."""
     g = p.add_argument_group("provider")
     g.add_argument("--provider", default=default_provider,
                    choices=["scripted", "anthropic", "openai", "openai-responses",
@@ -41,7 +43,9 @@ def add_provider_args(p, *, default_provider: str = "scripted") -> None:
                    help="openai-responses: store responses server-side and chain an agent's "
                         "turns with previous_response_id (default: stateless, store false)")
     r = p.add_argument_group("run")
-    r.add_argument("--run-root", default=None, help="where logs go (a new or empty directory)")
+    if run_root:
+        r.add_argument("--run-root", default=None,
+                       help="where logs go (a new or empty directory)")
     r.add_argument("--keep", default="auto",
                    help="share of history an eviction keeps, or auto (default): the plan chooses "
                         "from the cache arithmetic, at most half, keeping the verbatim floor")

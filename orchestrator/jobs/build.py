@@ -89,6 +89,8 @@ def settings_for(job: Job) -> Settings:
              max_turns=a.max_turns, system=job.system(), budget_usd=b.usd,
              budget_tokens=b.tokens, **own, task_budget_tokens=b.task_tokens,
              task_budget_usd=b.task_usd, price_model=spec.provider.price_as,
+             child_budget_usd=a.child_budget_usd, child_budget_tokens=a.child_budget_tokens,
+             child_max_turns=a.child_max_turns,
              concurrency=spec.concurrency * width,
              max_agents=spec.concurrency * width + 64),  # finished tasks leave the table
         file=job.path)

@@ -73,6 +73,11 @@ class AgentSpec(_S, frozen=True):
     """Turns a model gets to fix an answer that does not fit its output type."""
     role: str | None = None
     """Each task's agent's named role, one of ``[roles.NAME]`` (docs/roles.md)."""
+    child_budget_usd: Annotated[float, Meta(gt=0)] | None = None
+    """The caps of a child a task's agent starts without giving its own (``agents_start``'s
+    ``budget_usd``; docs/orchestrator.md, "Delegation"): lowered to what the parent has left."""
+    child_budget_tokens: Annotated[int, Meta(ge=1)] | None = None
+    child_max_turns: Annotated[int, Meta(ge=1)] | None = None
     mcp: str | None = None
     """MCP servers each task's agent starts for itself (a config file in the ``mcpServers``
     shape, relative to the job file): they start before its log opens and stop when it ends,

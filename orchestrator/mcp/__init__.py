@@ -20,6 +20,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "open_mcp_tools": ".client",
     "RunDoor": ".door",
     "DOOR_TOOLS": ".door",
+    "AgentDesk": ".agents",
+    "AGENT_TOOLS": ".agents",
     "build_server": ".server",
     "serve_stdio": ".server",
     "serve_http": ".server",
@@ -28,5 +30,6 @@ __getattr__, __dir__, __all__ = attach(__name__, {
 if TYPE_CHECKING:
     from .client import McpTool, McpTools, open_mcp_tools
     from .config import McpConfigError, McpServerSpec, load_config, parse_config
+    from .agents import AGENT_TOOLS, AgentDesk
     from .door import DOOR_TOOLS, RunDoor
     from .server import build_server, serve_http, serve_stdio

@@ -181,7 +181,9 @@ class RoleBook:
             over["model"] = role.model
             over["price_model"] = None  # priced as its own model
         for key_, field in (("context_window", "context_window"), ("keep", "keep"),
-                            ("max_turns", "max_turns")):
+                            ("max_turns", "max_turns"), ("child_budget_usd", "child_budget_usd"),
+                            ("child_budget_tokens", "child_budget_tokens"),
+                            ("child_max_turns", "child_max_turns")):
             v = getattr(role, key_)
             if v is not None:
                 over[field] = v

@@ -29,6 +29,7 @@ way, and depth — each role's ``max_depth``, and the run's — bounds how far.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -48,7 +49,8 @@ PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses", "bedrock", "
              "gemini", "azure-openai", "azure-openai-responses")
 ROLE_KEYS = ("description", "system", "provider", "model", "base_url", "tools", "policy",
              "output", "budget", "kind", "may_start", "max_depth", "context_window", "keep",
-             "max_turns", "mcp", "sandbox")
+             "max_turns", "mcp", "sandbox", "child_budget_usd", "child_budget_tokens",
+             "child_max_turns")
 # what a mnemon role may not set: its context begins byte-identical to its caller's, so its
 # system prompt, tools, provider and model are its caller's (lineage.fork.PREFIX_FIELDS)
 PREFIX_KEYS = ("system", "provider", "model", "base_url", "tools", "mcp")
@@ -87,6 +89,11 @@ class Role:
     keep: float | str | None = None
     max_turns: int | None = None
     mcp: tuple[Any, ...] = ()
+    # the caps of a child an agent of the role starts without giving its own (docs/roles.md;
+    # ``agents_start``'s ``budget_usd``, ``budget_tokens``, ``max_turns``)
+    child_budget_usd: float | None = None
+    child_budget_tokens: int | None = None
+    child_max_turns: int | None = None
 
     def blurb(self) -> str:
         """What a caller's model is told of the role: its description, or its name."""
@@ -288,7 +295,14 @@ def parse_role(name: Any, body: Any, source: str, resolve: Resolvers = Resolvers
         if not isinstance(ms, list) or not all(isinstance(x, str) for x in ms):
             raise RolesError(f"{where}: may_start is a list of role names")
         kw["may_start"] = tuple(dict.fromkeys(ms))
-    for key in ("max_depth", "context_window", "max_turns"):
+    if "child_budget_usd" in body:
+        v = body["child_budget_usd"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+            raise RolesError(f"{where}: child_budget_usd must be a number of dollars > 0, "
+                             f"not {v!r}")
+        kw["child_budget_usd"] = float(v)
+    for key in ("max_depth", "context_window", "max_turns", "child_budget_tokens",
+                "child_max_turns"):
         if key in body:
             v = body[key]
             least = 0 if key == "max_depth" else 1

@@ -30,6 +30,7 @@ from . import files as F
 from . import schema as S
 from .auth import guard, is_open
 from .events import BadEventId, parse_positions, stream
+from ..delegation import MESSAGE_MAX_BYTES
 from ..typed.load import OutputError
 from .runs import Conflict, NotFound, Run
 from .jobs import job_results, job_scores
@@ -161,7 +162,8 @@ class Handlers:
             raise HTTPError(400, "limit is a whole number") from None
         if limit is not None and limit < 1:
             raise HTTPError(400, "limit is at least 1")
-        views, nxt = await trio.to_thread.run_sync(functools.partial(self.run.views, after, limit))
+        views, nxt = await trio.to_thread.run_sync(functools.partial(
+            self.run.views, after, limit, self.run.live()))
         return S.AgentList(agents=views, read_only=self.run.read_only, next=nxt)
 
     async def create_agent(self, request: Request) -> Any:
@@ -174,7 +176,19 @@ class Handlers:
 
     async def get_agent(self, request: Request) -> Any:
         aid = self._aid(request)
-        return await trio.to_thread.run_sync(self.run.view, aid)
+        return await trio.to_thread.run_sync(functools.partial(
+            self.run.view, aid, live=self.run.live()))
+
+    async def steer(self, request: Request) -> Any:
+        aid = self._aid(request)
+        body = await _body(request, S.SteerIn)
+        if not body.text.strip():
+            raise HTTPError(422, "invalid request: a message may not be empty")
+        size = len(body.text.encode("utf-8", "surrogatepass"))
+        if size > MESSAGE_MAX_BYTES:
+            raise HTTPError(422, f"invalid request: a message is at most {MESSAGE_MAX_BYTES} "
+                            f"bytes — this one has {size}")
+        return S.SteerOut(**self.run.steer(aid, body.text))
 
     async def prompt(self, request: Request) -> Any:
         aid = self._aid(request)
@@ -446,7 +460,8 @@ ROUTES: tuple[Spec, ...] = (
                 ("after", "the agents after this id (a page's next)", False))),
     Spec("POST", "/v1/agents", "create_agent", "Start a root agent on a prompt",
          body=S.AgentCreate, out=S.AgentOut, status=201),
-    Spec("GET", "/v1/agents/{id}", "get_agent", "One agent: state, reason, usage, cost, lineage",
+    Spec("GET", "/v1/agents/{id}", "get_agent", "One agent: state, reason, usage, cost, "
+         "lineage, its caps beside its tree's spend, the messages sent to it, the tools it is in",
          out=S.AgentOut),
     Spec("POST", "/v1/agents/{id}/prompt", "prompt", "A new prompt to an ended agent",
          body=S.PromptIn, out=S.AgentOut, status=202),
@@ -455,6 +470,10 @@ ROUTES: tuple[Spec, ...] = (
          body=S.RewindIn, out=S.AgentOut),
     Spec("POST", "/v1/agents/{id}/cancel", "cancel", "Cancel a running agent and its descendants",
          out=S.AgentOut),
+    Spec("POST", "/v1/agents/{id}/steer", "steer", "A message to a running agent, carried by "
+         "its next request (recorded as Steering by user; docs/orchestrator.md, "
+         "\"Delegation\"); an agent not running is a 409 naming its state",
+         body=S.SteerIn, out=S.SteerOut),
     Spec("POST", "/v1/agents/{id}/fork", "fork", "Fork a child of a running agent",
          body=S.ForkIn, out=S.AgentOut, status=201),
     Spec("GET", "/v1/agents/{id}/index", "index", "The door: every turn, oldest first",

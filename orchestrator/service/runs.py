@@ -46,6 +46,8 @@ class _Probe(msgspec.Struct):
     output: Any = None
     role: str | None = None
     sandbox: Any = None
+    budget: Any = None
+    by: Any = None
 
 
 _probe = msgspec.json.Decoder(_Probe)
@@ -56,7 +58,8 @@ class _Scan:
     """One agent's log read so far: the view's figures, advanced by the new complete lines."""
 
     __slots__ = ("offset", "parent", "kind", "depth", "model", "ended", "reason", "usage",
-                 "cost", "calls", "last_assistant", "output", "role", "sandbox")
+                 "cost", "calls", "last_assistant", "output", "role", "sandbox", "budget",
+                 "messages")
 
     def __init__(self) -> None:
         self.offset = 0
@@ -69,6 +72,8 @@ class _Scan:
         self.last_assistant: int | None = None
         self.output: Any = None  # a typed agent's accepted answer (``SessionEnded.output``)
         self.sandbox: dict[str, Any] | None = None  # its shell's, from its opening record
+        self.budget: dict[str, Any] | None = None  # the caps its parent gave it (0450)
+        self.messages = 0  # Steering by its parent or a person
 
     def advance(self, path: Path, ttl: str) -> None:
         for off, line in iter_lines(path, start=self.offset):
@@ -82,6 +87,9 @@ class _Scan:
                 self.parent, self.kind, self.depth, self.model, self.role = (
                     rec.parent, rec.kind, rec.depth, rec.model, rec.role)
                 self.sandbox = rec.sandbox if isinstance(rec.sandbox, dict) else None
+                self.budget = rec.budget if isinstance(rec.budget, dict) else None
+            elif t == "Steering" and rec.by in ("parent", "user"):
+                self.messages += 1
             elif t == "ProviderCall" and rec.usage is not None:
                 self.usage = self.usage + rec.usage
                 self.cost += cost_usd(rec.usage, rec.model or self.model, ttl)
@@ -186,8 +194,19 @@ class Run:
         scan.advance(self.root / agent_source(aid), self.settings.cache_ttl)
         return scan
 
+    def live(self) -> dict[str, dict[str, Any]]:
+        """The running agents' status off the supervisor's tables (``Supervisor.status``: the
+        tools each is in, the approvals it waits on). Read on the event loop's thread, where
+        those tables change, and handed to ``view`` in a worker thread."""
+        if self.sup is None:
+            return {}
+        return {a: self.sup.status(a) for a, n in list(self.sup.agents.items())
+                if n.state == "running"}
+
     def view(self, aid: str, children: list[str] | None = None,
-             known: set[str] | None = None) -> AgentOut:
+             known: set[str] | None = None,
+             live: dict[str, dict[str, Any]] | None = None,
+             kids: dict[str, list[str]] | None = None) -> AgentOut:
         # (a worker thread) the live state first, the log after: an agent's loop records its
         # ``SessionEnded`` before it stops being "running", so a log read after a state that
         # is not "running" holds the end — never a finished agent seen as "open"
@@ -204,6 +223,11 @@ class Run:
         else:
             state, reason = "open", None  # a log with no end recorded, not running here
         u = scan.usage
+        now: dict[str, Any] = {}
+        if running and self.sup is not None:  # the supervisor's tables: what it is in now,
+            st = live.get(aid) if live is not None else self.sup.status(aid)  # what it waits on
+            if st is not None:
+                now = {"in_tools": st.get("in_tools", []), "approvals": st.get("approvals", [])}
         return AgentOut(id=aid, state=state, reason=reason, kind=scan.kind or "root",
                         role=scan.role, model=scan.model, parent=scan.parent, children=children, depth=scan.depth,
                         usage=UsageOut(input_tokens=u.input_tokens,
@@ -213,9 +237,54 @@ class Run:
                         cost_usd=round(scan.cost, 6),
                         answer=_answer(self.root / agent_source(aid), scan.last_assistant),
                         output=scan.output if not running else None, live=node is not None,
-                        sandbox=scan.sandbox)
+                        sandbox=scan.sandbox, budget=self._budget(aid, scan, known, kids),
+                        messages=scan.messages, **now)
 
-    def views(self, after: str | None = None, limit: int | None = None
+    def _budget(self, aid: str, scan: _Scan, known: set[str] | None,
+                kids: dict[str, list[str]] | None) -> dict[str, Any] | None:
+        """An agent's caps (its ``SessionStarted.budget``) beside what its tree spent, read off
+        the logs as every view is (``caps.status``'s shape): the same figures whether the
+        agent runs here, ended, or ran in another process (decision 0451). Walks its
+        descendants only when it has a cap, so an uncapped run pays nothing. ``kids``: each
+        agent's children, from scans made just now (``views`` makes it once for a page);
+        without it the run is scanned here."""
+        from ..caps import Caps
+
+        caps = Caps.from_record(scan.budget)
+        if not caps:
+            return None
+        if kids is None:
+            kids = {}
+            for a in (self.agent_ids() if known is None else sorted(known)):
+                p = self._scan(a, known).parent
+                if p is not None:
+                    kids.setdefault(p, []).append(a)
+        used, usd, todo, seen = 0, 0.0, [aid], set()
+        while todo:
+            a = todo.pop()
+            if a in seen:
+                continue
+            seen.add(a)
+            s = self._scans.get(a) or self._scan(a, known)  # (scanned just now, by the caller)
+            u = s.usage
+            used += (u.input_tokens + u.output_tokens + u.cache_read_tokens
+                     + u.cache_write_tokens)
+            usd += s.cost
+            todo.extend(kids.get(a, ()))
+        out: dict[str, Any] = {}
+        if caps.usd is not None:
+            out.update(usd=caps.usd, spent_usd=round(usd, 6))
+        if caps.tokens is not None:
+            out.update(tokens=caps.tokens, spent_tokens=used)
+        if caps.turns is not None:
+            out["max_turns"] = caps.turns
+            node = self.sup.agents.get(aid) if self.sup is not None else None
+            if node is not None:
+                out["turns"] = node.turns_taken
+        return out
+
+    def views(self, after: str | None = None, limit: int | None = None,
+              live: dict[str, dict[str, Any]] | None = None
               ) -> tuple[list[AgentOut], str | None]:
         """The agents in id order after ``after`` (exclusive), at most ``limit`` of them, and
         the id to page on from (None at the end). Every log is scanned for its parent (each
@@ -231,7 +300,8 @@ class Run:
         start = bisect_right(ids, after) if after is not None else 0
         page = ids[start:start + limit] if limit is not None else ids[start:]
         more = start + len(page) < len(ids)
-        return [self.view(a, kids[a], known) for a in page], (page[-1] if more and page else None)
+        return ([self.view(a, kids[a], known, live, kids) for a in page],
+                page[-1] if more and page else None)
 
     # ------------------------------------------------------------------ actions
 
@@ -368,6 +438,25 @@ class Run:
                 ws.release()
         self._poke()
         return self.view(aid)
+
+    def steer(self, aid: str, text: str) -> dict[str, Any]:
+        """A person's message to a running agent (``POST /v1/agents/{id}/steer``): recorded
+        at once as ``Steering`` by ``user``, carried by its next request
+        (``Supervisor.steer``). An agent that is not running here is a conflict naming its
+        state; nothing is written."""
+        sup = self._writable()
+        if aid not in self.agent_ids():
+            raise NotFound(f"no agent {aid!r} in this run")
+        node = sup.agents.get(aid)
+        if node is None:
+            scan = self._scan(aid)
+            state = state_of(scan.reason) if scan.ended else "open"
+            why = f" ({scan.reason})" if scan.ended and scan.reason else ""
+            raise Conflict(f"agent {aid} is not running ({state}{why}): a message reaches only "
+                           "a running agent; send it a prompt instead")
+        out = sup.steer(aid, text, by="user")
+        self._poke()
+        return out
 
     def cancel(self, aid: str) -> AgentOut:
         node = self._node(aid)

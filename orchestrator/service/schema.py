@@ -58,6 +58,19 @@ class RewindIn(_In):
     to: Annotated[int, Meta(ge=0)]
 
 
+class SteerIn(_In):
+    """A message to a running agent: its next request carries it (docs/orchestrator.md,
+    "Delegation")."""
+    text: Annotated[str, Meta(min_length=1, max_length=16_384)]
+
+
+class SteerOut(Struct, kw_only=True):
+    agent: str
+    delivered: str
+    messages: Annotated[int, Meta(description="Messages it has been sent so far.")]
+    at: str
+
+
 class ForkIn(_In):
     """Fork a child of a running agent: ``mnemon`` inherits its table, ``fresh`` starts empty."""
     task: Prompt
@@ -98,6 +111,18 @@ class AgentOut(Struct, kw_only=True):
         "The sandbox its `shell` runs under, as its opening record names it (docs/sandbox.md); "
         "null for an agent without a workspace. `kind` = `none`: its commands run unconfined, "
         "trusting the model with the machine."))] = None
+    budget: Annotated[dict[str, Any] | None, Meta(description=(
+        "The caps its parent gave it (docs/orchestrator.md, \"Delegation\") beside what its "
+        "tree spent: `usd` and `spent_usd`, `tokens` and `spent_tokens`, `max_turns` and "
+        "`turns`, each pair present when that cap is; null for an agent with no cap."))] = None
+    messages: Annotated[int, Meta(description=(
+        "Messages sent to it (`agents_send` by its parent, `/steer` or the steer route by a "
+        "person)."))] = 0
+    in_tools: Annotated[list[str], Meta(description=(
+        "The tools it is running now (a live agent)."))] = []
+    approvals: Annotated[list[dict[str, Any]], Meta(description=(
+        "The calls it waits on a decision for (a live agent): `call_id`, `tool`, and `to` = "
+        "`parent` for an `ask_parent`."))] = []
 
 
 class AgentList(Struct, kw_only=True):

@@ -11,7 +11,7 @@ from mnemon.orchestrator.chat.commands import ChatInputError, SlashCommand, pars
 from mnemon.orchestrator.chat.session import ChatSession
 from mnemon.session.errors import Refusal
 from mnemon.session.log import iter_lines
-from mnemon.session.records import decode
+from mnemon.session.records import Text, ToolUse, decode
 
 
 def kinds(root, agent="a1") -> list[str]:
@@ -91,3 +91,55 @@ def test_parse_line(line, expected):
 def test_parse_line_refuses(line):
     with pytest.raises(ChatInputError):
         parse_line(line)
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("/steer a2 look in the other file", SlashCommand("steer", ("a2",), "look in the other file")),
+    ("/steer a12   two  spaces kept ", SlashCommand("steer", ("a12",), "two  spaces kept")),
+])
+def test_parse_steer(line, expected):
+    assert parse_line(line) == expected
+
+
+@pytest.mark.parametrize("line", ["/steer", "/steer a2", "/steer a2   ", "/steer a\x1b[2J hi"])
+def test_parse_steer_refuses(line):
+    with pytest.raises(ChatInputError):
+        parse_line(line)
+
+
+async def test_steer_reaches_a_running_forks_next_request_and_an_ended_one_is_refused(tmp_path):
+    root = tmp_path / "run"
+    go = trio.Event()
+    seen: list[str] = []
+
+    async def policy(request, state):
+        i = state["i"] = state.get("i", 0) + 1
+        if request.meta["agent"] == "a1":
+            return [Text("root here")], "end_turn"
+        seen.append(repr(request.messages))
+        if i == 1:
+            await go.wait()
+            return [ToolUse("t1", "context_survey", {})], "tool_use"
+        return [Text("fork done")], "end_turn"
+
+    with trio.fail_after(60):
+        async with open_supervisor(root, ScriptedProvider(policy=policy), Settings()) as sup:
+            async with trio.open_nursery() as forks:
+                chat = ChatSession(sup, forks)
+                await chat.send("first")
+                with pytest.raises(Refusal, match="a1 has ended"):
+                    chat.steer("a1", "too late")
+                with pytest.raises(Refusal, match="no agent 'a9'"):
+                    chat.steer("a9", "nobody")
+                child = chat.fork("look aside", lambda c: None)
+                while not seen:
+                    await trio.sleep(0.01)
+                out = chat.steer(child.id, "look at SOUTH-3 instead")
+                assert out["agent"] == child.id and out["messages"] == 1
+                go.set()
+                await child.done.wait()
+    assert "SOUTH-3" not in seen[0] and "[message from a person] look at SOUTH-3" in seen[1]
+    steering = [decode(line) for _, line in iter_lines(root / "agents" / "a2" / "record.jsonl")]
+    assert [(r.by, r.text) for r in steering if type(r).__name__ == "Steering"] == [
+        ("user", "[message from a person] look at SOUTH-3 instead")]
+    assert "Steering" not in kinds(root)

@@ -188,3 +188,22 @@ def test_chat_plain_keeps_the_text_as_written(tmp_path):
     text = "\n".join(screen_lines(raw))
     assert "# Harbour report" in text and "And **last** words:" in text
     assert "```python" in text
+
+
+def test_steer_a_running_fork_from_the_chat(tmp_path):
+    """``/steer ID TEXT`` to a fork still thinking: recorded in its log as a person's message;
+    to the chat's own agent between prompts (it has ended): refused naming its state."""
+    root = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "mnemon", "chat", "--run-root", str(root),
+                        "--latency", "2"],
+                       input="hello\n/fork think slowly\n/steer a2 look NORTH-4\n"
+                             "/steer a1 too late\n/steer a2\n/quit\n",
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "message to a2 recorded: its next request carries it (1 message so far)" in out
+    assert "agent a1 has ended (done)" in out
+    assert "/steer needs an agent and a message" in out
+    steer = [x for x in records(root, "a2") if type(x).__name__ == "Steering"]
+    assert [(x.by, x.text) for x in steer] == [("user", "[message from a person] look NORTH-4")]
+    verify(root)

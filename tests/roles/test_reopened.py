@@ -143,7 +143,7 @@ async def test_a_log_from_before_the_field_is_judged_by_its_ancestors_roles(tmp_
     sup.close()
     opening = json.loads((root / "agents" / child.id / "record.jsonl").read_text()
                          .splitlines()[0])
-    assert "policy" not in opening
+    assert "policy" not in opening  # (a tool's description may say "policy")
 
     again = Supervisor(root, ScriptedProvider(), Settings(model="scripted", roles=roles))
     node = again.resume_agent(child.id)

@@ -1,4 +1,5 @@
-"""``mnemon cost DIR|RUN_ROOT`` — tokens, cache reads/writes and price, per agent and in total.
+"""``mnemon cost DIR|RUN_ROOT`` — tokens, cache reads/writes and price, per agent and in total,
+and the split: each capped agent's caps beside what its tree spent.
 
 Read-only: a torn tail is reported on stderr and what is complete is counted.
 """
@@ -28,7 +29,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ...costs import as_json, by_role, reports_reasoning, run_cost, total
+    from ...costs import as_json, by_role, reports_reasoning, run_cost, splits, total
     from ...report import table
 
     path = Path(args.path)
@@ -69,4 +70,27 @@ def run(args) -> int:
     note = (f"; {', '.join(fallback)} from AssistantMessage usage (no ProviderCall usage)"
             if fallback else "")
     print(f"({priced}, cache writes at the {args.cache_ttl} TTL{note})")
+    split = splits(rows)
+    if split:  # the split: what each capped agent was given beside what its tree spent
+        print()
+        print(table([_split_row(a, b) for a, b in split.items()],
+                    ["agent", "usd", "spent_usd", "tokens", "spent_tokens", "max_turns"],
+                    ["capped agent", "cap", "its tree spent", "token cap",
+                     "its tree's tokens", "max turns"]))
     return 0
+
+
+def _split_row(agent: str, b: dict) -> dict:
+    """One capped agent's line: each cap beside its tree's spend and the share of it used."""
+    def share(spent: float, cap: float) -> str:
+        return f" ({100 * spent / cap:.0f}%)" if cap else ""
+
+    row = {"agent": agent, "usd": "-", "spent_usd": "-", "tokens": "-", "spent_tokens": "-",
+           "max_turns": b.get("max_turns", "-")}
+    if "usd" in b:
+        row["usd"] = f"${b['usd']:.4f}"
+        row["spent_usd"] = f"${b['spent_usd']:.4f}{share(b['spent_usd'], b['usd'])}"
+    if "tokens" in b:
+        row["tokens"] = str(b["tokens"])
+        row["spent_tokens"] = f"{b['spent_tokens']}{share(b['spent_tokens'], b['tokens'])}"
+    return row

@@ -19,7 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("path", help="a run root (or any directory inside one)")
     p.add_argument("--json", action="store_true", help="machine output: a list of {agent, "
                    "parent, kind, turns, resident, evicted, state} (and sandbox, for an agent "
-                   "with a workspace)")
+                   "with a workspace; budget, for a capped agent; messages, for one that "
+                   "was sent some)")
 
 
 def run(args) -> int:

@@ -1,7 +1,9 @@
 // The page: the lineage tree live; the selected agent's conversation (conv.js, from its log
 // records, live); the run as a timeline (timeline.js); charts with axes (charts.js); the jobs
 // (jobs.js); an agent's files at a turn (files.js); each agent's context as a bar and the door;
-// the sandbox its shell runs under, a shell with none (kind "none") a warning wherever it shows. Plain scripts, no build step, no
+// the sandbox its shell runs under, a shell with none (kind "none") a warning wherever it shows;
+// a capped agent's caps beside its tree's spend, the messages sent to it (by its parent or a
+// person) and, while it runs, a box to send it one (POST /v1/agents/{id}/steer). Plain scripts, no build step, no
 // third-party code. The token comes from the URL fragment (#token=…, never sent to the server) or
 // the form, and goes on every API call as a bearer header; events are read with fetch streaming
 // so they carry it too. Tool calls waiting for a decision are listed with their input (editable)
@@ -13,6 +15,7 @@ const frag = new URLSearchParams(location.hash.slice(1));
 if (frag.get("token")) { token = frag.get("token"); sessionStorage.setItem("mnemon-token", token); history.replaceState(null, "", location.pathname); }
 let selected = null, agents = [], lastId = null, refreshTimer = null, readOnly = true, shownApprovals = "";
 let view = null, convAgent = null, convNext = 0, convBusy = false, convAgain = false, pendingTurn = null;
+let messages = [];  // the open agent's messages: its Steering records by its parent or a person
 
 async function api(path, opts = {}) {
   const r = await fetch(path, { ...opts, headers: { ...(opts.headers || {}), "Authorization": "Bearer " + token, "Content-Type": "application/json" } });
@@ -92,8 +95,39 @@ function drawTree() {
     el("span", { class: "agent" + (a.id === selected ? " sel" : ""), onclick: () => select(a.id) },
       `${a.id} `, el("span", { class: "muted" }, a.kind + (a.role ? " · " + a.role + (a.model ? " on " + a.model : "") : "")), el("span", { class: "state " + a.state }, a.state + (a.reason && a.reason !== "done" ? ": " + a.reason : "")),
       el("span", { class: "muted" }, ` $${a.cost_usd.toFixed(4)}`),
+      a.budget ? el("span", { class: "cap" + (capShare(a.budget) >= 1 ? " over" : ""), title: budgetLine(a.budget) }, ` ${Math.round(100 * capShare(a.budget))}% of cap`) : null,
       unsandboxed(a) ? el("span", { class: "warn unsandboxed", title: 'sandbox kind = "none": its commands run on the machine' }, UNSANDBOXED) : null))));
   if (!window.__treePaint && treeRows.length) window.__treePaint = performance.now();  // first paint, for the scale test
+}
+
+// a capped agent's caps beside what its tree spent (the view's `budget`), and the largest share
+function budgetLine(b) {
+  const parts = [];
+  if (b.usd !== undefined) parts.push(`$${b.spent_usd.toFixed(4)} of $${b.usd.toFixed(4)}`);
+  if (b.tokens !== undefined) parts.push(`${b.spent_tokens} of ${b.tokens} tokens`);
+  if (b.max_turns !== undefined) parts.push(b.turns !== undefined ? `turn ${b.turns} of ${b.max_turns}` : `at most ${b.max_turns} turns`);
+  return "cap: " + parts.join(" · ") + " (spent by it and its children)";
+}
+function capShare(b) {
+  return Math.max(b.usd ? b.spent_usd / b.usd : 0, b.tokens ? b.spent_tokens / b.tokens : 0);
+}
+
+function drawMessages() {
+  $("agent-messages").hidden = !messages.length;
+  $("messages").replaceChildren(...messages.map((m) => el("li", { class: "message " + m.by },
+    el("span", { class: "muted" }, m.by === "parent" ? "from its parent: " : "from a person: "), m.text.replace(/^\[message from [^\]]{0,80}\] /, ""))));
+}
+
+async function steer(ev) {
+  ev.preventDefault();
+  const text = $("steer-text").value;
+  if (!selected || !text.trim()) return;
+  try {
+    await api(`/v1/agents/${encodeURIComponent(selected)}/steer`, { method: "POST", body: JSON.stringify({ text }) });
+    $("steer-text").value = "";
+  } catch (e) { show(e); }
+  await loadTranscript();
+  await loadAgents().catch(show);
 }
 
 function scheduleRefresh() {
@@ -109,7 +143,7 @@ async function select(id, turn = null) {
   if (changed && !$("files").hidden) Files.show(id);
   Charts.draw(id);
   if (turn !== null) showTab("conversation");
-  if (changed || convAgent !== id) { convAgent = id; convNext = 0; view.reset(); }
+  if (changed || convAgent !== id) { convAgent = id; convNext = 0; view.reset(); messages = []; drawMessages(); }
   await loadTranscript();
   await loadAgents();
 }
@@ -126,6 +160,8 @@ async function loadTranscript() {
         const out = await api(`/v1/agents/${encodeURIComponent(aid)}/transcript?after=${convNext}`);
         if (aid !== convAgent) break;  // another agent was opened meanwhile
         view.append(out.entries);
+        const sent = out.entries.map((e) => e.record).filter((r) => r.t === "Steering" && (r.by === "parent" || r.by === "user"));
+        if (sent.length) { messages.push(...sent); drawMessages(); }
         convNext = out.next;
         if (!out.more) break;
       }
@@ -154,6 +190,12 @@ async function showAgent(id) {
   sb.hidden = !a.sandbox;
   sb.className = unsandboxed(a) ? "warn" : "shell";
   sb.textContent = a.sandbox ? sandboxLine(a.sandbox) : "";
+  const bud = $("agent-budget");  // a capped agent: its caps beside its tree's spend
+  bud.hidden = !a.budget;
+  bud.className = a.budget && capShare(a.budget) >= 1 ? "cap over" : "cap";
+  bud.textContent = a.budget ? budgetLine(a.budget) : "";
+  if (a.messages || a.in_tools.length) $("agent-meta").textContent += `${a.messages ? ` · ${a.messages} message${a.messages === 1 ? "" : "s"} received` : ""}${a.in_tools.length ? " · in " + a.in_tools.join(", ") : ""}`;
+  $("steer").hidden = readOnly || a.state !== "running";
   const out = $("agent-output");  // a typed agent's accepted answer
   out.hidden = a.output === null || a.output === undefined;
   out.textContent = out.hidden ? "" : "output " + JSON.stringify(a.output, null, 2);
@@ -305,6 +347,7 @@ for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click"
 $("grep").addEventListener("submit", grep);
 $("read").addEventListener("submit", (ev) => { ev.preventDefault(); if (selected) read($("turns").value); });
 $("start").addEventListener("submit", start);
+$("steer").addEventListener("submit", steer);
 $("jobform").addEventListener("submit", (ev) => { ev.preventDefault(); Jobs.start($("jobpath").value).catch(show); });
 $("tokenform").addEventListener("submit", (ev) => { ev.preventDefault(); token = $("token").value; sessionStorage.setItem("mnemon-token", token); $("tokenform").hidden = true; boot(); });
 
