@@ -28,6 +28,7 @@ when it gives one — or the loader's own error (``PolicyError``, ``RolesError``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from msgspec.structs import fields
 
 from ..errors import ConfigError
+from ..providers.prices import vertex_price_name
 from ..providers.windows import window_for
 from .settings import Settings
 from .sandbox.spec import parse_sandbox
@@ -131,6 +133,10 @@ def settings_from(values: Mapping[str, Any], *, file: str | Path | None = None,
         given["model"] = DEFAULT_MODELS.get(provider)
     if not given.get("context_window"):
         given["context_window"] = window_for(given.get("model"))
+    if provider == "vertex" and not given.get("price_model"):  # its location prices it (0403)
+        located = vertex_price_name(given.get("model"), os.environ.get("GOOGLE_CLOUD_LOCATION"))
+        if located is not None:
+            given["price_model"] = located
     if "keep" in given:
         given["keep"] = keep_value(given["keep"], name=_named(names, "keep"), file=file)
     floor = given.get("keep_floor_tokens")

@@ -234,13 +234,14 @@ def price_for(model: str | None, table: Mapping[str, Price] | None = None) -> Pr
 # from Anthropic's pricing page ("Third-party platform pricing") and the Bedrock pricing page.
 # From the 4.5 generation on, a regional endpoint costs 10% more than the global one, every
 # token kind alike: Bedrock's in-region ids and geographic profiles (``us.``, ``eu.``, ``apac.``
-# …) pay it, its ``global.`` profiles do not. A Vertex model name does not say its location, so
-# it prices at the global endpoint's (the provider's default location); a run on a regional one
-# is priced with ``--price-as`` or a prices file.
+# …) pay it, its ``global.`` profiles do not. A Vertex model name does not say its location: a
+# run records it priced as ``<model>/<location>`` (``vertex_price_name``, from
+# ``GOOGLE_CLOUD_LOCATION``), a regional location paying the premium; a bare name is the global
+# endpoint's (the provider's default location).
 REGIONAL_PREMIUM = 1.10
 _BEDROCK_ID = re.compile(r"(?:(global|[a-z]{2,4}(?:-gov)?)\.)?anthropic\.(claude-[a-z0-9.-]{1,80}?)"
                          r"(?:-v\d{1,3}(?::\d{1,3})?)?")
-_VERTEX_ID = re.compile(r"(claude-[a-z0-9.-]{1,80})@(?:\d{8}|latest)")
+_VERTEX_ID = re.compile(r"(claude-[a-z0-9.-]{1,80})@(?:\d{8}|latest)(?:/([a-z0-9-]{1,40}))?")
 _BEFORE_REGIONAL_PRICING = ("claude-opus-4-1", "claude-opus-4-0", "claude-opus-4-2",
                             "claude-sonnet-4-0", "claude-sonnet-4-2", "claude-3-")
 
@@ -253,8 +254,19 @@ def cloud_model(model: str) -> tuple[str, bool] | None:
     if m := _BEDROCK_ID.fullmatch(name):
         return m.group(2), m.group(1) != "global"
     if m := _VERTEX_ID.fullmatch(name):
-        return m.group(1), False
+        return m.group(1), m.group(2) not in (None, "global")
     return None
+
+
+def vertex_price_name(model: str | None, location: str | None) -> str | None:
+    """The name a Vertex run of a Claude model is priced as: ``<model>/<location>`` (what
+    ``cloud_model`` reads back, a location other than ``global`` paying the regional premium);
+    None for a model that is not a Vertex Claude name, or no location given (the default,
+    ``global``)."""
+    if not model or not location or _VERTEX_ID.fullmatch(model.strip().lower()) is None \
+            or "/" in model:
+        return None
+    return f"{model.strip()}/{location.strip().lower()}"
 
 
 def _on_cloud(cloud: tuple[str, bool], table: Mapping[str, Price]) -> Price:
