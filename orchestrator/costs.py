@@ -60,6 +60,7 @@ class _Probe(Struct):
     role: str | None = None
     parent: str | None = None
     budget: Any = None
+    provider: str | None = None
 
 
 _probe = msgspec.json.Decoder(_Probe)
@@ -86,6 +87,9 @@ class AgentCost(Struct, kw_only=True):
     """Its named role (``SessionStarted.role``; docs/roles.md), if any."""
     parent: str | None = None
     """Its parent (``SessionStarted.parent``): whose tree its spend counts in."""
+    provider: str | None = None
+    """The provider it called (``SessionStarted.provider``: ``anthropic``, ``bedrock``,
+    ``vertex``, ``gemini``, ``azure-openai``…), shown beside its cost."""
     caps: dict[str, Any] | None = None
     """The caps its parent gave it (``SessionStarted.budget``; docs/orchestrator.md,
     "Delegation"): ``usd``, ``tokens``, ``max_turns``, each optional; None: not capped."""
@@ -94,6 +98,8 @@ class AgentCost(Struct, kw_only=True):
         """The fixed row; ``reasoning_tokens`` after ``output_tokens`` when ``reasoning`` (some
         agent of the run reported reasoning tokens)."""
         row = {"agent": self.agent, **{f: getattr(self, f) for f in FIELDS}}
+        if self.provider is not None:
+            row["provider"] = self.provider
         if reasoning:
             row["reasoning_tokens"] = self.reasoning_tokens or 0
         row["cost_usd"] = round(self.cost_usd, 6)
@@ -138,6 +144,7 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
     role: str | None = None
     parent: str | None = None
     caps: dict[str, Any] | None = None
+    provider: str | None = None
     for lineno, (off, line) in enumerate(iter_lines(path), 1):
         try:
             rec = _probe.decode(line)
@@ -149,6 +156,7 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
             continue
         if rec.t == "SessionStarted":
             started_model, role, parent = rec.model, rec.role, rec.parent
+            provider = rec.provider
             caps = Caps.from_record(rec.budget).record()
         elif rec.t == "ProviderCall" and rec.usage is not None:
             model = rec.model or started_model
@@ -166,7 +174,7 @@ def agent_cost(path: Path, agent: str, *, display: str | None = None,
                      cache_write_tokens=u.cache_write_tokens, output_tokens=u.output_tokens,
                      cost_usd=chosen.cost, reasoning_tokens=chosen.reasoning, counted=counted,
                      records=chosen.n, torn=torn, batch_cost_usd=chosen.batch, role=role,
-                     parent=parent, caps=caps)
+                     parent=parent, caps=caps, provider=provider)
 
 
 def _natural(agent: str) -> list:

@@ -190,7 +190,8 @@ def test_ask_carries_reasoning_retries_a_cut_stream_and_counts_reasoning(
     assert main(["cost", str(run), "--json"]) == 0
     cost = json.loads(capsys.readouterr().out)
     row = cost["agents"][0]
-    assert row == {"agent": "a1", "input_tokens": 426, "cache_read_tokens": 2304,
+    assert row == {"agent": "a1", "provider": "openai-responses", "input_tokens": 426,
+                   "cache_read_tokens": 2304,
                    "cache_write_tokens": 0, "output_tokens": 247, "reasoning_tokens": 192,
                    "cost_usd": row["cost_usd"]}
     expected = cost_usd(calls[1].usage, "gpt-5.1") + cost_usd(calls[2].usage, "gpt-5.1")

@@ -65,7 +65,7 @@ def test_ask_with_a_tool_call_quota_retry_and_caching(tmp_path, capsys, gcp):
     assert TOKEN not in (run / "agents" / "a1" / "record.jsonl").read_text()
     p = price_for(MODEL)
     assert (p.input, p.output, p.cache_read, p.cache_write_5m) == (3.0, 15.0, 0.3, 3.75)
-    check_cost(run, MODEL, capsys)
+    check_cost(run, f"{MODEL}/us-east5", capsys)  # priced at its location (decision 0403)
     check_trace(run, "gcp.vertex_ai", capsys)
 
 

@@ -52,6 +52,9 @@ def run(args) -> int:
     if roles:
         cols.insert(1, "agents")
         heads.insert(1, "agents")
+    elif any(r.provider not in (None, "scripted") for r in rows):  # which one it paid
+        cols.insert(1, "provider")
+        heads.insert(1, "provider")
     body = by_role(rows) if roles else [r.as_json(reasoning) for r in rows]
     if roles and reasoning:
         for line in body:
@@ -60,6 +63,8 @@ def run(args) -> int:
                      **total(rows)}]
     for line in lines:
         line["cost_usd"] = f"${line['cost_usd']:.4f}"
+        if "provider" in cols:
+            line["provider"] = line.get("provider") or ""
     print(table(lines, cols, heads))
     t = lines[-1]
     if "batch_cost_usd" in t:  # batch engine spend (at the batch price) and live spend apart
