@@ -8,69 +8,38 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from ..policy.test_crash import Service, text, tool_call, verify
+from ..policy.test_crash import Model, Service, text, tool_call, verify
 
 pytest.importorskip("hypercorn")
 
 HERE = Path(__file__).resolve().parent
 
 
-class Model:
+class Plays(Model):
     """Answers by (task, step): the task is the request's first user text, the step how many
-    assistant messages it carries. ``hold`` (task, step) pairs are answered only once
-    ``release`` is set: a request in flight when the service is killed."""
+    assistant messages it carries; ``hold`` (task, step) pairs are answered only once
+    ``release`` is set — a request in flight when the service is killed. ``requests`` holds
+    ``(task, step, the messages as JSON)``."""
 
     def __init__(self, plays: dict[str, list[bytes]], hold: set[tuple[str, int]] = frozenset()):
         self.plays = plays
-        self.hold = set(hold)
-        self.seen: list[tuple[str, int, str]] = []
-        self.held = threading.Event()
-        self.release = threading.Event()
-        outer = self
+        self.held_at = set(hold)
+        super().__init__([])
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                msgs = body["messages"]
-                first = next(m for m in msgs if m["role"] == "user")
-                task = first["content"] if isinstance(first["content"], str) else \
-                    " ".join(b.get("text", "") for b in first["content"])
-                key = next(k for k in outer.plays if task.startswith(k))
-                step = sum(1 for m in msgs if m["role"] == "assistant")
-                outer.seen.append((key, step, json.dumps(msgs)))
-                if (key, step) in outer.hold and not outer.release.is_set():
-                    outer.held.set()
-                    outer.release.wait(60)
-                    return
-                play = outer.plays[key]
-                data = play[min(step, len(play) - 1)]
-                try:
-                    self.send_response(200)
-                    self.send_header("content-type", "text/event-stream")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def pick(self, body: dict) -> tuple:
+        msgs = body["messages"]
+        first = next(m for m in msgs if m["role"] == "user")
+        task = first["content"] if isinstance(first["content"], str) else \
+            " ".join(b.get("text", "") for b in first["content"])
+        key = next(k for k in self.plays if task.startswith(k))
+        step = sum(1 for m in msgs if m["role"] == "assistant")
+        play = self.plays[key]
+        return ((key, step, json.dumps(msgs)), (key, step) in self.held_at,
+                play[min(step, len(play) - 1)])
 
 
 def _state(svc, aid):
@@ -79,7 +48,7 @@ def _state(svc, aid):
 
 
 def test_after_sigkill_the_parents_next_request_says_what_became_of_its_children(tmp_path):
-    model = Model({
+    model = Plays({
         "lead": [b"".join([tool_call("c1", "agents_start",
                                      {"task": "kid one: quick", "kind": "fresh"})]),
                  tool_call("c2", "agents_start", {"task": "kid two: slow", "kind": "fresh"}),
@@ -92,18 +61,18 @@ def test_after_sigkill_the_parents_next_request_says_what_became_of_its_children
         svc.client.post("/v1/agents", json={"prompt": "lead the kids"})
         svc.wait(lambda: _state(svc, "a2") == "ended" and model.held.is_set(),
                  "kid one to end and kid two's request to be in flight")
-        svc.wait(lambda: any(k == "lead" and s == 3 for k, s, _ in model.seen)
+        svc.wait(lambda: any(k == "lead" and s == 3 for k, s, _ in model.requests)
                  or (root / "agents" / "a1" / "record.jsonl").read_text().count("agents_wait"),
                  "the lead to wait")
         svc.kill()
         model.release.set()
-        before = len(model.seen)
+        before = len(model.requests)
         svc = Service(root, model)
         svc.wait(lambda: _state(svc, "a1") == "ended", "the lead to end", timeout=90)
         assert svc.stop() == 0
     finally:
         model.close()
-    after = [body for key, step, body in model.seen[before:] if key == "lead"]
+    after = [body for key, step, body in model.requests[before:] if key == "lead"]
     assert after, "the lead made a request after the resume"
     first = after[0]
     assert "[resumed]" in first and "a2 ended done" in first
@@ -121,7 +90,7 @@ def test_a_pending_ask_parent_survives_sigkill_and_goes_to_a_person_over_http(tm
         '[[rule]]\ntool = "tools__shout"\naction = "ask_parent"\nreason = "loud"\n')
     opts = ("--mcp", str(tmp_path / "mcp.json"), "--policy", str(tmp_path / "policy.toml"))
 
-    model = Model({
+    model = Plays({
         "lead": [tool_call("c1", "agents_start", {"task": "kid: shout", "kind": "fresh"}),
                  tool_call("c2", "agents_wait", {}),
                  tool_call("c3", "approvals_decide", {"agent": "a2", "call_id": "s1",
@@ -153,7 +122,7 @@ def test_a_pending_ask_parent_survives_sigkill_and_goes_to_a_person_over_http(tm
     finally:
         model.close()
     assert [json.loads(x)["name"] for x in calls.read_text().splitlines()] == ["shout"]
-    lead_bodies = [b for k, s, b in model.seen if k == "lead"]
+    lead_bodies = [b for k, s, b in model.requests if k == "lead"]
     assert sum("[approval asked] your child a2" in b for b in lead_bodies[-1:]) == 1
     told = [json.loads(r["content"]) for x in (root / "agents" / "a1" / "record.jsonl")
             .read_text().splitlines() if (rec := json.loads(x))["t"] == "ToolResults"

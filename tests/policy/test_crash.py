@@ -52,12 +52,14 @@ def text(answer: str) -> bytes:
 class Model:
     """The model on loopback: its answer is chosen by the step a request is at (how many
     assistant messages it carries), so it is stateless across restarts of the service;
-    ``hold`` (a step) is answered only once ``release`` is set — a request in flight."""
+    ``hold`` (a step) is answered only once ``release`` is set — a request in flight.
+    ``pick(body)`` chooses; a subclass may choose otherwise (by the task, as the delegation
+    tests do): it answers ``(what is recorded in requests, whether to hold, the bytes)``."""
 
     def __init__(self, steps: list[bytes], hold: int | None = None):
         self.steps = steps
         self.hold = hold
-        self.requests: list[int] = []
+        self.requests: list = []
         self.held = threading.Event()
         self.release = threading.Event()
         outer = self
@@ -65,13 +67,12 @@ class Model:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                step = sum(1 for m in body["messages"] if m["role"] == "assistant")
-                outer.requests.append(step)
-                if step == outer.hold and not outer.release.is_set():
+                seen, hold, data = outer.pick(body)
+                outer.requests.append(seen)
+                if hold and not outer.release.is_set():
                     outer.held.set()
                     outer.release.wait(60)
                     return  # the service that sent it is gone
-                data = outer.steps[min(step, len(outer.steps) - 1)]
                 try:
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
@@ -88,6 +89,10 @@ class Model:
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def pick(self, body: dict) -> tuple:
+        step = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        return step, step == self.hold, self.steps[min(step, len(self.steps) - 1)]
 
     def close(self) -> None:
         self.release.set()
