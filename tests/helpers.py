@@ -72,3 +72,30 @@ def harness_events():
             yield events
     finally:
         logs.quiet()
+
+
+def by_task(scripts: dict[str, list], final: dict[str, str] | None = None, seen=None):
+    """A scripted model over a real supervisor: ``a1`` plays ``scripts["a1"]``; a child the
+    script whose key its task holds. A step is
+    a list of ``(tool, input)``, or a callable ``step(request)`` giving one (made when the call
+    is); after its script an agent answers ``final[key]`` (default ``done``). ``seen``: a list
+    given each request as ``(agent, request)``."""
+    def policy(request, state):
+        agent = request.meta["agent"]
+        if seen is not None:
+            seen.append((agent, request))
+        key = agent
+        if agent != "a1":
+            text = state.setdefault("task", repr(request.messages[-1]))
+            key = next((k for k in scripts if k != "a1" and k in text), agent)
+        i = state["i"] = state.get("i", 0) + 1
+        script = scripts.get(key, [])
+        if i <= len(script):
+            step = script[i - 1]
+            step = step(request) if callable(step) else step
+            if step and isinstance(step[0], Text):
+                return step, "end_turn"
+            return [ToolUse(f"{agent}_{i}_{k}", n, a) for k, (n, a) in enumerate(step)], \
+                "tool_use"
+        return [Text((final or {}).get(key, "done"))], "end_turn"
+    return policy

@@ -13,6 +13,8 @@ from mnemon.providers.cache import CacheModel
 from mnemon.providers.scripted import ScriptedProvider
 from mnemon.session.records import Text, ToolUse
 
+from ..helpers import by_task  # noqa: F401  (a model scripted per agent, by its task)
+
 
 def records(root: Path, agent: str = "a1") -> list[dict]:
     return [json.loads(line) for line in
@@ -49,24 +51,3 @@ async def ask(root: Path, script, *, workspace: WorkspaceSpec | None, task: str 
                                         **settings)) as sup:
         node = await sup.ask(task)
     return sup, node
-
-
-def by_task(scripts: dict[str, list], final: dict[str, str] | None = None):
-    """``a1`` plays ``scripts["a1"]``; a child the script whose key its task holds. A step is
-    a list of ``(tool, input)``, or a callable giving one (made when the call is); after its
-    script an agent answers ``final[key]`` (default ``done``)."""
-    def policy(request, state):
-        agent = request.meta["agent"]
-        key = agent
-        if agent != "a1":
-            text = state.setdefault("task", repr(request.messages[-1]))
-            key = next((k for k in scripts if k != "a1" and k in text), agent)
-        i = state["i"] = state.get("i", 0) + 1
-        script = scripts.get(key, [])
-        if i <= len(script):
-            step = script[i - 1]
-            step = step() if callable(step) else step
-            return [ToolUse(f"{agent}_{i}_{k}", n, a) for k, (n, a) in enumerate(step)], \
-                "tool_use"
-        return [Text((final or {}).get(key, "done"))], "end_turn"
-    return policy

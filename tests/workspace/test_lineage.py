@@ -58,7 +58,7 @@ async def test_a_writing_child_gets_its_own_directory_and_the_parent_applies_it(
         "a1": [[("agents_start", {"task": "writer: change line two", "kind": "mnemon"})],
                [("agents_wait", {})],
                [("fs_edit", {"path": "a.txt", "old": "line one", "new": "LINE ONE"})],
-               lambda: [("workspace_apply", {"agents": [sorted(sup.agents)[1]]})]],
+               lambda request: [("workspace_apply", {"agents": [sorted(sup.agents)[1]]})]],
         "writer": [[("fs_edit", {"path": "a.txt", "old": "line two", "new": "LINE TWO"}),
                     ("fs_write", {"path": "new.txt", "content": "from the child\n"})]],
     }
@@ -87,7 +87,7 @@ async def test_a_conflicting_change_is_refused_and_the_parent_untouched(tmp_path
         "a1": [[("agents_start", {"task": "writer: set y", "kind": "fresh"})],
                [("agents_wait", {})],
                [("fs_write", {"path": "a.txt", "content": "z\n"})],
-               lambda: [("workspace_apply", {"agents": [sorted(sup.agents)[1]]})]],
+               lambda request: [("workspace_apply", {"agents": [sorted(sup.agents)[1]]})]],
         "writer": [[("fs_write", {"path": "a.txt", "content": "y\n"})]],
     }
     async with open_supervisor(root, ScriptedProvider(policy=by_agent(scripts),
