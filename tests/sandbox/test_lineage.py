@@ -101,7 +101,7 @@ async def test_a_fork_sees_a_commands_files_and_a_childs_commands_merge_into_the
         "a1": [shell(WRITE),
                [("agents_start", {"task": "builder: build on it", "kind": "mnemon"})],
                [("agents_wait", {})],
-               lambda: [("workspace_apply", {"agents": [sorted(sup.agents)[1]]})]],
+               lambda request: [("workspace_apply", {"agents": [sorted(sup.agents)[1]]})]],
         "builder": [shell("cat a.txt; ls d; echo built > d/out.txt; rm a.txt")],
     }
     async with open_supervisor(root, provider(scripts),
