@@ -14,13 +14,16 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import blake3
 import msgspec
 
 from .errors import DigestMismatch, LogBusy, LogChanged, LogClosed, LogCorrupt, LogWriteFailed
 from .records import DECODE_ERRORS, Locus, Pointer, Record, decode, encode
+
+if TYPE_CHECKING:
+    from .chain import Running
 
 Fsync = Literal["none", "turn", "record"]
 CHUNK = 1 << 20
@@ -148,6 +151,45 @@ def read_at(path: Path, pointer: Pointer) -> list[Record]:
     return out
 
 
+def view_of(data: bytes, n: int) -> memoryview:
+    return memoryview(data)[:n]
+
+
+def _resume_chain(path: Path) -> "Running | None":
+    """The running chain of a log that holds records: None when it is unchained; refused
+    (``ChainBroken``) when its chain is broken — an append after a broken chain would chain
+    new records onto bytes no writer wrote."""
+    from .chain import ChainBroken, Running, check
+
+    keep: list = []
+    report = check(path, str(path), keep=keep)
+    if not report.chained:
+        return None
+    if report.broken is not None:
+        b = report.broken
+        raise ChainBroken(str(path), b.line, b.kind, b.why + " — resume refused; `mnemon "
+                          "verify` names every problem", b.offset)
+    return Running(keep[0], report.lines)
+
+
+def _rehash(fd: int | None, size: int) -> "Running":
+    """The running chain rebuilt from the file's first ``size`` bytes (after a failed append
+    advanced it over bytes that were cut back)."""
+    from .chain import Running
+
+    h = blake3.blake3()
+    n = 0
+    pos = 0
+    while pos < size:
+        data = os.pread(fd, min(CHUNK, size - pos), pos)  # type: ignore[arg-type]
+        if not data:
+            break
+        h.update(data)
+        n += data.count(b"\n")
+        pos += len(data)
+    return Running(h, n)
+
+
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 
 
@@ -221,14 +263,26 @@ class RecordLog:
     """
 
     def __init__(self, path: Path, *, fsync: Fsync = "none", new: bool = False,
-                 unborn: int | None = None):
+                 unborn: int | None = None, chain: bool = False):
         """``new``: the log must be empty or absent (``FileExistsError`` otherwise), as for an
         agent being created — checked on the open descriptor, not by a ``stat`` before it.
         ``unborn`` (with ``new``): a file made ahead by ``unborn()``, named here, or closed and
-        the log opened as without it when ``path`` exists already."""
+        the log opened as without it when ``path`` exists already.
+
+        ``chain``: a log that holds no record yet is written chained (``session.chain``;
+        every agent's log is). A log that holds records stays what it is: a chained one is
+        hashed once here to go on with its chain — and refused (``ChainBroken``, naming the
+        line and the kind of change) when its chain is broken; an unchained one (written
+        before the chain) is appended to unchained."""
         self.path = path
         self.fsync = fsync
         self.torn: TornTail | None = None
+        self._chain: Running | None = None
+        if chain:
+            from .chain import Running  # (chain.py reads logs through this module)
+
+            self._chain = Running()
+        self._rechain = False  # a failed append left the running state ahead of the file
         self.broken: str | None = None  # why no more appends are taken, after a failed fsync
         # a new log's name is durable only once its directory (and the agent's, in agents/)
         # is: synced with the file's first durability point, where there is one
@@ -268,6 +322,7 @@ class RecordLog:
             self._size = size
             if size:
                 self._tail = os.pread(fd, min(size, TAIL), size - min(size, TAIL))
+                self._chain = _resume_chain(path)
         except BaseException:
             os.close(fd)
             raise
@@ -294,6 +349,21 @@ class RecordLog:
     def size(self) -> int:
         return self._size
 
+    @property
+    def chained(self) -> bool:
+        return self._chain is not None
+
+    def head(self) -> tuple[int, int, str] | None:
+        """``(bytes, records, head)`` of what this writer has written, when the log is chained:
+        the head is BLAKE3 of the whole file (docs/format.md, "The chain")."""
+        chain = self._chain
+        if chain is None or self._fd is None:
+            return None
+        if self._rechain:
+            chain = self._chain = _rehash(self._fd, self._size)
+            self._rechain = False
+        return self._size, chain.n, chain.head()
+
     def append(self, record: Record) -> Locus:
         return self.append_line(encode(record))
 
@@ -304,19 +374,28 @@ class RecordLog:
         if self.broken is not None:
             raise LogWriteFailed(f"{self.path}: no more appends after {self.broken}")
         self._check()
-        data = line + b"\n"
+        chain = self._chain
+        if chain is not None and line[-1:] == b"}":
+            if self._rechain:
+                chain = self._chain = _rehash(self._fd, self._size)
+                self._rechain = False
+            data = chain.seal(line)
+        else:
+            data = line + b"\n"
         view = memoryview(data)
         try:
             while view:
                 n = os.write(self._fd, view)
                 view = view[n:]
         except OSError as e:  # a full disk or an I/O error: cut the partial line off again
+            self._rechain = chain is not None
             self._cut_back(e)
             raise LogWriteFailed(f"{self.path}: append failed ({os.strerror(e.errno or 0) or e}); "
                                  "the log keeps only whole records") from None
         if self.fsync == "record":
             self._fsync()
-        locus = (self._size, len(line), digest(line))
+        n = len(data) - 1
+        locus = (self._size, n, digest(line) if n == len(line) else digest(view_of(data, n)))
         self._size += len(data)
         self._tail = data if len(data) <= TAIL else data[-TAIL:]
         return locus
