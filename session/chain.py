@@ -222,8 +222,9 @@ def check(path: Path, display: str, marks: Iterable[int] = (), *,
         first = _line_suffix(fd, nl1, 0) if end else b""
         m = VERSIONED.search(first)
         version = int(m[1]) if m is not None else None
-        if version is None and SUFFIX.search(first):
-            version = VERSION  # a chain key but no version: walked, and named there
+        if version is None and end and (SUFFIX.search(first) or SUFFIX.search(
+                _line_suffix(fd, end - 1, _last_line_start(fd, end - 1)))):
+            version = VERSION  # chain keys, but the first line says no version: walked
         if version is None or version != VERSION:
             lines = _hash(fd, end, want, h, at)
             head = h.digest().hex()
@@ -260,10 +261,11 @@ def walk(path: Path, display: str, marks: list[int] | None = None) -> Report:
 
     Every line before the break has its number in order and its digest right. At the first
     that does not, the kind is told from the numbers and digests around it: the next line
-    checks out in this line's place (``inserted``); this line's own number but a wrong digest,
-    or a wrong number where the next line's is in order again (``edited``); a number ahead of
-    its place, with a skipped number found further on (``reordered``) or nowhere
-    (``deleted``); a number already used (``inserted``)."""
+    checks out in this line's place (``inserted``, or ``reordered`` when this line's number is
+    found nowhere else); this line's own number but a wrong digest (``edited``); this line's
+    number found further on (``reordered``); a wrong number where the next line's is in order
+    again (``edited``); a number ahead of its place (``deleted``); a number already used
+    (``inserted``)."""
     end = _complete(path)
     want = sorted(m for m in (marks or []) if 0 <= m <= end)
     h = blake3.blake3()
@@ -325,13 +327,14 @@ def _kind(h: "blake3.blake3", idx: int, off: int, line: bytes,
         return Break(idx, off, kind, fault + (" (its chain key was changed)" if kind == "edited"
                                               else " (a line no chained writer wrote)"))
     n, _ = p
-    nxt = later[0] if later else None
-    if n == idx or nxt == idx + 1:
+    if n == idx:
+        return Break(idx, off, "edited", f"{fault}: this line was changed after it was written")
+    if idx in later:
+        return Break(idx, off, "reordered", f"{fault}, and record {idx} comes later: records "
+                     "were moved")
+    if later and later[0] == idx + 1:  # this line alone is out of place: its number changed
         return Break(idx, off, "edited", f"{fault}: this line was changed after it was written")
     if n > idx:
-        if any(k in later for k in range(idx, n)):
-            return Break(idx, off, "reordered", f"{fault}, record {idx} comes later: records "
-                         "were moved")
         gap = n - idx
         return Break(idx, off, "deleted", f"{fault}: {gap} record{'s' if gap > 1 else ''} "
                      f"before it {'were' if gap > 1 else 'was'} deleted")
