@@ -23,6 +23,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     # a dotted name where the distribution is a part of a namespace package (the name with
     # dots for dashes is the distribution's)
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
+    # signed chain heads (session/chain.py imports it only when a key is given)
+    "sign": ("cryptography",),
 }
 
 

@@ -108,8 +108,10 @@ def _chain_problems(src: str, rep: "chains.Report", anchors: list[_Anchor]) -> l
     if b is not None:
         out.append({"path": src, "line": b.line, "offset": b.offset, "kind": b.kind,
                     "error": f"the chain breaks here ({b.kind}): {b.why}"})
-    for a in anchors:
+    for a in sorted(anchors, key=lambda a: -a.size):  # the longest kept head first
         if a.size > rep.bytes:
+            if any(p.get("kind") == "truncated" for p in out):
+                continue  # one cut, named once
             out.append({"path": src, "line": rep.lines + 1, "offset": rep.bytes,
                         "kind": "truncated",
                         "error": f"the chain breaks here (truncated): the log ends after line "
