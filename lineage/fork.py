@@ -255,7 +255,7 @@ def fork(root: Path, parent: AgentLog, child_id: str, *, kind: Kind = "mnemon", 
     link = link_for(parent.ctx, log_path=parent.path) if kind == "mnemon" else None
     head = parent.log.head() if link is not None else None
     if link is not None and head is not None:  # ties the parent's chain to this child's
-        link = msgspec.structs.replace(link, chain=ChainAt(parent.source, *head))
+        link = msgspec.structs.replace(link, parent_head=ChainAt(parent.source, *head))
     src = agent_source(child_id)
     child = AgentLog.create(path, src, opening, loader=sharing_loader(parent.ctx, root),
                             fsync=fsync)

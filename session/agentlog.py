@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from .chain import sign, signing_key
+from .chain import resume_state, sign, signing_key
 from .checkpoint import layout
 from .checkpoint.layout import Key
 from .checkpoint.reopening import reopen
@@ -68,9 +68,10 @@ class AgentLog:
         stale or damaged one is ignored and the file refolded (``session.checkpoint.reopening``,
         the one place that decides)."""
         signing_key()
-        # moves a torn tail aside; refuses a broken chain by name (session.chain)
-        log = RecordLog(path, fsync=fsync, chain=True)
+        log = RecordLog(path, fsync=fsync, chain=True)  # moves a torn tail aside
         try:
+            if log.size:  # refuses a broken chain by name (session.chain), appending nothing
+                log.go_on(resume_state(path, source))
             ctx, key, _ = reopen(path, source, loader=loader)
         except BaseException:  # a log that does not fold: its writer (and lock) let go
             log.close()

@@ -42,13 +42,12 @@ import blake3
 import msgspec
 
 from ..errors import ConfigError
-from . import log as _log  # a module, not names: log.py imports this one
+from . import log as _log
+from .log import FIRST, Running
 from .errors import LogRefused
 
 VERSION = 1
 HEAD_HEX = 64
-FIRST = b',"chain":1,"c":[1,"'
-"""What the writer splices into the first line (the version, then the first record's number)."""
 SUFFIX = re.compile(rb',"c":\[([1-9][0-9]{0,15}),"([0-9a-f]{16})"\]\}\Z')
 """A chained line's end; matched against its last ``TAIL`` bytes only (bounded: a line may be
 megabytes)."""
@@ -92,33 +91,6 @@ class Report(msgspec.Struct):
     head: str
     broken: Break | None = None
     at: dict[int, str] = msgspec.field(default_factory=dict)
-
-
-class Running:
-    """The writer's side: the BLAKE3 state of every byte written so far and the record count."""
-
-    __slots__ = ("h", "n")
-
-    def __init__(self, h: "blake3.blake3 | None" = None, n: int = 0):
-        self.h = h if h is not None else blake3.blake3()
-        self.n = n
-
-    def seal(self, line: bytes) -> bytes:
-        """``line`` (an encoded record, ``{…}``) with its chain key and its newline, the state
-        advanced over it. The caller writes exactly these bytes or forgets this state."""
-        n = self.n + 1
-        body = memoryview(line)[:-1]
-        mid = FIRST if n == 1 else b',"c":[%d,"' % n
-        h = self.h
-        h.update(body)
-        h.update(mid)
-        post = h.digest(length=8).hex().encode() + b'"]}\n'
-        h.update(post)
-        self.n = n
-        return b"".join((body, mid, post))
-
-    def head(self) -> str:
-        return self.h.digest().hex()
 
 
 def _line_suffix(fd: int, end: int, start: int) -> bytes:
@@ -247,6 +219,21 @@ def check(path: Path, display: str, marks: Iterable[int] = (), *,
                 at.update({x: head for x in want if x == end})  # marks are line starts
                 return Report(True, VERSION, end, n, head, at=at)
     return walk(path, display, want)
+
+
+def resume_state(path: Path, display: str) -> Running | None:
+    """The running chain a writer reopening a log goes on from: None when the log is
+    unchained; ``ChainBroken`` (naming the line and the kind) when its chain is broken — an
+    append after a broken chain would chain new records onto bytes no writer wrote."""
+    keep: list = []
+    report = check(path, display, keep=keep)
+    if not report.chained:
+        return None
+    if report.broken is not None:
+        b = report.broken
+        raise ChainBroken(display, b.line, b.kind, b.why + " — resume refused; `mnemon verify` "
+                          "names every problem", b.offset)
+    return Running(keep[0], report.lines)
 
 
 def _prefix(path: Path, mark: int) -> str:
@@ -523,6 +510,6 @@ def signature_valid(s: Signed) -> bool:
         return False
 
 
-__all__ = ["VERSION", "Running", "check", "walk", "Report", "Break", "ChainBroken", "run_head",
+__all__ = ["VERSION", "Running", "resume_state", "check", "walk", "Report", "Break", "ChainBroken", "run_head",
            "read_kept", "Kept", "HeadsUnreadable", "sign", "read_signature", "signature_valid",
            "signing_key", "public_hex", "message", "KINDS", "SIG_SUFFIX", "KEY_ENV"]

@@ -14,7 +14,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import blake3
 import msgspec
@@ -22,8 +22,38 @@ import msgspec
 from .errors import DigestMismatch, LogBusy, LogChanged, LogClosed, LogCorrupt, LogWriteFailed
 from .records import DECODE_ERRORS, Locus, Pointer, Record, decode, encode
 
-if TYPE_CHECKING:
-    from .chain import Running
+FIRST = b',"chain":1,"c":[1,"'
+"""What the writer splices into a chained log's first line: the chain's version, then the
+first record's number (docs/format.md, "The chain"; ``session.chain`` reads it)."""
+
+
+class Running:
+    """The writer's side: the BLAKE3 state of every byte written so far and the record count."""
+
+    __slots__ = ("h", "n")
+
+    def __init__(self, h: "blake3.blake3 | None" = None, n: int = 0):
+        self.h = h if h is not None else blake3.blake3()
+        self.n = n
+
+    def seal(self, line: bytes) -> bytes:
+        """``line`` (an encoded record, ``{…}``) with its chain key and its newline, the state
+        advanced over it. The caller writes exactly these bytes or forgets this state."""
+        n = self.n + 1
+        body = memoryview(line)[:-1]
+        mid = FIRST if n == 1 else b',"c":[%d,"' % n
+        h = self.h
+        h.update(body)
+        h.update(mid)
+        post = h.digest(length=8).hex().encode() + b'"]}\n'
+        h.update(post)
+        self.n = n
+        return b"".join((body, mid, post))
+
+    def head(self) -> str:
+        return self.h.digest().hex()
+
+
 
 Fsync = Literal["none", "turn", "record"]
 CHUNK = 1 << 20
@@ -155,28 +185,9 @@ def view_of(data: bytes, n: int) -> memoryview:
     return memoryview(data)[:n]
 
 
-def _resume_chain(path: Path) -> "Running | None":
-    """The running chain of a log that holds records: None when it is unchained; refused
-    (``ChainBroken``) when its chain is broken — an append after a broken chain would chain
-    new records onto bytes no writer wrote."""
-    from .chain import ChainBroken, Running, check
-
-    keep: list = []
-    report = check(path, str(path), keep=keep)
-    if not report.chained:
-        return None
-    if report.broken is not None:
-        b = report.broken
-        raise ChainBroken(str(path), b.line, b.kind, b.why + " — resume refused; `mnemon "
-                          "verify` names every problem", b.offset)
-    return Running(keep[0], report.lines)
-
-
 def _rehash(fd: int | None, size: int) -> "Running":
     """The running chain rebuilt from the file's first ``size`` bytes (after a failed append
     advanced it over bytes that were cut back)."""
-    from .chain import Running
-
     h = blake3.blake3()
     n = 0
     pos = 0
@@ -270,18 +281,12 @@ class RecordLog:
         the log opened as without it when ``path`` exists already.
 
         ``chain``: a log that holds no record yet is written chained (``session.chain``;
-        every agent's log is). A log that holds records stays what it is: a chained one is
-        hashed once here to go on with its chain — and refused (``ChainBroken``, naming the
-        line and the kind of change) when its chain is broken; an unchained one (written
-        before the chain) is appended to unchained."""
+        every agent's log is). A log that holds records is appended to unchained until
+        ``go_on`` is given its chain (``AgentLog.resume`` does, refusing a broken one)."""
         self.path = path
         self.fsync = fsync
         self.torn: TornTail | None = None
-        self._chain: Running | None = None
-        if chain:
-            from .chain import Running  # (chain.py reads logs through this module)
-
-            self._chain = Running()
+        self._chain: Running | None = Running() if chain else None
         self._rechain = False  # a failed append left the running state ahead of the file
         self.broken: str | None = None  # why no more appends are taken, after a failed fsync
         # a new log's name is durable only once its directory (and the agent's, in agents/)
@@ -322,7 +327,7 @@ class RecordLog:
             self._size = size
             if size:
                 self._tail = os.pread(fd, min(size, TAIL), size - min(size, TAIL))
-                self._chain = _resume_chain(path)
+                self._chain = None  # a log with records: ``go_on`` says (session.chain)
         except BaseException:
             os.close(fd)
             raise
@@ -352,6 +357,11 @@ class RecordLog:
     @property
     def chained(self) -> bool:
         return self._chain is not None
+
+    def go_on(self, chain: "Running | None") -> None:
+        """Go on with the chain of a reopened log (``session.chain.resume_state``: its state
+        after the last record, or None for an unchained log). Before the first append."""
+        self._chain = chain
 
     def head(self) -> tuple[int, int, str] | None:
         """``(bytes, records, head)`` of what this writer has written, when the log is chained:

@@ -170,7 +170,7 @@ class Inherited(_R, frozen=True):
     turns: list[Linked]
     residues: list[Residue]
     id_floor: int | None = None
-    chain: ChainAt | None = None
+    parent_head: ChainAt | None = None
 
 
 class PlanFigures(Struct, gc=False, frozen=True, kw_only=True, omit_defaults=True):

@@ -87,7 +87,7 @@ def test_fork_has_the_shape_of_the_example(run_root):
     for x in o["turns"] + t["turns"]:
         x["row"].pop("bytes")
         x["at"]["loci"] = len(x["at"]["loci"])
-    assert o.pop("chain")["source"] == "agents/p/record.jsonl"  # the parent's head at the fork
+    assert o.pop("parent_head")["source"] == "agents/p/record.jsonl"  # the parent's head at the fork
     assert o == t  # same fields, same values: the link is exactly the example's shape
     assert ours[2] == theirs[2]  # the task, verbatim, as turn 6
     assert [x.id for x in child.ctx.turns] == [1, 2, 3, 4, 6]

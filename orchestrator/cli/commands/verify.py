@@ -178,7 +178,7 @@ def verify(path: Path, *, fold: bool = True, against: Path | None = None,
     for src, full in found:
         line, link = _inherited_line(full)
         links[src] = (line, link)
-        at = link.chain if link is not None else None
+        at = link.parent_head if link is not None else None
         if at is not None and at.source in anchors:
             anchors[at.source].append(_Anchor(at.bytes, at.lines, at.head,
                                               f"{src}:{line} (the link of a child)"))

@@ -1,0 +1,178 @@
+"""Benchmark: what the log's hash chain costs (issue #49; decision 0420).
+
+    python bench/chain.py [--mb 300] [--runs 5] [--dir /tmp/mnemon-bench-chain] [--base DIR]
+
+Three figures:
+
+(a) **The writer**: µs per ``RecordLog.append`` of realistic records (the trajectories of
+    ``tests/data/trajectories``), unchained, chained on every record (the format), and chained on
+    every 64th record (the alternative weighed in decision 0420: a running BLAKE3 state updated
+    on every record, a key spliced into one record in 64), best of ``--runs``; and the bytes
+    each adds per record.
+(b) **Verifying a log of ``--mb`` MB** (written chained through ``AgentLog``): BLAKE3 of its
+    bytes in Python (the bare cost: 4 MiB reads, BLAKE3's own threads), ``session.chain.check``
+    (one pass, the chain whole), ``mnemon verify --head`` in a process and the floor of a
+    process (``python -c pass``), best of ``--runs``.
+(c) With ``--base DIR`` (an export of the commit before the chain, importable as ``mnemon``
+    from ``DIR/pkg``): ``mnemon verify`` of the same-sized log before and after, in one run.
+
+States the file system the log is on (``df``). A benchmark, not a test: it prints and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import blake3  # noqa: E402
+
+from mnemon.session import chain  # noqa: E402
+from mnemon.session.log import RecordLog  # noqa: E402
+from mnemon.session.records import encode  # noqa: E402
+
+import fold as foldbench  # noqa: E402  (its realistic records and its log writer)
+
+
+def records(n: int) -> list:
+    """``n`` realistic records (prompts, messages, tool results), as the fold bench makes them."""
+    from mnemon.session.agentlog import AgentLog
+    from mnemon.session.records import SessionStarted
+
+    trajs = foldbench.load_trajectories()
+    tmp = Path("/tmp/mnemon-bench-chain-recs/agents/a1/record.jsonl")
+    shutil.rmtree(tmp.parents[2], ignore_errors=True)
+    log = AgentLog.create(tmp, "agents/a1/record.jsonl", SessionStarted(agent="a1"))
+    out: list = []
+    k = 0
+    while len(out) < n:
+        for kind, rec in foldbench.records_of(trajs[k % len(trajs)][1:], log):
+            if kind == "result" and rec.results[0].tool_use_id not in log.ctx.pending:
+                continue
+            log.append(rec)
+            out.append(rec)
+        k += 1
+    log.close()
+    shutil.rmtree(tmp.parents[2], ignore_errors=True)
+    return out[:n]
+
+
+class EveryN(chain.Running):
+    """The alternative: the state updated on every record, a key on one record in ``N``."""
+
+    N = 64
+
+    def seal(self, line: bytes) -> bytes:
+        self.n += 1
+        if self.n % self.N:
+            data = line + b"\n"
+            self.h.update(data)
+            return data
+        self.n -= 1
+        return super().seal(line)
+
+
+def time_writer(recs: list, folder: Path, runs: int) -> dict:
+    lines = [encode(r) for r in recs]
+    out = {}
+    for name, make in (("unchained", None), ("every record", chain.Running),
+                       ("every 64th", EveryN)):
+        best = float("inf")
+        size = 0
+        for _ in range(runs):
+            path = folder / f"w-{name.replace(' ', '-')}.jsonl"
+            if path.exists():
+                path.unlink()
+            log = RecordLog(path, new=True, chain=make is not None)
+            if make is EveryN:
+                log._chain = EveryN()
+            t0 = time.perf_counter()
+            for line in lines:
+                log.append_line(line)
+            dt = time.perf_counter() - t0
+            size = log.size
+            log.close()
+            path.unlink()
+            best = min(best, dt)
+        out[name] = (best / len(lines) * 1e6, size)
+    base = out["unchained"][1]
+    for name, (us, size) in out.items():
+        print(f"  append, {name:>12}: {us:6.2f} µs/record  (+{(size - base) / len(lines):5.1f} "
+              "bytes/record)")
+    return out
+
+
+def bare_blake3(path: Path) -> float:
+    t0 = time.perf_counter()
+    h = blake3.blake3(max_threads=blake3.blake3.AUTO)
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(4 << 20)
+        mv = memoryview(buf)
+        while n := f.readinto(buf):
+            h.update(mv[:n])
+    h.digest()
+    return time.perf_counter() - t0
+
+
+def best(fn, runs: int) -> float:
+    return min(fn() for _ in range(runs))
+
+
+def proc(argv: list[str], env: dict | None = None) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=float, default=300)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--records", type=int, default=20000)
+    ap.add_argument("--dir", default="/tmp/mnemon-bench-chain")
+    ap.add_argument("--base", help="an export of the commit before the chain (DIR/pkg/mnemon)")
+    args = ap.parse_args()
+    folder = Path(args.dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    fs = subprocess.run(["df", "-T", str(folder)], capture_output=True, text=True).stdout
+    print("file system:", " ".join(fs.splitlines()[-1].split()[:2]))
+    print(f"(a) the writer, {args.records} realistic records, best of {args.runs}")
+    time_writer(records(args.records), folder, args.runs)
+    log = folder / "run" / "agents" / "a1" / "record.jsonl"
+    foldbench.write_log(log, int(args.mb * 1024 * 1024))
+    (folder / "run" / "run.json").write_text('{"format": 1}')
+    size = log.stat().st_size
+    print(f"(b) a chained log of {size / 1e6:.1f} MB, best of {args.runs}")
+    bare = best(lambda: bare_blake3(log), args.runs)
+    chk = best(lambda: (lambda t0: (chain.check(log, "a1"), time.perf_counter() - t0)[1])(
+        time.perf_counter()), args.runs)
+    floor = best(lambda: proc([sys.executable, "-c", "pass"]), args.runs)
+    mn = shutil.which("mnemon") or "mnemon"
+    head = best(lambda: proc([mn, "verify", str(folder / "run"), "--head"]), args.runs)
+    print(f"  BLAKE3 of its bytes (bare):        {bare:.3f} s")
+    print(f"  session.chain.check:               {chk:.3f} s  = {chk / bare:.2f}x bare")
+    print(f"  mnemon verify --head (a process):  {head:.3f} s; floor (python -c pass) "
+          f"{floor:.3f} s; less the floor {head - floor:.3f} s = {(head - floor) / bare:.2f}x bare")
+    if args.base:
+        env = {**os.environ, "PYTHONPATH": str(Path(args.base) / "pkg")}
+        runs = max(1, min(args.runs, 3))
+        code = "import sys; from mnemon.orchestrator.cli import main; sys.exit(main(sys.argv[1:]))"
+        after = best(lambda: proc([sys.executable, "-c", code, "verify", str(folder / "run")]),
+                     runs)
+        before = best(lambda: proc([sys.executable, "-c", code, "verify", str(folder / "run")],
+                                   env), runs)
+        print(f"(c) mnemon verify (refold + chain) of the same log, best of {runs}: before "
+              f"{before:.3f} s, after {after:.3f} s = {after / before:.3f}x")
+    shutil.rmtree(folder / "run", ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
