@@ -14,7 +14,11 @@ Three figures:
     (one pass, the chain whole), ``mnemon verify --head`` in a process and the floor of a
     process (``python -c pass``), best of ``--runs``.
 (c) With ``--base DIR`` (an export of the commit before the chain, importable as ``mnemon``
-    from ``DIR/pkg``): ``mnemon verify`` of the same-sized log before and after, in one run.
+    from ``DIR/pkg``): ``mnemon verify`` of the same-sized log before and after, in one run;
+    and with ``--fold-mb M`` the refold of an M MB log (``bench/fold.py``'s, written by each
+    version) before and after: ``AgentLog.resume`` (the chain hashed and checked, then the
+    fold) and the read-only ``fold_file``, each in a fresh process, alternating, best and
+    median of ``--runs``.
 
 States the file system the log is on (``df``). A benchmark, not a test: it prints and exits 0.
 """
@@ -138,6 +142,8 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--dir", default="/tmp/mnemon-bench-chain")
     ap.add_argument("--base", help="an export of the commit before the chain (DIR/pkg/mnemon)")
+    ap.add_argument("--fold-mb", type=float, default=0,
+                    help="with --base: the refold of a log of this size before and after")
     args = ap.parse_args()
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -154,7 +160,9 @@ def main() -> int:
     chk = best(lambda: (lambda t0: (chain.check(log, "a1"), time.perf_counter() - t0)[1])(
         time.perf_counter()), args.runs)
     floor = best(lambda: proc([sys.executable, "-c", "pass"]), args.runs)
-    mn = shutil.which("mnemon") or "mnemon"
+    mn = str(Path(sys.executable).with_name("mnemon"))  # this environment's console script
+    if not os.path.exists(mn):
+        mn = shutil.which("mnemon") or "mnemon"
     head = best(lambda: proc([mn, "verify", str(folder / "run"), "--head"]), args.runs)
     print(f"  BLAKE3 of its bytes (bare):        {bare:.3f} s")
     print(f"  session.chain.check:               {chk:.3f} s  = {chk / bare:.2f}x bare")
@@ -171,7 +179,60 @@ def main() -> int:
         print(f"(c) mnemon verify (refold + chain) of the same log, best of {runs}: before "
               f"{before:.3f} s, after {after:.3f} s = {after / before:.3f}x")
     shutil.rmtree(folder / "run", ignore_errors=True)
+    if args.base and args.fold_mb:
+        fold_before_after(Path(args.base), folder, args.fold_mb, args.runs)
     return 0
+
+
+WRITE = """
+import sys; sys.path.insert(0, {bench!r})
+from pathlib import Path
+import fold
+fold.write_log(Path({path!r}), int({mb} * 1024 * 1024))
+"""
+TIME = """
+import gc, sys, time
+from pathlib import Path
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.resume import fold_file
+path = Path({path!r})
+t0 = time.perf_counter()
+if {resume}:
+    a, _ = AgentLog.resume(path, "agents/a1/record.jsonl")
+else:
+    a = fold_file(path, "agents/a1/record.jsonl")
+print(time.perf_counter() - t0)
+"""
+
+
+def fold_before_after(base: Path, folder: Path, mb: float, runs: int) -> None:
+    import statistics
+
+    envs = {"before": {**os.environ, "PYTHONPATH": str(base / "pkg")}, "after": dict(os.environ)}
+    paths = {}
+    for name, env in envs.items():
+        path = folder / name / "run" / "agents" / "a1" / "record.jsonl"
+        subprocess.run([sys.executable, "-c", WRITE.format(bench=str(ROOT / "bench"),
+                                                           path=str(path), mb=mb)],
+                       check=True, env=env, stdout=subprocess.DEVNULL)
+        paths[name] = path
+    print(f"(d) refold of a {mb:.0f} MB log (before: {paths['before'].stat().st_size / 1e6:.1f} "
+          f"MB unchained; after: {paths['after'].stat().st_size / 1e6:.1f} MB chained), "
+          f"{runs} alternating runs")
+    for what in ("resume", "fold_file"):
+        got: dict[str, list[float]] = {"before": [], "after": []}
+        for _ in range(runs):
+            for name, env in envs.items():
+                out = subprocess.run([sys.executable, "-c", TIME.format(
+                    path=str(paths[name]), resume=what == "resume")], check=True, env=env,
+                    capture_output=True, text=True).stdout
+                got[name].append(float(out.split()[-1]))
+        b, a = min(got["before"]), min(got["after"])
+        mb_, ma = statistics.median(got["before"]), statistics.median(got["after"])
+        print(f"  {what:>9}: best {b:.3f} → {a:.3f} s = {a / b:.3f}x; median {mb_:.3f} → "
+              f"{ma:.3f} s = {ma / mb_:.3f}x")
+    for name in envs:
+        shutil.rmtree(folder / name, ignore_errors=True)
 
 
 if __name__ == "__main__":

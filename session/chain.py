@@ -216,7 +216,9 @@ def check(path: Path, display: str, marks: Iterable[int] = (), *,
                 head = h.digest().hex()
                 if keep is not None:
                     keep.append(h)
-                at.update({x: head for x in want if x == end})  # marks are line starts
+                for x in want:  # a kept head is at a line's end: only ``end`` is left
+                    if x > hexpos:
+                        at[x] = head if x == end else _prefix(path, x)
                 return Report(True, VERSION, end, n, head, at=at)
     return walk(path, display, want)
 

@@ -40,15 +40,13 @@ class Running:
         """``line`` (an encoded record, ``{…}``) with its chain key and its newline, the state
         advanced over it. The caller writes exactly these bytes or forgets this state."""
         n = self.n + 1
-        body = memoryview(line)[:-1]
-        mid = FIRST if n == 1 else b',"c":[%d,"' % n
+        pre = line[:-1] + (FIRST if n == 1 else b',"c":[%d,"' % n)
         h = self.h
-        h.update(body)
-        h.update(mid)
+        h.update(pre)
         post = h.digest(length=8).hex().encode() + b'"]}\n'
         h.update(post)
         self.n = n
-        return b"".join((body, mid, post))
+        return pre + post
 
     def head(self) -> str:
         return self.h.digest().hex()

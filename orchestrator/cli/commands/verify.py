@@ -159,7 +159,8 @@ def verify(path: Path, *, fold: bool = True, against: Path | None = None,
     problems: list[dict] = []
     torn_list: list[dict] = []
     logs: list[dict] = []
-    if (root / "run.json").is_file() and Path(path).resolve() == root:
+    whole_run = (root / "run.json").is_file() and Path(path).resolve() == root
+    if whole_run:
         for d in sorted((root / "agents").iterdir()) if (root / "agents").is_dir() else ():
             log = d / "record.jsonl"
             if os.path.lexists(log) and not log.is_file():  # a FIFO, a device, a dangling link
@@ -186,7 +187,7 @@ def verify(path: Path, *, fold: bool = True, against: Path | None = None,
         for src, (size, lines, head) in sorted(kept.logs.items()):
             if src in anchors:
                 anchors[src].append(_Anchor(size, lines, head, f"the heads in {against}"))
-            elif len(agents) > 1 or not found:
+            elif whole_run:  # (one agent's directory: the others are not looked at)
                 problems.append({"path": src, "line": 0, "offset": None, "kind": "deleted",
                                  "error": f"the heads in {against} name this log, and it is "
                                           "gone"})
