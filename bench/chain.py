@@ -97,10 +97,10 @@ def time_writer(recs: list, folder: Path, runs: int) -> dict:
             log = RecordLog(path, new=True, chain=make is not None)
             if make is EveryN:
                 log._chain = EveryN()
-            t0 = time.perf_counter()
+            t0 = time.process_time()  # CPU: the figure that load on the machine moves least
             for line in lines:
                 log.append_line(line)
-            dt = time.perf_counter() - t0
+            dt = time.process_time() - t0
             size = log.size
             log.close()
             path.unlink()
@@ -108,31 +108,44 @@ def time_writer(recs: list, folder: Path, runs: int) -> dict:
         out[name] = (best / len(lines) * 1e6, size)
     base = out["unchained"][1]
     for name, (us, size) in out.items():
-        print(f"  append, {name:>12}: {us:6.2f} µs/record  (+{(size - base) / len(lines):5.1f} "
+        print(f"  append, {name:>12}: {us:6.2f} µs CPU/record  (+{(size - base) / len(lines):5.1f} "
               "bytes/record)")
     return out
 
 
-def bare_blake3(path: Path) -> float:
-    t0 = time.perf_counter()
+def bare_blake3(path: Path) -> tuple[float, float]:
+    """BLAKE3 of the file's bytes, mapped, in one call (as ``b3sum`` does): (wall, CPU) s."""
+    import mmap
+
+    t0, c0 = time.perf_counter(), time.process_time()
     h = blake3.blake3(max_threads=blake3.blake3.AUTO)
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(4 << 20)
-        mv = memoryview(buf)
-        while n := f.readinto(buf):
-            h.update(mv[:n])
+    with open(path, "rb", buffering=0) as f, \
+            mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
+        h.update(mm)
     h.digest()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-def best(fn, runs: int) -> float:
-    return min(fn() for _ in range(runs))
+def timed(fn) -> tuple[float, float]:
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-def proc(argv: list[str], env: dict | None = None) -> float:
+def best(fn, runs: int) -> tuple[float, float]:
+    """The best wall time and the best CPU time (user + system, every thread) of ``runs``."""
+    got = [fn() for _ in range(runs)]
+    return min(g[0] for g in got), min(g[1] for g in got)
+
+
+def proc(argv: list[str], env: dict | None = None) -> tuple[float, float]:
+    """A process's wall time and its CPU time (its children's rusage)."""
+    r0 = os.times()
     t0 = time.perf_counter()
     subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - t0
+    r1 = os.times()
+    return (time.perf_counter() - t0,
+            (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system))
 
 
 def main() -> int:
@@ -157,27 +170,33 @@ def main() -> int:
     size = log.stat().st_size
     print(f"(b) a chained log of {size / 1e6:.1f} MB, best of {args.runs}")
     bare = best(lambda: bare_blake3(log), args.runs)
-    chk = best(lambda: (lambda t0: (chain.check(log, "a1"), time.perf_counter() - t0)[1])(
-        time.perf_counter()), args.runs)
+    chk = best(lambda: timed(lambda: chain.check(log, "a1")), args.runs)
     floor = best(lambda: proc([sys.executable, "-c", "pass"]), args.runs)
     mn = str(Path(sys.executable).with_name("mnemon"))  # this environment's console script
     if not os.path.exists(mn):
         mn = shutil.which("mnemon") or "mnemon"
     head = best(lambda: proc([mn, "verify", str(folder / "run"), "--head"]), args.runs)
-    print(f"  BLAKE3 of its bytes (bare):        {bare:.3f} s")
-    print(f"  session.chain.check:               {chk:.3f} s  = {chk / bare:.2f}x bare")
-    print(f"  mnemon verify --head (a process):  {head:.3f} s; floor (python -c pass) "
-          f"{floor:.3f} s; less the floor {head - floor:.3f} s = {(head - floor) / bare:.2f}x bare")
+    print("  (wall s / CPU s, each the best of the runs)")
+    print(f"  BLAKE3 of its bytes (bare):        {bare[0]:.3f} / {bare[1]:.3f}")
+    print(f"  session.chain.check:               {chk[0]:.3f} / {chk[1]:.3f}  = "
+          f"{chk[0] / bare[0]:.2f}x / {chk[1] / bare[1]:.2f}x bare")
+    print(f"  mnemon verify --head (a process):  {head[0]:.3f} / {head[1]:.3f}; floor (python -c "
+          f"pass) {floor[0]:.3f} / {floor[1]:.3f}; less the floor = "
+          f"{(head[0] - floor[0]) / bare[0]:.2f}x / {(head[1] - floor[1]) / bare[1]:.2f}x bare")
     if args.base:
         env = {**os.environ, "PYTHONPATH": str(Path(args.base) / "pkg")}
         runs = max(1, min(args.runs, 3))
         code = "import sys; from mnemon.orchestrator.cli import main; sys.exit(main(sys.argv[1:]))"
-        after = best(lambda: proc([sys.executable, "-c", code, "verify", str(folder / "run")]),
-                     runs)
-        before = best(lambda: proc([sys.executable, "-c", code, "verify", str(folder / "run")],
-                                   env), runs)
-        print(f"(c) mnemon verify (refold + chain) of the same log, best of {runs}: before "
-              f"{before:.3f} s, after {after:.3f} s = {after / before:.3f}x")
+        argv = [sys.executable, "-c", code, "verify", str(folder / "run")]
+        got: dict[str, list] = {"before": [], "after": []}
+        for _ in range(runs):
+            got["before"].append(proc(argv, env))
+            got["after"].append(proc(argv))
+        b = (min(x[0] for x in got["before"]), min(x[1] for x in got["before"]))
+        a = (min(x[0] for x in got["after"]), min(x[1] for x in got["after"]))
+        print(f"(c) mnemon verify (refold + chain) of the same log, best of {runs} alternating, "
+              f"wall / CPU: before {b[0]:.3f} / {b[1]:.3f} s, after {a[0]:.3f} / {a[1]:.3f} s = "
+              f"{a[0] / b[0]:.3f}x / {a[1] / b[1]:.3f}x")
     shutil.rmtree(folder / "run", ignore_errors=True)
     if args.base and args.fold_mb:
         fold_before_after(Path(args.base), folder, args.fold_mb, args.runs)
@@ -196,12 +215,12 @@ from pathlib import Path
 from mnemon.session.agentlog import AgentLog
 from mnemon.session.resume import fold_file
 path = Path({path!r})
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 if {resume}:
     a, _ = AgentLog.resume(path, "agents/a1/record.jsonl")
 else:
     a = fold_file(path, "agents/a1/record.jsonl")
-print(time.perf_counter() - t0)
+print(time.perf_counter() - t0, time.process_time() - c0)
 """
 
 
@@ -220,17 +239,19 @@ def fold_before_after(base: Path, folder: Path, mb: float, runs: int) -> None:
           f"MB unchained; after: {paths['after'].stat().st_size / 1e6:.1f} MB chained), "
           f"{runs} alternating runs")
     for what in ("resume", "fold_file"):
-        got: dict[str, list[float]] = {"before": [], "after": []}
+        got: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
         for _ in range(runs):
             for name, env in envs.items():
                 out = subprocess.run([sys.executable, "-c", TIME.format(
                     path=str(paths[name]), resume=what == "resume")], check=True, env=env,
-                    capture_output=True, text=True).stdout
-                got[name].append(float(out.split()[-1]))
-        b, a = min(got["before"]), min(got["after"])
-        mb_, ma = statistics.median(got["before"]), statistics.median(got["after"])
-        print(f"  {what:>9}: best {b:.3f} → {a:.3f} s = {a / b:.3f}x; median {mb_:.3f} → "
-              f"{ma:.3f} s = {ma / mb_:.3f}x")
+                    capture_output=True, text=True).stdout.split()
+                got[name].append((float(out[-2]), float(out[-1])))
+        for i, unit in ((0, "wall"), (1, "CPU")):
+            b = [x[i] for x in got["before"]]
+            a = [x[i] for x in got["after"]]
+            print(f"  {what:>9} {unit:>4}: best {min(b):.3f} → {min(a):.3f} s = "
+                  f"{min(a) / min(b):.3f}x; median {statistics.median(b):.3f} → "
+                  f"{statistics.median(a):.3f} s = {statistics.median(a) / statistics.median(b):.3f}x")
     for name in envs:
         shutil.rmtree(folder / name, ignore_errors=True)
 
