@@ -155,6 +155,7 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--dir", default="/tmp/mnemon-bench-chain")
     ap.add_argument("--base", help="an export of the commit before the chain (DIR/pkg/mnemon)")
+    ap.add_argument("--parts", default="abcd", help="which figures (letters) to measure")
     ap.add_argument("--fold-mb", type=float, default=0,
                     help="with --base: the refold of a log of this size before and after")
     args = ap.parse_args()
@@ -162,8 +163,17 @@ def main() -> int:
     folder.mkdir(parents=True, exist_ok=True)
     fs = subprocess.run(["df", "-T", str(folder)], capture_output=True, text=True).stdout
     print("file system:", " ".join(fs.splitlines()[-1].split()[:2]))
-    print(f"(a) the writer, {args.records} realistic records, best of {args.runs}")
-    time_writer(records(args.records), folder, args.runs)
+    if "a" in args.parts:
+        print(f"(a) the writer, {args.records} realistic records, best of {args.runs}")
+        time_writer(records(args.records), folder, args.runs)
+    if "b" in args.parts or "c" in args.parts:
+        verify_figures(args, folder)
+    if args.base and args.fold_mb and "d" in args.parts:
+        fold_before_after(Path(args.base), folder, args.fold_mb, args.runs)
+    return 0
+
+
+def verify_figures(args, folder: Path) -> None:
     log = folder / "run" / "agents" / "a1" / "record.jsonl"
     foldbench.write_log(log, int(args.mb * 1024 * 1024))
     (folder / "run" / "run.json").write_text('{"format": 1}')
@@ -183,7 +193,7 @@ def main() -> int:
     print(f"  mnemon verify --head (a process):  {head[0]:.3f} / {head[1]:.3f}; floor (python -c "
           f"pass) {floor[0]:.3f} / {floor[1]:.3f}; less the floor = "
           f"{(head[0] - floor[0]) / bare[0]:.2f}x / {(head[1] - floor[1]) / bare[1]:.2f}x bare")
-    if args.base:
+    if args.base and "c" in args.parts:
         env = {**os.environ, "PYTHONPATH": str(Path(args.base) / "pkg")}
         runs = max(1, min(args.runs, 3))
         code = "import sys; from mnemon.orchestrator.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -198,9 +208,6 @@ def main() -> int:
               f"wall / CPU: before {b[0]:.3f} / {b[1]:.3f} s, after {a[0]:.3f} / {a[1]:.3f} s = "
               f"{a[0] / b[0]:.3f}x / {a[1] / b[1]:.3f}x")
     shutil.rmtree(folder / "run", ignore_errors=True)
-    if args.base and args.fold_mb:
-        fold_before_after(Path(args.base), folder, args.fold_mb, args.runs)
-    return 0
 
 
 WRITE = """

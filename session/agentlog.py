@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from .chain import resume_state, sign, signing_key
+from .chain import Beside, resume_state, sign, signing_key
 from .checkpoint import layout
 from .checkpoint.layout import Key
 from .checkpoint.reopening import reopen
@@ -70,9 +70,20 @@ class AgentLog:
         signing_key()
         log = RecordLog(path, fsync=fsync, chain=True)  # moves a torn tail aside
         try:
-            if log.size:  # refuses a broken chain by name (session.chain), appending nothing
+            # the chain is checked (a broken one refused by name, nothing appended) beside the
+            # fold on a large log, before it on a small one; a broken chain is named rather
+            # than whatever the fold refused of the same damage
+            chain: Beside | None = Beside(path, source) if log.size >= layout.MIN_BYTES else None
+            if chain is None and log.size:
                 log.go_on(resume_state(path, source))
-            ctx, key, _ = reopen(path, source, loader=loader)
+            try:
+                ctx, key, _ = reopen(path, source, loader=loader)
+            except BaseException:
+                if chain is not None:
+                    chain.result()
+                raise
+            if chain is not None:
+                log.go_on(chain.result())
         except BaseException:  # a log that does not fold: its writer (and lock) let go
             log.close()
             raise

@@ -36,6 +36,7 @@ import json
 import mmap
 import os
 import re
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -176,18 +177,19 @@ def _complete(path: Path) -> int:
 
 
 def check(path: Path, display: str, marks: Iterable[int] = (), *,
-          keep: list | None = None) -> Report:
+          keep: list | None = None, threads: int = blake3.blake3.AUTO) -> Report:
     """Check a log's chain and compute its head (and BLAKE3 of its first B bytes for each
     mark B): one pass of BLAKE3 over the file when the chain is whole; a broken one is walked
     line by line to name where it breaks (``Report.broken``). Never modifies the file.
     ``keep``: given a list, the BLAKE3 state at the end of a whole chain is appended to it
-    (the writer goes on from it)."""
+    (the writer goes on from it). ``threads``: BLAKE3's own (1 beside a fold that uses the
+    other core)."""
     end = _complete(path)
     want = sorted({m for m in marks if 0 <= m <= end})
     with open(path, "rb", buffering=0) as f:
         fd = f.fileno()
         at: dict[int, str] = {}
-        h = blake3.blake3(max_threads=blake3.blake3.AUTO)
+        h = blake3.blake3(max_threads=threads)
         nl1 = _first_line_end(fd, end) if end else 0
         first = _line_suffix(fd, nl1, 0) if end else b""
         m = VERSIONED.search(first)
@@ -222,12 +224,12 @@ def check(path: Path, display: str, marks: Iterable[int] = (), *,
     return walk(path, display, want)
 
 
-def resume_state(path: Path, display: str) -> Running | None:
+def resume_state(path: Path, display: str, threads: int = 1) -> Running | None:
     """The running chain a writer reopening a log goes on from: None when the log is
     unchained; ``ChainBroken`` (naming the line and the kind) when its chain is broken — an
     append after a broken chain would chain new records onto bytes no writer wrote."""
     keep: list = []
-    report = check(path, display, keep=keep)
+    report = check(path, display, keep=keep, threads=threads)
     if not report.chained:
         return None
     if report.broken is not None:
@@ -235,6 +237,31 @@ def resume_state(path: Path, display: str) -> Running | None:
         raise ChainBroken(display, b.line, b.kind, b.why + " — resume refused; `mnemon verify` "
                           "names every problem", b.offset)
     return Running(keep[0], report.lines)
+
+
+class Beside(threading.Thread):
+    """``resume_state`` in a thread beside the fold of the same log: BLAKE3 releases the GIL,
+    so the chain is checked on the core the fold's decoder leaves (its reader thread is mostly
+    waiting), and a resume costs the fold's time, not the fold's plus a pass over the file."""
+
+    def __init__(self, path: Path, display: str):
+        super().__init__(name="mnemon-chain", daemon=True)
+        self.args_ = (path, display)
+        self.out: Running | None = None
+        self.err: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.out = resume_state(*self.args_)
+        except BaseException as e:  # handed to the caller by ``result``
+            self.err = e
+
+    def result(self) -> Running | None:
+        self.join()
+        if self.err is not None:
+            raise self.err
+        return self.out
 
 
 def _prefix(path: Path, mark: int) -> str:
