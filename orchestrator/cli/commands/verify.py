@@ -21,7 +21,7 @@ from ....lineage.view import agents_in
 from ....session import chain as chains
 from ....session.errors import LogRefused, SessionError
 from ....session.log import iter_lines
-from ....session.records import Inherited, decode
+from ....session.records import PROTOCOL, Inherited, decode
 from ....session.resume import fold_file
 
 from ...workspace.view import check_log
@@ -51,7 +51,7 @@ def _inherited_line(path: Path) -> tuple[int, Inherited | None]:
             return n, None
         if isinstance(rec, Inherited):
             return n, rec
-        if n > 2 and type(rec).__name__ in ("UserPrompt", "AssistantMessage"):
+        if isinstance(rec, PROTOCOL):  # a link comes before every other protocol record
             break
     return 0, None
 
