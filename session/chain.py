@@ -519,11 +519,14 @@ def read_signature(log: Path) -> Signed | None:
     """The signature beside a log, or None; a malformed one raises ``ValueError``."""
     p = log.with_name(log.name + SIG_SUFFIX)
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as f:
+            data = f.read(1 << 16)  # a signature is ~400 bytes: a larger file is not one
     except FileNotFoundError:
         return None
+    except OSError as e:
+        raise ValueError(f"cannot read the signature ({e.strerror})") from None
     try:
-        return msgspec.json.decode(data[:1 << 16], type=Signed)
+        return msgspec.json.decode(data, type=Signed)
     except msgspec.DecodeError as e:
         raise ValueError(f"not a signature file ({e})") from None
 
