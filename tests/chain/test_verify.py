@@ -178,3 +178,15 @@ def test_a_failed_append_leaves_the_chain_whole(run_root, monkeypatch):
     log.close()
     rep = chain.check(run_root / "agents/a1/record.jsonl", "a1")
     assert rep.broken is None and (rep.bytes, rep.lines, rep.head) == (size, n, head)
+
+
+def test_an_old_log_resumed_stays_unchained(tmp_path, capsys):
+    root = tmp_path / "child"
+    shutil.copytree(EXAMPLES / "child", root)
+    log = resume_child(root, "p")
+    assert not log.log.chained and log.log.head() is None
+    log.append(Steering(text="later", by="user"))
+    log.close()
+    assert b'"c":[' not in (root / "agents/p/record.jsonl").read_bytes()
+    code, rep = verify(capsys, root)
+    assert code == 0 and {x["chain"] for x in rep["logs"]} == {"unchained"}
