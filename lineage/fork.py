@@ -26,6 +26,8 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 
 
 from ..session.agentlog import AgentLog
@@ -33,6 +35,7 @@ from ..session.context import Context
 from ..session.log import Fsync, digest, iter_lines
 from ..session.records import (
     DECODE_ERRORS,
+    ChainAt,
     Cleared,
     Evicted,
     Inherited,
@@ -250,6 +253,9 @@ def fork(root: Path, parent: AgentLog, child_id: str, *, kind: Kind = "mnemon", 
         raise ForkError(f"agent {child_id!r} already has a log at {agent_source(child_id)}")
     opening = child_started(started, child_id, kind, at=at, **started_extra)
     link = link_for(parent.ctx, log_path=parent.path) if kind == "mnemon" else None
+    head = parent.log.head() if link is not None else None
+    if link is not None and head is not None:  # ties the parent's chain to this child's
+        link = msgspec.structs.replace(link, parent_head=ChainAt(parent.source, *head))
     src = agent_source(child_id)
     child = AgentLog.create(path, src, opening, loader=sharing_loader(parent.ctx, root),
                             fsync=fsync)

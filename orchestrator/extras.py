@@ -28,6 +28,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     # for Application Default Credentials
     "bedrock": ("botocore",),
     "vertex": ("google.auth",),
+    # signed chain heads (session/chain.py imports it only when a key is given)
+    "sign": ("cryptography",),
 }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import trio
 
+from .chain import Beside, resume_state, sign, signing_key
 from .checkpoint import layout
 from .checkpoint.layout import Key
 from .checkpoint.reopening import reopen
@@ -50,7 +51,8 @@ class AgentLog:
                loader: Loader | None = None, fsync: Fsync = "none",
                unborn: int | None = None) -> "AgentLog":
         """``unborn``: the log's file made ahead (``session.log.unborn``)."""
-        log = RecordLog(path, fsync=fsync, new=True, unborn=unborn)
+        signing_key()  # a key that cannot be read is refused before the agent starts
+        log = RecordLog(path, fsync=fsync, new=True, unborn=unborn, chain=True)
         agent = cls(path, source, Context(source, loader=loader), log)
         agent.append(started)
         return agent
@@ -65,9 +67,23 @@ class AgentLog:
         through ``step``, and the resident turns' records are loaded through their loci; a
         stale or damaged one is ignored and the file refolded (``session.checkpoint.reopening``,
         the one place that decides)."""
-        log = RecordLog(path, fsync=fsync)  # moves a torn tail aside
+        signing_key()
+        log = RecordLog(path, fsync=fsync, chain=True)  # moves a torn tail aside
         try:
-            ctx, key, _ = reopen(path, source, loader=loader)
+            # the chain is checked (a broken one refused by name, nothing appended) beside the
+            # fold on a large log, before it on a small one; a broken chain is named rather
+            # than whatever the fold refused of the same damage
+            chain: Beside | None = Beside(path, source) if log.size >= layout.MIN_BYTES else None
+            if chain is None and log.size:
+                log.go_on(resume_state(path, source))
+            try:
+                ctx, key, _ = reopen(path, source, loader=loader)
+            except BaseException:
+                if chain is not None:
+                    chain.result()
+                raise
+            if chain is not None:
+                log.go_on(chain.result())
         except BaseException:  # a log that does not fold: its writer (and lock) let go
             log.close()
             raise
@@ -119,10 +135,16 @@ class AgentLog:
         return tid
 
     def close(self, *, checkpoint: bool = False) -> None:
-        """Close the log; ``checkpoint`` (a clean stop) saves the fold checkpoint first."""
+        """Close the log; ``checkpoint`` (a clean stop) saves the fold checkpoint first. With
+        a signing key (``MNEMON_SIGN_KEY``) the chain's head is signed beside the log
+        (``record.jsonl.sig``) once the last record is durable."""
         if checkpoint:
             try:
                 self.checkpoint()
             except OSError:
                 pass  # an optimisation only
+        head = self.log.head() if self.log.broken is None else None
         self.log.close()
+        key = signing_key() if head is not None else None
+        if key is not None and head is not None:
+            sign(self.path, self.source, *head, key)

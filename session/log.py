@@ -22,6 +22,37 @@ import msgspec
 from .errors import DigestMismatch, LogBusy, LogChanged, LogClosed, LogCorrupt, LogWriteFailed
 from .records import DECODE_ERRORS, Locus, Pointer, Record, decode, encode
 
+FIRST = b',"chain":1,"c":[1,"'
+"""What the writer splices into a chained log's first line: the chain's version, then the
+first record's number (docs/format.md, "The chain"; ``session.chain`` reads it)."""
+
+
+class Running:
+    """The writer's side: the BLAKE3 state of every byte written so far and the record count."""
+
+    __slots__ = ("h", "n")
+
+    def __init__(self, h: "blake3.blake3 | None" = None, n: int = 0):
+        self.h = h if h is not None else blake3.blake3()
+        self.n = n
+
+    def seal(self, line: bytes) -> bytes:
+        """``line`` (an encoded record, ``{…}``) with its chain key and its newline, the state
+        advanced over it. The caller writes exactly these bytes or forgets this state."""
+        n = self.n + 1
+        pre = line[:-1] + (FIRST if n == 1 else b',"c":[%d,"' % n)
+        h = self.h
+        h.update(pre)
+        post = h.digest(length=8).hex().encode() + b'"]}\n'
+        h.update(post)
+        self.n = n
+        return pre + post
+
+    def head(self) -> str:
+        return self.h.digest().hex()
+
+
+
 Fsync = Literal["none", "turn", "record"]
 CHUNK = 1 << 20
 TAIL = 4096
@@ -148,6 +179,26 @@ def read_at(path: Path, pointer: Pointer) -> list[Record]:
     return out
 
 
+def view_of(data: bytes, n: int) -> memoryview:
+    return memoryview(data)[:n]
+
+
+def _rehash(fd: int | None, size: int) -> "Running":
+    """The running chain rebuilt from the file's first ``size`` bytes (after a failed append
+    advanced it over bytes that were cut back)."""
+    h = blake3.blake3()
+    n = 0
+    pos = 0
+    while pos < size:
+        data = os.pread(fd, min(CHUNK, size - pos), pos)  # type: ignore[arg-type]
+        if not data:
+            break
+        h.update(data)
+        n += data.count(b"\n")
+        pos += len(data)
+    return Running(h, n)
+
+
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 
 
@@ -221,14 +272,20 @@ class RecordLog:
     """
 
     def __init__(self, path: Path, *, fsync: Fsync = "none", new: bool = False,
-                 unborn: int | None = None):
+                 unborn: int | None = None, chain: bool = False):
         """``new``: the log must be empty or absent (``FileExistsError`` otherwise), as for an
         agent being created — checked on the open descriptor, not by a ``stat`` before it.
         ``unborn`` (with ``new``): a file made ahead by ``unborn()``, named here, or closed and
-        the log opened as without it when ``path`` exists already."""
+        the log opened as without it when ``path`` exists already.
+
+        ``chain``: a log that holds no record yet is written chained (``session.chain``;
+        every agent's log is). A log that holds records is appended to unchained until
+        ``go_on`` is given its chain (``AgentLog.resume`` does, refusing a broken one)."""
         self.path = path
         self.fsync = fsync
         self.torn: TornTail | None = None
+        self._chain: Running | None = Running() if chain else None
+        self._rechain = False  # a failed append left the running state ahead of the file
         self.broken: str | None = None  # why no more appends are taken, after a failed fsync
         # a new log's name is durable only once its directory (and the agent's, in agents/)
         # is: synced with the file's first durability point, where there is one
@@ -268,6 +325,7 @@ class RecordLog:
             self._size = size
             if size:
                 self._tail = os.pread(fd, min(size, TAIL), size - min(size, TAIL))
+                self._chain = None  # a log with records: ``go_on`` says (session.chain)
         except BaseException:
             os.close(fd)
             raise
@@ -294,6 +352,26 @@ class RecordLog:
     def size(self) -> int:
         return self._size
 
+    @property
+    def chained(self) -> bool:
+        return self._chain is not None
+
+    def go_on(self, chain: "Running | None") -> None:
+        """Go on with the chain of a reopened log (``session.chain.resume_state``: its state
+        after the last record, or None for an unchained log). Before the first append."""
+        self._chain = chain
+
+    def head(self) -> tuple[int, int, str] | None:
+        """``(bytes, records, head)`` of what this writer has written, when the log is chained:
+        the head is BLAKE3 of the whole file (docs/format.md, "The chain")."""
+        chain = self._chain
+        if chain is None or self._fd is None:
+            return None
+        if self._rechain:
+            chain = self._chain = _rehash(self._fd, self._size)
+            self._rechain = False
+        return self._size, chain.n, chain.head()
+
     def append(self, record: Record) -> Locus:
         return self.append_line(encode(record))
 
@@ -304,19 +382,28 @@ class RecordLog:
         if self.broken is not None:
             raise LogWriteFailed(f"{self.path}: no more appends after {self.broken}")
         self._check()
-        data = line + b"\n"
+        chain = self._chain
+        if chain is not None and line[-1:] == b"}":
+            if self._rechain:
+                chain = self._chain = _rehash(self._fd, self._size)
+                self._rechain = False
+            data = chain.seal(line)
+        else:
+            data = line + b"\n"
         view = memoryview(data)
         try:
             while view:
                 n = os.write(self._fd, view)
                 view = view[n:]
         except OSError as e:  # a full disk or an I/O error: cut the partial line off again
+            self._rechain = chain is not None
             self._cut_back(e)
             raise LogWriteFailed(f"{self.path}: append failed ({os.strerror(e.errno or 0) or e}); "
                                  "the log keeps only whole records") from None
         if self.fsync == "record":
             self._fsync()
-        locus = (self._size, len(line), digest(line))
+        n = len(data) - 1
+        locus = (self._size, n, digest(line) if n == len(line) else digest(view_of(data, n)))
         self._size += len(data)
         self._tail = data if len(data) <= TAIL else data[-TAIL:]
         return locus

@@ -157,10 +157,22 @@ class Steering(_R, frozen=True):
     by: Literal["harness", "user", "parent"] | None = None
 
 
+class ChainAt(Struct, gc=False, frozen=True):
+    """The parent's chain where a child was forked from it (docs/format.md, "The chain"):
+    its log, the bytes and records it held then, and BLAKE3 of those bytes (64 hex digits).
+    ``mnemon verify`` checks the parent's first ``bytes`` against ``head``."""
+
+    source: str
+    bytes: int
+    lines: int
+    head: str
+
+
 class Inherited(_R, frozen=True):
     turns: list[Linked]
     residues: list[Residue]
     id_floor: int | None = None
+    parent_head: ChainAt | None = None
 
 
 class PlanFigures(Struct, gc=False, frozen=True, kw_only=True, omit_defaults=True):

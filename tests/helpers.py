@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 
 from mnemon.lineage.runroot import agent_source, make_loader
 from mnemon.orchestrator import logs
+from mnemon.session import chain
 from mnemon.session.agentlog import AgentLog
 from mnemon.session.records import (
     AssistantMessage,
@@ -72,6 +73,15 @@ def harness_events():
             yield events
     finally:
         logs.quiet()
+
+
+def rechain(path: Path, lines: list) -> None:
+    """Write ``lines`` (records, str or bytes, with or without chain keys) as the log at
+    ``path``, chained anew: a foreign tool that keeps the log's chain, so that what a test damages
+    is refused by the fold or the reader it tests, not by the chain (tests/chain tests that)."""
+    redo = chain.Running()
+    path.write_bytes(b"".join(redo.seal(chain.strip(x.encode() if isinstance(x, str) else x))
+                              for x in lines))
 
 
 def by_task(scripts: dict[str, list], final: dict[str, str] | None = None, seen=None):

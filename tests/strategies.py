@@ -199,11 +199,13 @@ def sessions(draw, max_records: int = 40, agent: str = "a1") -> list[Record]:
     return out
 
 
-def fold_records(records: list[Record], source: str = "agents/a1/record.jsonl") -> Context:
-    """The table ``step`` builds from records alone (loci are the encoded lines' lengths)."""
+def fold_records(records: list[Record], source: str = "agents/a1/record.jsonl",
+                 lengths: list[int] | None = None) -> Context:
+    """The table ``step`` builds from records alone (loci are the encoded lines' lengths, or
+    ``lengths``: the lines as a chained log holds them)."""
     ctx = Context(source)
-    for r in records:
-        ctx.step(r)
+    for i, r in enumerate(records):
+        ctx.step(r, None if lengths is None else (0, lengths[i], ""))
     return ctx
 
 

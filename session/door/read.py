@@ -83,7 +83,11 @@ def read_wants(sources: Opener, wants: Sequence[Want]) -> list[dict]:
                 raw = f.read(length) if off + length <= size else b""  # a claimed length is not trusted
                 check(source, off, length, want, raw)
                 try:
-                    out[wi][ri] = msgspec.json.decode(raw)
+                    rec = msgspec.json.decode(raw)
+                    if type(rec) is dict:  # the chain's keys are the log's, not the record's
+                        rec.pop("c", None)
+                        rec.pop("chain", None)
+                    out[wi][ri] = rec
                 except DECODE_ERRORS as e:
                     raise Refusal(f"cannot read {source} at offset {off}: not a record ({e})"
                                   ) from None

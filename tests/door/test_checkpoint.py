@@ -182,10 +182,14 @@ def test_a_checkpoint_is_no_source_of_truth(run_root, capsys):
     with pytest.raises(Refusal, match="digest mismatch"):
         door.grep("OUT")
     fold.write_bytes(b"garbage")
-    assert main(["verify", str(run_root), "--json"]) == 0  # the edited log itself folds
+    capsys.readouterr()
+    # the edited log itself folds; its chain names the edited line (and nothing else)
+    assert main(["verify", str(run_root), "--json"]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert [(p["line"], p["kind"]) for p in problems] == [(data[:at].count(b"\n") + 1, "edited")]
     assert fold.read_bytes() == b"garbage"
     fold.unlink()
-    assert main(["verify", str(run_root), "--json"]) == 0
+    assert main(["verify", str(run_root), "--json"]) == 1
     assert not fold.exists()
 
 
@@ -194,6 +198,8 @@ def test_a_resume_over_a_record_edited_in_place_is_the_full_fold(run_root):
     in place under an intact key fails the checkpoint's path (its locus digest), and the table
     is the fold of the file as it is — what a resume without a checkpoint gives."""
     from mnemon.session.agentlog import AgentLog
+    from mnemon.session.chain import ChainBroken
+    from mnemon.session.checkpoint.reopening import reopen
 
     log = new_agent(run_root, "a1")
     for i in range(5):
@@ -208,11 +214,14 @@ def test_a_resume_over_a_record_edited_in_place_is_the_full_fold(run_root):
     path.write_bytes(bytes(data))
     checkpoint.load(path, src).close()
     want, _ = fold_file(path, src, loader=make_loader(run_root))
-    resumed, _ = AgentLog.resume(path, src, loader=make_loader(run_root))
-    assert resumed.ctx.records_folded == want.records_folded + 1  # + SessionResumed
-    got, _ = fold_file(path, src, loader=make_loader(run_root))
-    assert resumed.ctx == got
-    resumed.close()
+    # the agent's resume is refused by its chain, naming the edited line (session.chain) …
+    line = data[:at].count(b"\n") + 1
+    with pytest.raises(ChainBroken) as e:
+        AgentLog.resume(path, src, loader=make_loader(run_root))
+    assert (e.value.line, e.value.kind) == (line, "edited")
+    # … and every reader's reopening gives the fold of the file as it is
+    got, _, _ = reopen(path, src, loader=make_loader(run_root))
+    assert got == want
 
 
 @SETTINGS

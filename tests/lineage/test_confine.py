@@ -104,7 +104,10 @@ def test_altered_byte_in_a_resident_row(family, capsys):
     flip(family / PARENT, i, b"delta", b"delte")
     code, rep = verify_json(family, capsys)
     assert code == 1
-    assert [p["path"] for p in rep["problems"]] == [CHILD]  # the parent itself still folds
+    # the parent itself still folds; its chain names the edited line, the child its pointer
+    assert [(p["path"], p.get("kind")) for p in rep["problems"]] == \
+        [(PARENT, "edited"), (CHILD, None)]
+    assert rep["problems"][0]["line"] == data[:i].count(b"\n") + 1
     prob = child_problem(rep)
     assert PARENT in prob["error"] and "digest mismatch" in prob["error"]
     assert f"offset {off}" in prob["error"]

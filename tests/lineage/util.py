@@ -10,6 +10,7 @@ import msgspec
 
 from mnemon.lineage.fork import fork
 from mnemon.lineage.runroot import agent_source, make_loader
+from mnemon.session import chain
 from mnemon.session.agentlog import AgentLog
 from mnemon.session.context import Context
 from mnemon.session.records import (
@@ -118,13 +119,20 @@ def copy_root(root: Path, dest: Path) -> Path:
 
 
 def rewrite_inherited(path: Path, edit) -> None:
-    """Hand-edit the Inherited line of a child's log (a foreign tool writing pointers)."""
+    """Hand-edit the Inherited line of a child's log (a foreign tool writing pointers, and
+    recomputing the log's chain)."""
     lines = path.read_bytes().split(b"\n")
     for i, line in enumerate(lines):
         if line.startswith(b'{"t":"Inherited"'):
             obj = json.loads(line)
+            obj.pop("c", None)
             edit(obj)
             lines[i] = json.dumps(obj, separators=(",", ":")).encode()
+    if lines[0].startswith(b"{") and chain.VERSIONED.search(lines[0][-chain.TAIL:]):
+        # the tool recomputes the chain too: what is tested is the pointers, not the chain
+        redo = chain.Running()
+        path.write_bytes(b"".join(redo.seal(chain.strip(x)) for x in lines if x))
+        return
     path.write_bytes(b"\n".join(lines))
 
 

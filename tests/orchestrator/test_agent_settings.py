@@ -35,8 +35,9 @@ def _policy(request, state):
 
 
 def _timeless(recs: list[dict]) -> list[dict]:
-    """The records without their clocks (``at``, a provider call's latency)."""
-    return [{k: v for k, v in r.items() if k not in ("at", "latency_s")} for r in recs]
+    """The records without their clocks (``at``, a provider call's latency) and the log's
+    chain key (whose digests cover the clocks)."""
+    return [{k: v for k, v in r.items() if k not in ("at", "latency_s", "c")} for r in recs]
 
 
 async def _run(root, run_settings, own_settings):

@@ -146,7 +146,9 @@ def test_verify_escapes_the_damage_and_the_path_it_names(tmp_path, capsys):
     out = _out(capsys, ["verify", str(root)])
     _clean(out)
     lines = out.splitlines()
-    assert len(lines) == 2, out
+    assert len(lines) == 3, out  # the damage is also a line the log's chain did not write
+    assert any(x.startswith("agents/a1/record.jsonl:7: the chain breaks here (inserted)")
+               for x in lines)
     assert any(f"agents/b{shown(HOSTILE)}/record.jsonl:0: not a regular file" in x for x in lines)
     assert any(x.startswith("agents/a1/record.jsonl:") and "not a record" in x
                and shown(HOSTILE) in x for x in lines)

@@ -20,6 +20,7 @@ from mnemon.orchestrator.typed import OutputError, load_output, vote_fields
 from mnemon.orchestrator.synod import normalise
 from mnemon.providers.scripted import ScriptedProvider
 from mnemon.providers.typed import OUTPUT_TOOL, build_instance, is_valid
+from mnemon.session.chain import strip
 
 from tests.providers.typed.schemas import OUTPUT_SCHEMAS
 
@@ -29,8 +30,9 @@ SCHEMA = {"title": "Count", "type": "object",
 
 
 def _records(root: Path, agent: str) -> list[dict]:
-    # lines end at b"\n" only: str.splitlines would also split inside a string at U+0085
-    return [json.loads(line) for line in
+    # lines end at b"\n" only: str.splitlines would also split inside a string at U+0085;
+    # the records without the log's chain key
+    return [json.loads(strip(line)) for line in
             (root / "agents" / agent / "record.jsonl").read_bytes().split(b"\n") if line]
 
 

@@ -61,7 +61,8 @@ def test_ask_denies_and_rejects_asks_then_verify_checks_the_records(tmp_path):
             p.unlink()
     r = mnemon("verify", str(root), "--json", cwd=tmp_path)
     assert r.returncode == 1
-    problem = json.loads(r.stdout)["problems"][0]
+    chained, problem = json.loads(r.stdout)["problems"]
+    assert (chained["line"], chained["kind"]) == (at + 2, "inserted")  # the log's chain, and
     assert problem["line"] == at + 2 and "a second decision on the call i1" in problem["error"]
 
 

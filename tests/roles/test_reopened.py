@@ -26,6 +26,7 @@ from mnemon.session.errors import Refusal
 
 pytest.importorskip("hypercorn")
 
+from tests.helpers import rechain  # noqa: E402
 from tests.service.util import live_service  # noqa: E402
 
 written: list[str] = []
@@ -167,7 +168,8 @@ async def test_a_damaged_recorded_policy_is_refused_not_read_as_none(tmp_path):
     lines = path.read_text().splitlines()
     first = json.loads(lines[0])
     first["policy"][0]["rules"][0]["action"] = "maybe"
-    path.write_text("\n".join([json.dumps(first, separators=(",", ":")), *lines[1:]]) + "\n")
+    first.pop("c")  # (a foreign tool that keeps the chain: the policy is what is refused)
+    rechain(path, [json.dumps(first, separators=(",", ":")), *lines[1:]])
     again = Supervisor(root, ScriptedProvider(), Settings(model="scripted"))
     with pytest.raises(Refusal, match="agent a1's SessionStarted"):
         again.resume_agent("a1")

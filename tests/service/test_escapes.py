@@ -11,6 +11,7 @@ from mnemon import ScriptedProvider, Settings, open_supervisor
 from mnemon.orchestrator import cli, logs
 from mnemon.orchestrator.service.control import resume_crashed
 from mnemon.orchestrator.service.runs import Run
+from tests.helpers import rechain
 
 HOSTILE = "before\x1b[2J\x1b]0;pwned\x07\rover\x9b31mend\u202eevil"
 
@@ -23,7 +24,7 @@ def test_not_resuming_names_the_damage_escaped(tmp_path, capsys):
     logs.quiet()
     log = root / "agents" / "a1" / "record.jsonl"
     lines = [x for x in log.read_text().splitlines() if '"SessionEnded"' not in x]
-    log.write_text("\n".join([*lines, json.dumps({"t": HOSTILE})]) + "\n")  # died, then damaged
+    rechain(log, [*lines, json.dumps({"t": HOSTILE})])  # died, then damaged (its chain kept)
     capsys.readouterr()
     run = Run(root, read_only=False)
 

@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemon.session.agentlog import AgentLog
+from mnemon.session.chain import strip
 from mnemon.session.records import encode
 from mnemon.session.resume import fold_file
 from tests.strategies import fold_records, sessions
@@ -36,10 +37,12 @@ def test_refold_equals_live(tmp_path, records):
     assert torn is None
     assert folded == log.ctx
     assert folded.records_folded == len(records)
-    # the file holds exactly the encoded lines, one per record
-    assert log.path.read_bytes() == b"".join(encode(r) + b"\n" for r in records)
-    # folding the records without a file gives the same table but for the digests
-    bare = fold_records(records)
+    # the file holds exactly the encoded lines, one per record, each with its chain key
+    lines = log.path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and [strip(x) for x in lines[:-1]] == [encode(r) for r in records]
+    # folding the records without a file gives the same table but for the digests (a turn's
+    # bytes are its lines' lengths as written, chain keys included)
+    bare = fold_records(records, lengths=[len(x) for x in lines[:-1]])
     assert [(t.id, t.state, t.bytes, t.residue, t.swept) for t in bare.turns] == \
         [(t.id, t.state, t.bytes, t.residue, t.swept) for t in folded.turns]
     assert bare.history_bytes() == folded.history_bytes()

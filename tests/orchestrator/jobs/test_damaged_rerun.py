@@ -66,9 +66,9 @@ def _garbage(lines):  # garbage in place of line 6
 
 
 @pytest.mark.parametrize("damage, where", [
-    (_flip_a_key, "agents/t1/record.jsonl:2: not a record"),
-    (_flip_the_text, "agents/t1.s1/record.jsonl:2: agents/t1/record.jsonl at offset"),
-    (_garbage, "agents/t1/record.jsonl:6: not a record"),
+    (_flip_a_key, "agents/t1/record.jsonl:2: the chain breaks here (edited)"),
+    (_flip_the_text, "agents/t1/record.jsonl:2: the chain breaks here (edited)"),
+    (_garbage, "agents/t1/record.jsonl:6: the chain breaks here (edited)"),
 ])
 def test_the_damaged_task_fails_in_one_line_and_the_others_run(first_run, tmp_path, damage,
                                                                where):
