@@ -9,7 +9,8 @@ and why it is exact"). When the pattern is just that literal and no form of it o
 in those files, nothing is decoded and the answer is no hit. This module reaches the same answer
 by the same steps, minus what does not change it: the checkpoint's frame and key are checked as
 ``table.load`` checks them (``session.checkpoint.header``), its ``sources`` confined to the run
-root as the door's opener confines them (``session.paths.confine``), and each whole file is
+root as the door's opener confines them (``session.paths.confine``, in ``os.path`` terms:
+``session.door.quick.confined``), and each whole file is
 searched for every form (a superset of the records the door would look at). Only the answer
 "no hit" is given here; anything else — a pattern that is not a plain literal, a literal the raw
 shortcut cannot take, no checkpoint, one that does not describe the whole log (lines appended
@@ -21,30 +22,35 @@ the door answers. So the answer never differs from the door's; it only comes wit
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from ..session import native
-from ..session.checkpoint.header import Stale, check_key, path_for, read_header
+from ..session.checkpoint.header import SUFFIX, Stale, check_key, read_header
 from ..session.door.literal import anchor, forms, raw_literal
-from ..session.errors import SessionError
-from ..session.paths import confine
-from .places import agent_of, agent_source
+from ..session.door.quick import confined
+from .outside import locate
+
+TYPE_CHECKING = False  # as typing's, without importing typing
+if TYPE_CHECKING:
+    from pathlib import Path
 
 NO_HITS = {"hits": [], "total": 0}
 """The door's answer to a grep with no hit."""
 
 
-def quick_miss(path: Path, pattern: str) -> bool:
+def quick_miss(path: Path | str, pattern: str) -> bool:
     """True when a grep of ``pattern`` over the agent directory ``path`` (every turn) is known
     to find nothing, exactly as the door would answer; False when the door must answer."""
     lit, pure = raw_literal(pattern)
     if lit is None or not pure:
         return False
+    where = locate(os.fspath(path))  # the run root and the agent, as ``places.agent_of``
+    if where is None:
+        return False
+    root, agent = where
+    src = f"agents/{agent}/record.jsonl"  # ``places.agent_source``
+    log = os.path.join(root, src)
     try:
-        root, agent = agent_of(Path(path))
-        src = agent_source(agent)
-        log = root / src
-        head = read_header(path_for(log))
+        head = read_header(log + SUFFIX)
         first, last, end, _lines = head["key"]
         if head.get("source") != src or os.stat(log).st_size != end:
             return False  # another file's, or appended to (or torn) since: the door catches up
@@ -52,9 +58,11 @@ def quick_miss(path: Path, pattern: str) -> bool:
         sources = head["state"]["sources"]
         if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
             return False
-        real_root = root.resolve()
-        files = [confine(root, s, resolved_root=real_root) for s in dict.fromkeys([src, *sources])]
-    except (Stale, SessionError, OSError, KeyError, TypeError, ValueError):
+        real_root = os.path.realpath(root)
+        files = [confined(root, s, real_root) for s in dict.fromkeys([src, *sources])]
+    except (Stale, OSError, KeyError, TypeError, ValueError):
+        return False
+    if None in files:  # a source ``session.paths.confine`` refuses: the door names it
         return False
     found = forms(lit)
     anchors = [anchor(f) for f in found]
@@ -66,7 +74,7 @@ CHUNK = 4 << 20
 over, for a form across two reads): read, not mapped — unmapping a 200 MB map costs ~8 ms."""
 
 
-def _holds(path: Path, found: list[bytes], anchors: list[int]) -> bool:
+def _holds(path: str | None, found: list[bytes], anchors: list[int]) -> bool:
     """Whether the file at ``path`` holds any of the forms (True when it cannot be read: the
     door then answers, naming what it cannot read)."""
     over = max(map(len, found)) - 1
