@@ -59,10 +59,13 @@ def quick_miss(path: Path | str, pattern: str) -> bool:
         if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
             return False
         real_root = os.path.realpath(root)
-        files = [confined(root, s, real_root) for s in dict.fromkeys([src, *sources])]
+        files = []
+        for s in dict.fromkeys([src, *sources]):
+            file = confined(root, s, real_root)
+            if file is None:  # a source ``session.paths.confine`` refuses: the door names it
+                return False
+            files.append(file)
     except (Stale, OSError, KeyError, TypeError, ValueError):
-        return False
-    if None in files:  # a source ``session.paths.confine`` refuses: the door names it
         return False
     found = forms(lit)
     anchors = [anchor(f) for f in found]
@@ -74,7 +77,7 @@ CHUNK = 4 << 20
 over, for a form across two reads): read, not mapped — unmapping a 200 MB map costs ~8 ms."""
 
 
-def _holds(path: str | None, found: list[bytes], anchors: list[int]) -> bool:
+def _holds(path: str, found: list[bytes], anchors: list[int]) -> bool:
     """Whether the file at ``path`` holds any of the forms (True when it cannot be read: the
     door then answers, naming what it cannot read)."""
     over = max(map(len, found)) - 1

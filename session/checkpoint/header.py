@@ -71,7 +71,7 @@ def header_bytes(mm) -> tuple[int, bytes]:
     return h0, _checked(mm[h0:h0 + hlen], tail)
 
 
-def read_header(path: Path) -> dict:
+def read_header(path: Path | str) -> dict:
     """The header of the checkpoint at ``path`` as plain JSON values, read without mapping or
     reading the columns (``Stale`` when there is none, or it is damaged, or of another
     version)."""

@@ -77,7 +77,7 @@ def read_turns(root: str, agent: str, spec: str) -> list[dict] | None:
         return None
 
 
-def _frame(log: str, src: str) -> tuple[dict, int, int]:
+def _frame(log: str, src: str) -> tuple[dict, int, dict]:
     """``(arrays, where the header starts, the header)`` of the log's checkpoint, checked as
     ``table.load`` checks it, and only while it covers the whole log (nothing appended since,
     no torn tail: the door would catch up by folding)."""
