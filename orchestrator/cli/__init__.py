@@ -150,21 +150,21 @@ def console() -> None:
 
 
 def leave_quick(code: int) -> None:
-    """End a process ``quick`` answered: it started no thread and registered no exit function
-    of its own, so the standard streams flushed is all a normal exit would do first."""
+    """End a process ``quick`` answered as ``leave`` does — ``atexit`` functions run, standard
+    streams flushed, no teardown — without importing ``threading`` to join threads: nothing
+    here started one (where something imported it, ``leave`` itself)."""
+    import atexit
+
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+    if run_exitfuncs is None or "threading" in sys.modules:
+        leave(code)
+    run_exitfuncs()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):  # a reader gone: what an ordinary exit does
         sys.exit(code)
-    if threading_started():
-        leave(code)
     os._exit(code)
-
-
-def threading_started() -> bool:
-    """Whether anything in the process imported ``threading`` (then ``leave`` joins it)."""
-    return "threading" in sys.modules
 
 
 def leave(code: int) -> None:

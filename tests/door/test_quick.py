@@ -254,7 +254,7 @@ QUICK_MODULES["grep"] = QUICK_MODULES["read"] | {"mnemon.lineage.nohit",
 #: what else the quick path may import beyond the console script's own ``re`` and ``sys``
 #: (and what the interpreter's start already loaded): the standard library it uses, no more
 STDLIB = {"json", "json.decoder", "json.scanner", "json.encoder", "_json", "bisect", "_bisect",
-          "array", "struct", "_struct", "collections.abc", "_collections_abc"}
+          "array", "struct", "_struct", "collections.abc", "_collections_abc", "atexit"}
 NEVER_IMPORTED = {"msgspec", "trio", "structlog", "argparse", "pathlib", "typing", "blake3",
                   "regex", "httpx", "importlib.metadata", "threading", "mnemon.session.records"}
 
@@ -294,3 +294,16 @@ def test_the_quick_path_imports_what_it_uses_and_nothing_else(capsys, run_root):
         assert ours == QUICK_MODULES[which], (argv, ours ^ QUICK_MODULES[which])
         assert not mods & NEVER_IMPORTED, (argv, mods & NEVER_IMPORTED)
         assert mods - ours <= STDLIB, (argv, mods - ours - STDLIB)
+
+
+def test_a_quick_answer_ends_the_process_as_the_cli_does():
+    """Exit functions run and the streams are flushed (``cli.leave_quick``), as every command's
+    end does (``cli.leave``), and the exit code is the answer's."""
+    probe = ("import atexit, sys\n"
+             "from mnemon.orchestrator.cli import console\n"
+             "atexit.register(lambda: print('exit functions ran'))\n"
+             "sys.argv = ['mnemon', '--version']\n"
+             "console()\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("mnemon ") and proc.stdout.endswith("exit functions ran\n")
