@@ -4,7 +4,10 @@ no-hit grep of a literal — with the grep paired against ``rg -c`` on the same 
 
 Every figure is a whole process timed from outside (start to exit), the median of ``--runs``
 runs, the commands taken in turn (A B A B …) so a ratio is taken pair by pair on the same
-moment of a shared machine. The page cache is warmed first (each file read once), and so is the
+moment of a shared machine; ``python -c pass`` (the floor: the same interpreter starting and
+ending) is taken in both rounds, and each figure is also given as a ratio to it — issue 51's
+goals are ratios (``--version`` ≤ 2 floors, a read ≤ 2.5 floors, the grep ≤ 2× ``rg -c``), so
+a reader on another machine can compare. The page cache is warmed first (each file read once), and so is the
 checkpoint beside the log (one call before the timed ones).
 
     python bench/start.py --mnemon .venv/bin/mnemon [AGENT_DIR] --runs 5
@@ -70,7 +73,8 @@ def main() -> None:
         rows = json.loads(subprocess.run([exe, "transcript", "index", str(a.agent), "--json"],
                                          capture_output=True, check=True).stdout)
         turn = rows[len(rows) // 2]["id"]
-        door = {"read one turn": [exe, "transcript", "read", str(a.agent), "--turns", str(turn),
+        door = {"python -c pass": [python, "-c", "pass"],
+                "read one turn": [exe, "transcript", "read", str(a.agent), "--turns", str(turn),
                                   "--json"],
                 "index": [exe, "transcript", "index", str(a.agent), "--json"],
                 "grep, no hit": [exe, "transcript", "grep", str(a.agent), MISS, "--json"]}
@@ -81,12 +85,15 @@ def main() -> None:
                       "evicted": sum(r["held"] != "resident" for r in rows)}
         if rg:
             out["grep_over_rg"] = out["door"]["grep, no hit"] / out["door"]["rg -c, same file"]
+        out["door_floors"] = {k: v / out["door"]["python -c pass"] for k, v in out["door"].items()}
+    out["start_floors"] = {k: v / start["python -c pass"] for k, v in start.items()}
     if a.json:
         print(json.dumps(out, indent=1))
         return
     for group in ("start", "door"):
+        floors = out.get(f"{group}_floors", {})
         for k, v in out.get(group, {}).items():
-            print(f"{k:>22}: {v * 1000:7.1f} ms")
+            print(f"{k:>22}: {v * 1000:7.1f} ms  {floors.get(k, 0):5.2f} floors")
     if "grep_over_rg" in out:
         print(f"{'grep ÷ rg -c':>22}: {out['grep_over_rg']:7.2f}×   "
               f"({out['log']['bytes'] / 1e6:.0f} MB, {out['log']['turns']} turns, "
