@@ -140,7 +140,13 @@ def console() -> None:
     parser and the door would, goes on to ``main`` (decision 0460)."""
     from .quick import answered
 
-    code = answered(sys.argv[1:])
+    try:
+        code = answered(sys.argv[1:])
+    except KeyboardInterrupt:  # as ``main`` ends these
+        sys.stderr.write("mnemon: interrupted\n")
+        code = 130
+    except BrokenPipeError:
+        code = 0
     if code is not None:
         leave_quick(code)
     from ..gctune import for_process

@@ -94,7 +94,10 @@ def _read(path: str, spec: str, as_json: bool) -> int | None:
     for t in turns:
         out.append(f"== turn {t['turn']}  ({t['source']})\n")
         out.extend(shown(json.dumps(rec, ensure_ascii=False)) + "\n" for rec in t["records"])
-    sys.stdout.write("".join(out))
+    try:  # encoded whole before a byte is written: a stream that cannot take it gets nothing
+        sys.stdout.write("".join(out))
+    except UnicodeEncodeError:
+        return None  # the CLI prints line by line and fails where it fails
     return 0
 
 
