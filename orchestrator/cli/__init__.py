@@ -163,7 +163,7 @@ def leave_quick(code: int) -> None:
 
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
     if run_exitfuncs is None or "threading" in sys.modules:
-        leave(code)
+        return leave(code)
     run_exitfuncs()
     try:
         sys.stdout.flush()
