@@ -307,3 +307,29 @@ def test_a_quick_answer_ends_the_process_as_the_cli_does():
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.returncode == 0
     assert proc.stdout.startswith("mnemon ") and proc.stdout.endswith("exit functions ran\n")
+
+
+@SETTINGS
+@given(size=st.integers(0, 3000), near=st.one_of(st.none(), st.integers(-12, 12)),
+       chunk=st.integers(1, 64), split=st.integers(0, 3000))
+def test_a_long_file_searched_in_two_halves_finds_what_one_pass_finds(tmp_path_factory, size,
+                                                                      near, chunk, split):
+    """``lineage.nohit`` searches a long file as two halves in two threads (each through its
+    own buffer, a form across the middle or across two reads found whole): the same answer as
+    a search of the whole bytes, wherever the form lies."""
+    import mnemon.lineage.nohit as nohit
+
+    lit = b"QUOKKA-7f3a"
+    data = bytearray(b"x" * size)
+    if near is not None and size >= len(lit):  # about the middle, where the halves meet
+        at = max(0, min(size // 2 + near, size - len(lit)))
+        data[at:at + len(lit)] = lit
+    path = tmp_path_factory.mktemp("half") / "f"
+    path.write_bytes(bytes(data))
+    found, anchors = [lit, b"QUOKKA\\u002d7f3a"], [0, 3]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nohit, "CHUNK", chunk)
+        mp.setattr(nohit, "SPLIT", split)
+        mp.setattr(nohit, "_cpus", lambda: 2)
+        got = nohit._holds(str(path), found, anchors)
+    assert got == (lit in data)
