@@ -255,6 +255,7 @@ QUICK_MODULES["grep"] = QUICK_MODULES["read"] | {"mnemon.lineage.nohit",
 #: (and what the interpreter's start already loaded): the standard library it uses, no more
 STDLIB = {"json", "json.decoder", "json.scanner", "json.encoder", "_json", "bisect", "_bisect",
           "array", "struct", "_struct", "collections.abc", "_collections_abc", "atexit"}
+#: (``threading`` too, but for a log of ``lineage.nohit.SPLIT`` bytes or more: two halves)
 NEVER_IMPORTED = {"msgspec", "trio", "structlog", "argparse", "pathlib", "typing", "blake3",
                   "regex", "httpx", "importlib.metadata", "threading", "mnemon.session.records"}
 
