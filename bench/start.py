@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -32,20 +33,46 @@ from pathlib import Path
 MISS = "QUOKKA-7f3a-ZEBRA-never-written"  # a literal no log holds
 
 
-def wall(argv: list[str]) -> float:
+FLOOR = "python -c pass"
+
+#: per command: the median of its ratio to the floor taken round by round, and its CPU (user +
+#: system, from the kernel's rusage of the child), filled by ``paired``
+PAIRED: dict[str, dict[str, float]] = {}
+ROUNDS: dict[str, list[float]] = {}  # every command's wall seconds, round by round
+
+
+def wall(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one whole process."""
     t0 = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - t0
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, use = os.wait4(p.pid, 0)
+    took = time.perf_counter() - t0
+    p.returncode = 0  # reaped here
+    return took, use.ru_utime + use.ru_stime
 
 
 def paired(cmds: dict[str, list[str]], runs: int) -> dict[str, float]:
-    """Median wall seconds of each command, the commands taken in turn each round."""
+    """Median wall seconds of each command, the commands taken in turn each round; in
+    ``PAIRED``, each command's median ratio to the floor of the same round (when the floor is
+    among ``cmds``) and its median CPU seconds."""
     for argv in cmds.values():  # warm-up: bytecode, page cache, checkpoint
         wall(argv)
     times: dict[str, list[float]] = {k: [] for k in cmds}
+    cpus: dict[str, list[float]] = {k: [] for k in cmds}
+    ratios: dict[str, list[float]] = {k: [] for k in cmds}
     for _ in range(runs):
         for k, argv in cmds.items():
-            times[k].append(wall(argv))
+            took, cpu = wall(argv)
+            times[k].append(took)
+            cpus[k].append(cpu)
+        if FLOOR in cmds:
+            for k in cmds:
+                ratios[k].append(times[k][-1] / times[FLOOR][-1])
+    ROUNDS.update(times)
+    for k in cmds:
+        PAIRED[k] = {"cpu_s": statistics.median(cpus[k])}
+        if ratios[k]:
+            PAIRED[k]["floors_paired"] = statistics.median(ratios[k])
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -85,17 +112,24 @@ def main() -> None:
                       "evicted": sum(r["held"] != "resident" for r in rows)}
         if rg:
             out["grep_over_rg"] = out["door"]["grep, no hit"] / out["door"]["rg -c, same file"]
+            out["grep_over_rg_paired"] = statistics.median(
+                g / r for g, r in zip(ROUNDS["grep, no hit"], ROUNDS["rg -c, same file"]))
         out["door_floors"] = {k: v / out["door"]["python -c pass"] for k, v in out["door"].items()}
     out["start_floors"] = {k: v / start["python -c pass"] for k, v in start.items()}
+    out["paired"] = PAIRED  # per command: median ratio to the same round's floor, median CPU
     if a.json:
         print(json.dumps(out, indent=1))
         return
     for group in ("start", "door"):
         floors = out.get(f"{group}_floors", {})
         for k, v in out.get(group, {}).items():
-            print(f"{k:>22}: {v * 1000:7.1f} ms  {floors.get(k, 0):5.2f} floors")
+            pair = PAIRED.get(k, {})
+            print(f"{k:>22}: {v * 1000:7.1f} ms  {floors.get(k, 0):5.2f} floors  "
+                  f"({pair.get('floors_paired', 0):5.2f} pair by pair; "
+                  f"CPU {pair.get('cpu_s', 0) * 1000:6.1f} ms)")
     if "grep_over_rg" in out:
         print(f"{'grep ÷ rg -c':>22}: {out['grep_over_rg']:7.2f}×   "
+              f"({out['grep_over_rg_paired']:.2f}× pair by pair) "
               f"({out['log']['bytes'] / 1e6:.0f} MB, {out['log']['turns']} turns, "
               f"{out['log']['evicted']} evicted)")
 
