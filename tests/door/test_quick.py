@@ -334,3 +334,23 @@ def test_a_long_file_searched_in_two_halves_finds_what_one_pass_finds(tmp_path_f
         mp.setattr(nohit, "_cpus", lambda: 2)
         got = nohit._holds(str(path), found, anchors)
     assert got == (lit in data)
+
+
+@needs_native
+def test_paths_as_the_parser_takes_them(capsys, tmp_path, monkeypatch):
+    """The agent named by its ``record.jsonl``, by a relative path, through a symlink to the
+    run root, with a trailing slash, or by a folder that is not an agent's: the same answers."""
+    root = create_run_root(tmp_path / "run", "tests")
+    log = new_agent(root, "a1")
+    for i in range(5):
+        tool_turn(log, f"t{i}", "ls", f"out {i}")
+    log.close()
+    door_open(root / "agents" / "a1")
+    (tmp_path / "link").symlink_to(root)
+    monkeypatch.chdir(tmp_path)
+    n = 0
+    for d in ("run/agents/a1", "run/agents/a1/", "run/agents/a1/record.jsonl", "link/agents/a1",
+              "./link/agents/../agents/a1", "run/agents", "run", "nowhere", "run/run.json"):
+        n += both(capsys, ["transcript", "read", d, "--turns", "2", "--json"])
+        n += both(capsys, ["transcript", "grep", d, NEVER])
+    assert n >= 10
