@@ -6,7 +6,10 @@ imports included), the median of ``--runs`` runs, with its peak RSS (the kernel'
 of the finished child, from ``os.wait4``). ``rg -c PATTERN FILE…`` runs in turn with each
 mnemon command (A B A B …) on the files the command reads, so the ratio is taken pair by pair.
 The page cache is warmed first (every file read once), and so is the checkpoint (one call
-before the timed ones; ``--cold`` times the call that builds it instead).
+before the timed ones; ``--cold`` times the call that builds it instead). The floor — ``python
+-c pass``, the same interpreter started and ended the same way — is timed before and after the
+commands, and each figure is also given in floors (issue 51: a figure as a ratio to a floor of
+the same run holds on another machine).
 
     python bench/door.py /tmp/door-bench/flat300/agents/p --runs 5
     python bench/door.py /tmp/door-bench/one1g/agents/p --runs 5 --resume
@@ -27,6 +30,7 @@ import time
 from pathlib import Path
 
 RARE = "QUOKKA-7f3a-ZEBRA"
+MISS = "QUOKKA-7f3a-ZEBRA-never-written"  # a literal no log holds: the no-hit grep
 
 
 TIME = "/usr/bin/time"  # GNU time: the child's peak RSS, from a small parent (a child forked
@@ -137,6 +141,8 @@ def main() -> None:
     info = {"agent": str(agent), "files": {str(f): f.stat().st_size for f in files},
             "turns": n, "evicted": gone, "read_turn": turn, "runs": a.runs}
     cmds = {
+        "grep, no hit": ([*mnemon, "transcript", "grep", str(agent), MISS, "--json"],
+                         [rg, "-c", MISS, *map(str, files)] if rg else None),
         "grep rare literal": ([*mnemon, "transcript", "grep", str(agent), RARE, "--json"],
                               [rg, "-c", RARE, *map(str, files)] if rg else None),
         "read one turn": ([*mnemon, "transcript", "read", str(agent), "--turns", str(turn),
@@ -145,12 +151,18 @@ def main() -> None:
         "context": ([*mnemon, "context", str(agent), "--json"], None),
     }
     results = {}
+    floor = [sys.executable, "-c", "pass"]
+    floors = [paired(floor, None, a.runs, env)["median_s"]]
     for name, (cmd, base) in cmds.items():
         if a.cold:
             cmd = ["sh", "-c", f"rm -f {agent}/record.jsonl.fold; exec " +
                    " ".join(map(str, cmd))]
         results[name] = paired(cmd, base, a.runs, env)
         print(f"{name:>20}: {results[name]}", file=sys.stderr)
+    floors.append(paired(floor, None, a.runs, env)["median_s"])
+    info["floor_s"] = floors  # before and after the commands
+    for r in results.values():
+        r["floors"] = round(r["median_s"] / statistics.mean(floors), 2)
     if a.resume:
         probe = ("import sys, time; from pathlib import Path\n"
                  "from mnemon.lineage.runroot import make_loader\n"

@@ -4,7 +4,10 @@ no-hit grep of a literal — with the grep paired against ``rg -c`` on the same 
 
 Every figure is a whole process timed from outside (start to exit), the median of ``--runs``
 runs, the commands taken in turn (A B A B …) so a ratio is taken pair by pair on the same
-moment of a shared machine. The page cache is warmed first (each file read once), and so is the
+moment of a shared machine; ``python -c pass`` (the floor: the same interpreter starting and
+ending) is taken in both rounds, and each figure is also given as a ratio to it — issue 51's
+goals are ratios (``--version`` ≤ 2 floors, a read ≤ 2.5 floors, the grep ≤ 2× ``rg -c``), so
+a reader on another machine can compare. The page cache is warmed first (each file read once), and so is the
 checkpoint beside the log (one call before the timed ones).
 
     python bench/start.py --mnemon .venv/bin/mnemon [AGENT_DIR] --runs 5
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -29,20 +33,46 @@ from pathlib import Path
 MISS = "QUOKKA-7f3a-ZEBRA-never-written"  # a literal no log holds
 
 
-def wall(argv: list[str]) -> float:
+FLOOR = "python -c pass"
+
+#: per command: the median of its ratio to the floor taken round by round, and its CPU (user +
+#: system, from the kernel's rusage of the child), filled by ``paired``
+PAIRED: dict[str, dict[str, float]] = {}
+ROUNDS: dict[str, list[float]] = {}  # every command's wall seconds, round by round
+
+
+def wall(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one whole process."""
     t0 = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - t0
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, use = os.wait4(p.pid, 0)
+    took = time.perf_counter() - t0
+    p.returncode = 0  # reaped here
+    return took, use.ru_utime + use.ru_stime
 
 
 def paired(cmds: dict[str, list[str]], runs: int) -> dict[str, float]:
-    """Median wall seconds of each command, the commands taken in turn each round."""
+    """Median wall seconds of each command, the commands taken in turn each round; in
+    ``PAIRED``, each command's median ratio to the floor of the same round (when the floor is
+    among ``cmds``) and its median CPU seconds."""
     for argv in cmds.values():  # warm-up: bytecode, page cache, checkpoint
         wall(argv)
     times: dict[str, list[float]] = {k: [] for k in cmds}
+    cpus: dict[str, list[float]] = {k: [] for k in cmds}
+    ratios: dict[str, list[float]] = {k: [] for k in cmds}
     for _ in range(runs):
         for k, argv in cmds.items():
-            times[k].append(wall(argv))
+            took, cpu = wall(argv)
+            times[k].append(took)
+            cpus[k].append(cpu)
+        if FLOOR in cmds:
+            for k in cmds:
+                ratios[k].append(times[k][-1] / times[FLOOR][-1])
+    ROUNDS.update(times)
+    for k in cmds:
+        PAIRED[k] = {"cpu_s": statistics.median(cpus[k])}
+        if ratios[k]:
+            PAIRED[k]["floors_paired"] = statistics.median(ratios[k])
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -70,7 +100,8 @@ def main() -> None:
         rows = json.loads(subprocess.run([exe, "transcript", "index", str(a.agent), "--json"],
                                          capture_output=True, check=True).stdout)
         turn = rows[len(rows) // 2]["id"]
-        door = {"read one turn": [exe, "transcript", "read", str(a.agent), "--turns", str(turn),
+        door = {"python -c pass": [python, "-c", "pass"],
+                "read one turn": [exe, "transcript", "read", str(a.agent), "--turns", str(turn),
                                   "--json"],
                 "index": [exe, "transcript", "index", str(a.agent), "--json"],
                 "grep, no hit": [exe, "transcript", "grep", str(a.agent), MISS, "--json"]}
@@ -81,14 +112,24 @@ def main() -> None:
                       "evicted": sum(r["held"] != "resident" for r in rows)}
         if rg:
             out["grep_over_rg"] = out["door"]["grep, no hit"] / out["door"]["rg -c, same file"]
+            out["grep_over_rg_paired"] = statistics.median(
+                g / r for g, r in zip(ROUNDS["grep, no hit"], ROUNDS["rg -c, same file"]))
+        out["door_floors"] = {k: v / out["door"]["python -c pass"] for k, v in out["door"].items()}
+    out["start_floors"] = {k: v / start["python -c pass"] for k, v in start.items()}
+    out["paired"] = PAIRED  # per command: median ratio to the same round's floor, median CPU
     if a.json:
         print(json.dumps(out, indent=1))
         return
     for group in ("start", "door"):
+        floors = out.get(f"{group}_floors", {})
         for k, v in out.get(group, {}).items():
-            print(f"{k:>22}: {v * 1000:7.1f} ms")
+            pair = PAIRED.get(k, {})
+            print(f"{k:>22}: {v * 1000:7.1f} ms  {floors.get(k, 0):5.2f} floors  "
+                  f"({pair.get('floors_paired', 0):5.2f} pair by pair; "
+                  f"CPU {pair.get('cpu_s', 0) * 1000:6.1f} ms)")
     if "grep_over_rg" in out:
         print(f"{'grep ÷ rg -c':>22}: {out['grep_over_rg']:7.2f}×   "
+              f"({out['grep_over_rg_paired']:.2f}× pair by pair) "
               f"({out['log']['bytes'] / 1e6:.0f} MB, {out['log']['turns']} turns, "
               f"{out['log']['evicted']} evicted)")
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 from array import array
 from operator import index
-from collections.abc import Sequence
-
-import blake3 as _blake3
+TYPE_CHECKING = False  # as typing's, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["AVAILABLE", "digest_many", "verify_many", "split_lines", "framed", "fill", "count_literal", "find_all"]
 
@@ -40,8 +40,10 @@ def _ranges(buf, offsets, lengths) -> tuple[memoryview, list[int], list[int]]:
 
 def py_digest_many(buf, offsets, lengths) -> list[str]:
     """Pure-Python digest_many: one blake3 call per record."""
+    import blake3  # (here: with the extension built, a caller never loads the package)
+
     mv, offs, lens = _ranges(buf, offsets, lengths)
-    b3 = _blake3.blake3
+    b3 = blake3.blake3
     try:
         return [b3(mv[o:o + n]).digest(length=8).hex() for o, n in zip(offs, lens)]
     finally:
@@ -54,7 +56,9 @@ def py_verify_many(buf, offsets, lengths, expected: Sequence[str]) -> int:
     expected = list(expected)
     if len(expected) != len(offs):
         raise ValueError(f"expected has {len(expected)} items for {len(offs)} records")
-    b3 = _blake3.blake3
+    import blake3
+
+    b3 = blake3.blake3
     try:
         for i, (o, n, want) in enumerate(zip(offs, lens, expected)):
             if b3(mv[o:o + n]).digest(length=8).hex() != want:

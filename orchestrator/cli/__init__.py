@@ -15,13 +15,14 @@ failure the user did not cause exits 1.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
 
 from ...errors import Failure, MnemonError, UserError
-from ..terminal import shown
+
+TYPE_CHECKING = False  # as typing's, without importing typing
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["COMMANDS", "LOG_LEVELS", "Failure", "UserError", "build_parser", "console", "leave",
            "main"]
@@ -65,6 +66,9 @@ def _chosen(argv: list[str]) -> str | None:
 def build_parser(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, dict]:
     """The parser; only the chosen command's module is imported (all of them when ``argv`` is
     None), so ``mnemon --help`` and the door commands load no provider or HTTP code."""
+    import argparse
+    import importlib
+
     parser = argparse.ArgumentParser(prog="mnemon", description="Multi-agent orchestration for "
                                      "LLM agents: evict, never summarise.")
     parser.add_argument("-V", "--version", action="store_true", help="print the version and exit")
@@ -82,10 +86,6 @@ def build_parser(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser
     return parser, handlers
 
 
-class _Parser(argparse.ArgumentParser):
-    pass
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser, handlers = build_parser(argv)
@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         for sp in getattr(action, "choices", {}).values():
             sp.error = error  # type: ignore[method-assign]
     args = parser.parse_args(argv)
+    from ..terminal import shown
+
     if args.version:
         from ..._about import __version__
 
@@ -130,11 +132,45 @@ def main(argv: list[str] | None = None) -> int:
 def console() -> None:
     """The ``mnemon`` command (and ``python -m mnemon``): its own process, so the collector is
     set for many agents first (``gctune``, decision 0261), and left without the interpreter's
-    teardown once the command is done (``leave``)."""
+    teardown once the command is done (``leave``).
+
+    The commands typed most that need no parser — ``--version``, a read of named turns and a
+    grep with no hit, answered from the fold checkpoint — are answered first by ``quick``,
+    which imports neither argparse nor a decoder; whatever it does not answer, exactly as this
+    parser and the door would, goes on to ``main`` (decision 0460)."""
+    from .quick import answered
+
+    try:
+        code = answered(sys.argv[1:])
+    except KeyboardInterrupt:  # as ``main`` ends these
+        sys.stderr.write("mnemon: interrupted\n")
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    if code is not None:
+        leave_quick(code)
     from ..gctune import for_process
 
     for_process()
     leave(main())
+
+
+def leave_quick(code: int) -> None:
+    """End a process ``quick`` answered as ``leave`` does — ``atexit`` functions run, standard
+    streams flushed, no teardown — without importing ``threading`` to join threads: nothing
+    here started one (where something imported it, ``leave`` itself)."""
+    import atexit
+
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+    if run_exitfuncs is None or "threading" in sys.modules:
+        return leave(code)
+    run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a reader gone: what an ordinary exit does
+        sys.exit(code)
+    os._exit(code)
 
 
 def leave(code: int) -> None:

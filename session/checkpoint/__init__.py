@@ -31,7 +31,7 @@ stand where ``checkpoint.write`` or ``checkpoint.restore`` is the function.)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # as typing's, without importing typing (~2 ms of every start)
 
 from ..._lazy import attach
 

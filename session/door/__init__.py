@@ -23,7 +23,7 @@ needs, nothing more).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # as typing's, without importing typing (~2 ms of every start)
 
 from ..._lazy import attach
 

@@ -13,7 +13,7 @@ is asked for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # as typing's, without importing typing (~2 ms of every start)
 
 from ._lazy import attach
 
@@ -79,6 +79,8 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
+    from typing import Any
+
     from .errors import MnemonError
     from .lineage.fork import ForkError
     from .lineage.runroot import RunRootError, create_run_root

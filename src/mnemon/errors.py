@@ -28,7 +28,9 @@ and it imports nothing of the package.
 
 from __future__ import annotations
 
-from typing import ClassVar
+TYPE_CHECKING = False  # as typing's, without importing typing (~2 ms of every start)
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 __all__ = ["MnemonError", "UserError", "ConfigError", "Failure"]
 

@@ -27,7 +27,9 @@ def test_the_command_sets_them_for_its_process_and_importing_mnemon_does_not():
     probe = ("import atexit, gc, sys\n"
              "import mnemon, mnemon.orchestrator.cli as cli\n"
              "print(gc.get_threshold()[0], gc.get_freeze_count() > 0)\n"
-             "sys.argv = ['mnemon', '--version']\n"
+             # (``-v``: a line the parser reads; the answers given before it start no agent and
+             # tune nothing, decision 0460)
+             "sys.argv = ['mnemon', '-v', '--version']\n"
              # the command ends the process (``cli.leave``) once its atexit functions ran
              "atexit.register(lambda: print(gc.get_threshold()[0], gc.get_freeze_count() > 0))\n"
              "cli.console()\n")
