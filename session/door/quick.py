@@ -241,7 +241,11 @@ def _decode(raw: bytes):
     text = raw.decode("utf-8")  # strict, as msgspec: else ValueError, and the door answers
     if "\\ud" in text or "\\uD" in text:
         raise _Decline  # a surrogate escape: msgspec refuses a lone one, json takes it
-    return json.loads(text, parse_constant=_constant, parse_float=_float)
+    rec = json.loads(text, parse_constant=_constant, parse_float=_float)
+    if type(rec) is dict:  # the chain's keys are the log's, not the record's (as door/read.py)
+        rec.pop("c", None)
+        rec.pop("chain", None)
+    return rec
 
 
 def _constant(name: str):
