@@ -870,6 +870,9 @@ def main() -> int:
     ap.add_argument("--host-gc", action="store_true",
                     help="keep CPython's collector settings instead of the mnemon command's (gctune)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-chain", action="store_true",
+                    help="agents' logs written unchained (the log's hash chain off), to weigh "
+                         "the chain's cost against the same commit (issue 49)")
     ap.add_argument("--dir", default=None,
                     help="where the run's fresh directory of run roots goes (default: the "
                          "system's temp dir); removed at the end unless --keep")
@@ -881,6 +884,16 @@ def main() -> int:
                                          agents=args.roots, turns=args.child_turns,
                                          latency=args.latency)}))
         return 0
+    if args.no_chain:  # every new log unchained: what the writer did before the chain
+        from mnemon.session import agentlog as _agentlog
+        from mnemon.session.log import RecordLog as _RecordLog
+
+        class _Unchained(_RecordLog):
+            def __init__(self, *a, **kw):
+                kw["chain"] = False
+                super().__init__(*a, **kw)
+
+        _agentlog.RecordLog = _Unchained  # type: ignore[misc]
     if not args.host_gc:  # as the mnemon command sets it (decision 0261)
         from mnemon.orchestrator.gctune import for_process
 

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import blake3  # noqa: E402
 
 from mnemon.session import chain  # noqa: E402
-from mnemon.session.log import RecordLog  # noqa: E402
+from mnemon.session.log import RecordLog, digest as log_digest  # noqa: E402
 from mnemon.session.records import encode  # noqa: E402
 
 import fold as foldbench  # noqa: E402  (its realistic records and its log writer)
@@ -73,14 +73,14 @@ class EveryN(chain.Running):
 
     N = 64
 
-    def seal(self, line: bytes) -> bytes:
+    def sealed(self, line: bytes) -> tuple[bytes, str]:
         self.n += 1
         if self.n % self.N:
             data = line + b"\n"
             self.h.update(data)
-            return data
+            return data, log_digest(line)
         self.n -= 1
-        return super().seal(line)
+        return super().sealed(line)
 
 
 def time_writer(recs: list, folder: Path, runs: int) -> dict:

@@ -994,6 +994,177 @@ out:
   return result;
 }
 
+/* ---- Chain: the log writer's running BLAKE3 state (session.log.Running) ----
+ *
+ * Why: a chained append hashed each line twice from Python — the running state over the line
+ * and its key (session.chain), then the line alone for its Locus digest — with a handful of
+ * calls and copies around each hash. Here one call builds the sealed line, advances the state
+ * over it and digests the line: the chain's cost per record is the hashing, not the calls.
+ * The state is upstream's blake3_hasher; its finalize leaves it unchanged, so the 8-byte key
+ * and the head are read off it mid-stream exactly as the Python blake3 package's digest does. */
+
+typedef struct {
+  PyObject_HEAD
+  blake3_hasher h;
+  int busy; /* an update running with the GIL released: a second caller is refused */
+} Chain;
+
+#define NOGIL_FROM (64 * 1024) /* updates this long release the GIL */
+
+static int chain_enter(Chain *self) {
+  if (self->busy) {
+    PyErr_SetString(PyExc_RuntimeError, "Chain is in use by another thread");
+    return -1;
+  }
+  return 0;
+}
+
+static void hash_into(blake3_hasher *h, const uint8_t *p, size_t n, Chain *self) {
+  if (n >= NOGIL_FROM) {
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    blake3_hasher_update(h, p, n);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+  } else {
+    blake3_hasher_update(h, p, n);
+  }
+}
+
+static PyObject *Chain_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  if (PyTuple_GET_SIZE(args) || (kw && PyDict_GET_SIZE(kw))) {
+    PyErr_SetString(PyExc_TypeError, "Chain() takes no arguments");
+    return NULL;
+  }
+  Chain *self = (Chain *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  blake3_hasher_init(&self->h);
+  self->busy = 0;
+  return (PyObject *)self;
+}
+
+static void Chain_dealloc(Chain *self) { Py_TYPE(self)->tp_free((PyObject *)self); }
+
+static PyObject *Chain_update(Chain *self, PyObject *arg) {
+  if (chain_enter(self) < 0) return NULL;
+  Py_buffer b;
+  if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
+  hash_into(&self->h, (const uint8_t *)b.buf, (size_t)b.len, self);
+  PyBuffer_Release(&b);
+  Py_RETURN_NONE;
+}
+
+static PyObject *Chain_digest(Chain *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"length", NULL};
+  Py_ssize_t length = 32;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|n:digest", kwlist, &length)) return NULL;
+  if (length < 1 || length > 1024) {
+    PyErr_SetString(PyExc_ValueError, "length must lie in [1, 1024]");
+    return NULL;
+  }
+  if (chain_enter(self) < 0) return NULL;
+  PyObject *out = PyBytes_FromStringAndSize(NULL, length);
+  if (!out) return NULL;
+  blake3_hasher_finalize(&self->h, (uint8_t *)PyBytes_AS_STRING(out), (size_t)length);
+  return out;
+}
+
+static PyObject *Chain_copy(Chain *self, PyObject *unused) {
+  if (chain_enter(self) < 0) return NULL;
+  Chain *c = (Chain *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
+  if (!c) return NULL;
+  memcpy(&c->h, &self->h, sizeof(blake3_hasher));
+  c->busy = 0;
+  return (PyObject *)c;
+}
+
+/* The hashing of seal: d[0, pre) is the line up to its key's digits; the 16 digits and the
+ * closing '"]}\n' are written here (d has total = pre + 20 bytes). */
+static void seal_core(blake3_hasher *h, uint8_t *d, size_t pre, size_t total, uint8_t own[8]) {
+  uint8_t link[8];
+  blake3_hasher_update(h, d, pre);
+  blake3_hasher_finalize(h, link, 8);
+  for (int k = 0; k < 8; k++) memcpy(d + pre + 2 * k, &HEX2[link[k]], 2);
+  memcpy(d + pre + 16, "\"]}\n", 4);
+  blake3_hasher_update(h, d + pre, 20);
+  blake3_hasher line;
+  blake3_hasher_init(&line);
+  blake3_hasher_update(&line, d, total - 1);
+  blake3_hasher_finalize(&line, own, 8);
+}
+
+static const char FIRST_KEY[] = ",\"chain\":1,\"c\":[1,\"";
+
+/* seal(line, n) -> (data, digest): line (an encoded record, "{...}") with its chain key
+ * ',"c":[n,"<16 hex>"]' (the first line also ',"chain":1') spliced before its closing brace
+ * and a newline after; the state advanced over exactly those bytes; digest = the 16-hex
+ * BLAKE3 prefix of data without its newline (the record's Locus digest). */
+static PyObject *Chain_seal(Chain *self, PyObject *args) {
+  Py_buffer b;
+  long long n;
+  if (!PyArg_ParseTuple(args, "y*L:seal", &b, &n)) return NULL;
+  PyObject *result = NULL, *data = NULL, *dig = NULL;
+  if (chain_enter(self) < 0) goto out;
+  if (b.len < 2 || ((const char *)b.buf)[b.len - 1] != '}' || n < 1) {
+    PyErr_SetString(PyExc_ValueError, "seal wants a record '{...}' and a number n >= 1");
+    goto out;
+  }
+  char key[48];
+  int klen;
+  if (n == 1) {
+    memcpy(key, FIRST_KEY, sizeof(FIRST_KEY) - 1);
+    klen = (int)(sizeof(FIRST_KEY) - 1);
+  } else {
+    klen = snprintf(key, sizeof(key), ",\"c\":[%lld,\"", n);
+  }
+  Py_ssize_t body = b.len - 1, pre = body + klen, total = pre + 16 + 4;
+  data = PyBytes_FromStringAndSize(NULL, total);
+  if (!data) goto out;
+  uint8_t *d = (uint8_t *)PyBytes_AS_STRING(data);
+  memcpy(d, b.buf, (size_t)body);
+  memcpy(d + body, key, (size_t)klen);
+  uint8_t own[8];
+  if (total >= NOGIL_FROM) {
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    seal_core(&self->h, d, (size_t)pre, (size_t)total, own);
+    Py_END_ALLOW_THREADS
+  } else {
+    seal_core(&self->h, d, (size_t)pre, (size_t)total, own);
+  }
+  self->busy = 0;
+  char hx[16];
+  for (int k = 0; k < 8; k++) memcpy(hx + 2 * k, &HEX2[own[k]], 2);
+  dig = PyUnicode_FromStringAndSize(hx, 16);
+  if (!dig) goto out;
+  result = PyTuple_Pack(2, data, dig);
+out:
+  Py_XDECREF(data);
+  Py_XDECREF(dig);
+  PyBuffer_Release(&b);
+  return result;
+}
+
+static PyMethodDef Chain_methods[] = {
+    {"update", (PyCFunction)Chain_update, METH_O, "update(data): hash more bytes."},
+    {"digest", (PyCFunction)(void (*)(void))Chain_digest, METH_VARARGS | METH_KEYWORDS,
+     "digest(length=32) -> bytes: BLAKE3 of every byte so far (the state is unchanged)."},
+    {"copy", (PyCFunction)Chain_copy, METH_NOARGS, "copy() -> Chain: the same state."},
+    {"seal", (PyCFunction)Chain_seal, METH_VARARGS,
+     "seal(line, n) -> (data, digest): the line with its chain key and newline, the state\n"
+     "advanced over it, and the line's own 16-hex digest."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject ChainType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mnemon.session._b3many.Chain",
+    .tp_basicsize = sizeof(Chain),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Chain(): a running BLAKE3 state that seals log lines (session.log.Running).",
+    .tp_new = Chain_new,
+    .tp_dealloc = (destructor)Chain_dealloc,
+    .tp_methods = Chain_methods,
+};
+
 static PyMethodDef methods[] = {
     {"digest_many", digest_many, METH_VARARGS,
      "digest_many(buf, offsets, lengths) -> list[str]: 16-hex BLAKE3 prefix of each record."},
@@ -1028,7 +1199,15 @@ PyMODINIT_FUNC PyInit__b3many(void) {
     Py_DECREF(array);
     if (!g_array_type) return NULL;
   }
+  if (PyType_Ready(&ChainType) < 0) return NULL;
   PyObject *m = PyModule_Create(&mod);
   if (m && PyModule_AddStringConstant(m, "KERNEL", g_kernel_name) < 0) Py_CLEAR(m);
+  if (m) {
+    Py_INCREF(&ChainType);
+    if (PyModule_AddObject(m, "Chain", (PyObject *)&ChainType) < 0) {
+      Py_DECREF(&ChainType);
+      Py_CLEAR(m);
+    }
+  }
   return m;
 }

@@ -60,7 +60,7 @@ class AgentEnv:
 
     __slots__ = ("root", "provider", "provider_name", "settings", "policy", "tools",
                  "tool_fallback", "limiter", "spend", "sources", "text_listeners", "spawner",
-                 "edit_hook", "tool_sets", "approvals", "roles")
+                 "edit_hook", "tool_sets", "approvals", "roles", "memos")
 
     def __init__(self, root: Path, provider: "Provider", settings: Settings, *,
                  provider_name: str | None, policy: Any, tools: dict[str, Any],
@@ -85,6 +85,9 @@ class AgentEnv:
         self.tool_sets: list[tuple[tuple, list]] = []
         self.approvals = Approvals()
         self.roles: RoleBook | None = None
+        # the run's memos of hashed request blocks, for projections on a provider without a
+        # cache model of its own (``projection._cache_model``)
+        self.memos: tuple[dict[tuple, tuple], dict[tuple, tuple]] = ({}, {})
 
     def settings_for(self, node: "AgentNode | None") -> Settings:
         """An agent's settings: its own where it was started with some, else the run's."""

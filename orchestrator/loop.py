@@ -179,7 +179,8 @@ async def _loop(env: "AgentEnv", node: "AgentNode") -> str:
             return "done"
         table = env.table_for(node)  # the agent's tools, once for the whole turn
         seen = node.steered  # steering written into it from outside, up to this request
-        request = policy.shape_request(env, node, build_request(env, node, table))
+        request = node.last_request = policy.shape_request(env, node,
+                                                           build_request(env, node, table))
         tid = ctx.next_id()
         alog.append(TurnStarted(turn=tid, at=now_iso()))
         try:

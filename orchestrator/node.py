@@ -78,6 +78,9 @@ class AgentNode:
         self.birth: Callable[[], AgentLog] | None = None
 
     settings: Settings | None = None  # this agent's own settings, where they differ from the run's
+    # the request it sent last (``loop._loop``), which a child's projected cost replays
+    # (``projection``) rather than rendering it again; None before its first in this process
+    last_request: Any = None
     # a typed agent (docs/orchestrator.md, "Typed answers"): its output type
     # (``providers.typed.OutputType``), the answer accepted, and the tries that did not fit
     output_type: Any = None

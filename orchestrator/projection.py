@@ -40,11 +40,17 @@ def _request(env: "AgentEnv", node: "AgentNode", drop_last_assistant: bool) -> R
 
 
 def _cache_model(env: "AgentEnv", parent: "AgentNode", ttl: str) -> CacheModel:
+    """An empty cache on the run's model. Its memos of hashed blocks are shared — the
+    provider's own model's, else the run's (``AgentEnv.memos``) — so replaying the parent's
+    last request hashes only what no request of the run has had: the parent's context was
+    hashed when it was sent (a projection otherwise cost two full hashings of a context per
+    ``agents_start``)."""
     own = getattr(env.provider_for(parent), "cache_model", None)
     if isinstance(own, CacheModel):
         return CacheModel(ttl=own.ttl, min_prefix_tokens=own.min_prefix_tokens,
-                          tokens_per_byte=own.tokens_per_byte, lookback=own.lookback)
-    return CacheModel(ttl=ttl, tokens_per_byte=parent.tokens_per_byte or 0.25)
+                          tokens_per_byte=own.tokens_per_byte, lookback=own.lookback,
+                          memos=own.memos)
+    return CacheModel(ttl=ttl, tokens_per_byte=parent.tokens_per_byte or 0.25, memos=env.memos)
 
 
 def project_first_request(env: "AgentEnv", parent: "AgentNode",
@@ -57,7 +63,8 @@ def project_first_request(env: "AgentEnv", parent: "AgentNode",
     s = env.settings_for(child)
     model = s.model
     cm = _cache_model(env, parent, s.cache_ttl)
-    cm.usage_for(_request(env, parent, True), 0, 0.0, model=model)
+    last = parent.last_request  # as it was sent (the same blocks: the memos know them)
+    cm.usage_for(last if last is not None else _request(env, parent, True), 0, 0.0, model=model)
     out = round(parent.usage.output_tokens / parent.turns_taken) if parent.turns_taken else 0
     u = cm.usage_for(_request(env, child, False), out, 1.0, model=model)
     return {"usd": round(cost_usd(u, priced_as(s, model), s.cache_ttl), 6),

@@ -198,7 +198,11 @@ class CacheModel:
     """
 
     def __init__(self, *, ttl: str = "5m", min_prefix_tokens: int = 1024,
-                 tokens_per_byte: float = 0.25, lookback: int = LOOKBACK) -> None:
+                 tokens_per_byte: float = 0.25, lookback: int = LOOKBACK,
+                 memos: "tuple[dict[tuple, tuple], dict[tuple, tuple]] | None" = None) -> None:
+        """``memos``: another model's ``memos`` to share (``flatten``'s heads and blocks): they
+        depend on the blocks alone, never on what is cached, so a model that replays requests
+        another has already seen — a projection on an empty cache — hashes only what is new."""
         if ttl not in TTL_S:
             raise ValueError(f"ttl must be one of {sorted(TTL_S)}, not {ttl!r}")
         self.ttl = ttl
@@ -206,9 +210,14 @@ class CacheModel:
         self.tokens_per_byte = tokens_per_byte
         self.lookback = lookback
         self.entries: dict[str, CacheEntry] = {}
-        self._heads: dict[tuple, tuple] = {}  # see ``flatten``
-        self._blocks: dict[tuple, tuple] = {}  # see ``flatten``
+        self._heads: dict[tuple, tuple]  # see ``flatten``
+        self._blocks: dict[tuple, tuple]  # see ``flatten``
+        self._heads, self._blocks = memos if memos is not None else ({}, {})
         self._scan_at = math.inf  # no entry expires before this; entries only live longer
+
+    @property
+    def memos(self) -> "tuple[dict[tuple, tuple], dict[tuple, tuple]]":
+        return self._heads, self._blocks
 
     def tokens(self, nbytes: int) -> int:
         return math.ceil(nbytes * self.tokens_per_byte)

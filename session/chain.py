@@ -189,7 +189,9 @@ def check(path: Path, display: str, marks: Iterable[int] = (), *,
     with open(path, "rb", buffering=0) as f:
         fd = f.fileno()
         at: dict[int, str] = {}
-        h = blake3.blake3(max_threads=threads)
+        # the state a writer goes on from is the writer's own kind (the native Chain when
+        # built: one thread, all SIMD lanes — resume runs it beside the fold on one core)
+        h = _log.hasher() if keep is not None else blake3.blake3(max_threads=threads)
         nl1 = _first_line_end(fd, end) if end else 0
         first = _line_suffix(fd, nl1, 0) if end else b""
         m = VERSIONED.search(first)

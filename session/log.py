@@ -19,6 +19,7 @@ from typing import Literal
 import blake3
 import msgspec
 
+from . import native as _native
 from .errors import DigestMismatch, LogBusy, LogChanged, LogClosed, LogCorrupt, LogWriteFailed
 from .records import DECODE_ERRORS, Locus, Pointer, Record, decode, encode
 
@@ -28,29 +29,59 @@ first record's number (docs/format.md, "The chain"; ``session.chain`` reads it).
 
 
 class Running:
-    """The writer's side: the BLAKE3 state of every byte written so far and the record count."""
+    """The writer's side: the BLAKE3 state of every byte written so far and the record count.
+
+    ``h`` is the native ``Chain`` (``session._b3many``) when it is built: ``seal`` is then one
+    call that splices the key, advances the state and digests the line for its Locus — the
+    chain's cost per record is its hashing, not a handful of Python calls and copies around
+    it. Without the extension (or with ``MNEMON_NO_NATIVE=1``) the ``blake3`` package does the
+    same bytes; the tests hold both to the same output."""
 
     __slots__ = ("h", "n")
 
-    def __init__(self, h: "blake3.blake3 | None" = None, n: int = 0):
-        self.h = h if h is not None else blake3.blake3()
+    def __init__(self, h=None, n: int = 0):
+        self.h = h if h is not None else hasher()
         self.n = n
 
     def seal(self, line: bytes) -> bytes:
         """``line`` (an encoded record, ``{…}``) with its chain key and its newline, the state
         advanced over it. The caller writes exactly these bytes or forgets this state."""
+        return self.sealed(line)[0]
+
+    def sealed(self, line: bytes) -> tuple[bytes, str]:
+        """``(data, digest)``: ``seal``'s bytes and their own digest without the newline
+        (the record's Locus digest), in the one call the writer makes per record."""
         n = self.n + 1
-        pre = line[:-1] + (FIRST if n == 1 else b',"c":[%d,"' % n)
         h = self.h
-        h.update(pre)
-        post = h.digest(length=8).hex().encode() + b'"]}\n'
-        h.update(post)
+        if type(h) is _Chain:
+            out = h.seal(line, n)
+        else:
+            pre = line[:-1] + (FIRST if n == 1 else b',"c":[%d,"' % n)
+            h.update(pre)
+            post = h.digest(length=8).hex().encode() + b'"]}\n'
+            h.update(post)
+            data = pre + post
+            out = data, digest(view_of(data, len(data) - 1))
         self.n = n
-        return pre + post
+        return out
 
     def head(self) -> str:
         return self.h.digest().hex()
 
+
+class _NoChain:  # the type nothing is when the extension is not built
+    pass
+
+
+_Chain: type = _NoChain
+if _native.AVAILABLE:
+    _Chain = getattr(_native._native, "Chain", _NoChain)
+
+
+def hasher():
+    """A fresh running BLAKE3 state for a chain: the native ``Chain`` when built, else the
+    ``blake3`` package's (the same digests; ``update``, ``digest(length=)``, ``copy``)."""
+    return _Chain() if _Chain is not _NoChain else blake3.blake3()
 
 
 Fsync = Literal["none", "turn", "record"]
@@ -186,7 +217,7 @@ def view_of(data: bytes, n: int) -> memoryview:
 def _rehash(fd: int | None, size: int) -> "Running":
     """The running chain rebuilt from the file's first ``size`` bytes (after a failed append
     advanced it over bytes that were cut back)."""
-    h = blake3.blake3()
+    h = hasher()
     n = 0
     pos = 0
     while pos < size:
@@ -387,9 +418,9 @@ class RecordLog:
             if self._rechain:
                 chain = self._chain = _rehash(self._fd, self._size)
                 self._rechain = False
-            data = chain.seal(line)
+            data, own = chain.sealed(line)
         else:
-            data = line + b"\n"
+            data, own = line + b"\n", None
         view = memoryview(data)
         try:
             while view:
@@ -403,7 +434,7 @@ class RecordLog:
         if self.fsync == "record":
             self._fsync()
         n = len(data) - 1
-        locus = (self._size, n, digest(line) if n == len(line) else digest(view_of(data, n)))
+        locus = (self._size, n, own if own is not None else digest(line))
         self._size += len(data)
         self._tail = data if len(data) <= TAIL else data[-TAIL:]
         return locus
