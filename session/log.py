@@ -14,7 +14,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import blake3
 import msgspec
@@ -52,7 +52,7 @@ class Running:
         """``(data, digest)``: ``seal``'s bytes and their own digest without the newline
         (the record's Locus digest), in the one call the writer makes per record."""
         n = self.n + 1
-        h = self.h
+        h: Any = self.h  # the native Chain or a blake3 state; both hash the same bytes
         if type(h) is _Chain:
             out = h.seal(line, n)
         else:
@@ -73,7 +73,7 @@ class _NoChain:  # the type nothing is when the extension is not built
     pass
 
 
-_Chain: type = _NoChain
+_Chain: Any = _NoChain
 if _native.AVAILABLE:
     _Chain = getattr(_native._native, "Chain", _NoChain)
 
