@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import json
-import mmap
 import os
 import re
 import threading
@@ -47,19 +46,9 @@ from ..errors import ConfigError
 from . import log as _log
 from .log import FIRST, Running
 from .errors import LogRefused
+from .chainhead import (HEX_FROM_END, SUFFIX, TAIL, VERSION, VERSIONED, examine,
+                        feed as _hash, parse as _parse, run_head)
 
-VERSION = 1
-HEAD_HEX = 64
-SUFFIX = re.compile(rb',"c":\[([1-9][0-9]{0,15}),"([0-9a-f]{16})"\]\}\Z')
-"""A chained line's end; matched against its last ``TAIL`` bytes only (bounded: a line may be
-megabytes)."""
-TAIL = 64
-HEX_FROM_END = 19
-"""``h``'s first digit is this many bytes before the end of its line (16 digits and ``"]}``),
-the newline not counted."""
-VERSIONED = re.compile(rb',"chain":([0-9]{1,6}),"c":\[1,"[0-9a-f]{16}"\]\}\Z')
-BLOCK = 16 << 20
-"""Bytes counted for newlines at a time (an unchained log's line count)."""
 KINDS = ("edited", "inserted", "deleted", "reordered", "truncated", "rewritten", "version")
 
 
@@ -96,62 +85,6 @@ class Report(msgspec.Struct):
     at: dict[int, str] = msgspec.field(default_factory=dict)
 
 
-def _line_suffix(fd: int, end: int, start: int) -> bytes:
-    """The last ``TAIL`` bytes of the line ``[start, end)`` (no newline)."""
-    k = max(start, end - TAIL)
-    return os.pread(fd, end - k, k)
-
-
-def _first_line_end(fd: int, stop: int) -> int:
-    """The offset of the first newline (the file holds one before ``stop``)."""
-    pos = 0
-    while pos < stop:
-        data = os.pread(fd, min(1 << 16, stop - pos), pos)
-        nl = data.find(b"\n")
-        if nl >= 0:
-            return pos + nl
-        pos += len(data)
-    return stop
-
-
-def _last_line_start(fd: int, end: int) -> int:
-    """The offset where the line ending at ``end`` (its newline at ``end``) starts."""
-    pos = end
-    while pos > 0:
-        k = max(0, pos - (1 << 16))
-        data = os.pread(fd, pos - k, k)
-        nl = data.rfind(b"\n")
-        if nl >= 0:
-            return k + nl + 1
-        pos = k
-    return 0
-
-
-def _hash(fd: int, upto: int, marks: list[int], h: "blake3.blake3", at: dict[int, str],
-          count: bool = False) -> int:
-    """Feed bytes ``[0, upto)`` to ``h`` — mapped, in as few calls as the marks allow, so that
-    BLAKE3 uses all its SIMD lanes and threads — noting the digest at each mark (sorted);
-    return the newlines seen when ``count`` (else 0)."""
-    marks = [m for m in marks if m <= upto]
-    if upto <= 0:
-        for m in marks:
-            at[m] = h.digest().hex()
-        return 0
-    lines = 0
-    with mmap.mmap(fd, upto, prot=mmap.PROT_READ) as mm, memoryview(mm) as mv:
-        pos = 0
-        for stop in [*marks, upto]:
-            while pos < stop:
-                step = min(stop, pos + BLOCK) if count else stop
-                h.update(mv[pos:step])
-                if count:
-                    lines += mm[pos:step].count(b"\n")
-                pos = step
-            if stop in marks:
-                at[stop] = h.digest().hex()
-    return lines
-
-
 def strip(line: bytes) -> bytes:
     """A chained line without its chain keys: the record's own encoding (an unchained line is
     returned as it is)."""
@@ -163,11 +96,6 @@ def strip(line: bytes) -> bytes:
     if body.endswith(b',"chain":1'):
         body = body[:-len(b',"chain":1')]
     return body + b"}"
-
-
-def _parse(tail: bytes) -> tuple[int, str] | None:
-    m = SUFFIX.search(tail)
-    return (int(m[1]), m[2].decode()) if m else None
 
 
 def _complete(path: Path) -> int:
@@ -186,44 +114,22 @@ def check(path: Path, display: str, marks: Iterable[int] = (), *,
     other core)."""
     end = _complete(path)
     want = sorted({m for m in marks if 0 <= m <= end})
+    # the state a writer goes on from is the writer's own kind (the native Chain when built:
+    # one thread, all SIMD lanes — resume runs it beside the fold on one core)
+    h = _log.hasher() if keep is not None else blake3.blake3(max_threads=threads)
     with open(path, "rb", buffering=0) as f:
-        fd = f.fileno()
-        at: dict[int, str] = {}
-        # the state a writer goes on from is the writer's own kind (the native Chain when
-        # built: one thread, all SIMD lanes — resume runs it beside the fold on one core)
-        h = _log.hasher() if keep is not None else blake3.blake3(max_threads=threads)
-        nl1 = _first_line_end(fd, end) if end else 0
-        first = _line_suffix(fd, nl1, 0) if end else b""
-        m = VERSIONED.search(first)
-        version = int(m[1]) if m is not None else None
-        if version is None and end and (SUFFIX.search(first) or SUFFIX.search(
-                _line_suffix(fd, end - 1, _last_line_start(fd, end - 1)))):
-            version = VERSION  # chain keys, but the first line says no version: walked
-        if version is None or version != VERSION:
-            lines = _hash(fd, end, want, h, at, count=True)
-            head = h.digest().hex()
-            at.update({x: head for x in want if x == end})
-            broken = None if version is None else Break(
-                1, 0, "version", f"chain version {version} is not known to this mnemon "
-                "(it knows 1)")
-            return Report(version is not None, version, end, lines, head, broken, at)
-        last = _last_line_start(fd, end - 1)
-        parsed = _parse(_line_suffix(fd, end - 1, last))
-        if parsed is not None:
-            n, hx = parsed
-            hexpos = end - 1 - HEX_FROM_END
-            _hash(fd, hexpos, [x for x in want if x <= hexpos], h, at)
-            # (the line count is not checked: the digest covers every number before it)
-            if h.digest(length=8).hex() == hx:
-                h.update(os.pread(fd, end - hexpos, hexpos))
-                head = h.digest().hex()
-                if keep is not None:
-                    keep.append(h)
-                for x in want:  # a kept head is at a line's end: only ``end`` is left
-                    if x > hexpos:
-                        at[x] = head if x == end else _prefix(path, x)
-                return Report(True, VERSION, end, n, head, at=at)
-    return walk(path, display, want)
+        got = examine(f.fileno(), end, want, h)
+    if got is None:
+        return walk(path, display, want)
+    version, lines, head, at = got
+    if version != VERSION:
+        broken = None if version is None else Break(
+            1, 0, "version", f"chain version {version} is not known to this mnemon "
+            "(it knows 1)")
+        return Report(version is not None, version, end, lines, head, broken, at)
+    if keep is not None:
+        keep.append(h)
+    return Report(True, VERSION, end, lines, head, at=at)
 
 
 def resume_state(path: Path, display: str, threads: int = 1) -> Running | None:
@@ -264,13 +170,6 @@ class Beside(threading.Thread):
         if self.err is not None:
             raise self.err
         return self.out
-
-
-def _prefix(path: Path, mark: int) -> str:
-    h = blake3.blake3()
-    with open(path, "rb", buffering=0) as f:
-        _hash(f.fileno(), mark, [], h, {})
-    return h.digest().hex()
 
 
 def walk(path: Path, display: str, marks: list[int] | None = None) -> Report:
@@ -359,15 +258,6 @@ def _kind(h: "blake3.blake3", idx: int, off: int, line: bytes,
 
 
 # ----------------------------------------------------------------- heads kept elsewhere
-
-
-def run_head(heads: Iterable[tuple[str, int, str]]) -> str:
-    """One digest over a run: BLAKE3 over ``mnemon run heads 1\\n`` and one line
-    ``<path> <bytes> <head>\\n`` per log, sorted by path."""
-    h = blake3.blake3(b"mnemon run heads 1\n")
-    for path, size, head in sorted(heads):
-        h.update(f"{path} {size} {head}\n".encode())
-    return h.digest().hex()
 
 
 class Kept(msgspec.Struct):

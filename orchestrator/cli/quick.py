@@ -1,5 +1,6 @@
 """The commands answered before the parser: ``mnemon --version``, ``mnemon transcript read DIR
---turns …`` and a ``mnemon transcript grep DIR LITERAL`` with no hit — each the same bytes and
+--turns …``, a ``mnemon transcript grep DIR LITERAL`` with no hit and ``mnemon verify PATH
+--head`` of whole chains (decision 0422) — each the same bytes and
 exit code as the full command, from a process that imports no argparse, no msgspec, no record
 Struct, no Trio, no structlog and no ``pathlib`` (decision 0460).
 
@@ -31,11 +32,15 @@ def answered(argv: list[str]) -> int | None:
 
         sys.stdout.write(f"mnemon {__version__}\n")
         return 0
-    if len(argv) < 3 or argv[0] != "transcript" or os.name != "posix":
+    if os.name != "posix":
         return None
     level = os.environ.get("MNEMON_LOG_LEVEL")
     if level is not None and level.strip().lower() not in LOG_LEVELS:
         return None  # the CLI names the bad setting
+    if len(argv) >= 3 and argv[0] == "verify":
+        return _heads(argv[1:])
+    if len(argv) < 3 or argv[0] != "transcript":
+        return None
     words = _words(argv[2:], {"--json": False, "--turns": True})
     if words is None:
         return None
@@ -98,6 +103,31 @@ def _read(path: str, spec: str, as_json: bool) -> int | None:
         sys.stdout.write("".join(out))
     except UnicodeEncodeError:
         return None  # the CLI prints line by line and fails where it fails
+    return 0
+
+
+def _heads(argv: list[str]) -> int | None:
+    """``mnemon verify PATH --head [--json]`` when every chain is whole: one pass of BLAKE3
+    over each log, from ``lineage.heads`` (the full command for anything else)."""
+    words = _words(argv, {"--json": False, "--head": False})
+    if words is None:
+        return None
+    plain, opts = words
+    if len(plain) != 1 or "--head" not in opts:
+        return None
+    from ...lineage.heads import quick_heads
+
+    report = quick_heads(plain[0])
+    if report is None:
+        return None
+    if "--json" in opts:
+        import json
+
+        sys.stdout.write(json.dumps(report) + "\n")
+        return 0
+    out = [f"{x['head']} {x['bytes']} {x['lines']} {x['chain']} {x['path']}\n"
+           for x in report["logs"]]  # (paths of path-safe agent ids: nothing to escape)
+    sys.stdout.write("".join(out) + f"{report['run']} run\n")
     return 0
 
 
