@@ -21,6 +21,10 @@ import blake3
 from ..session.chainhead import VERSION, complete, examine, run_head
 from .outside import locate
 
+TYPE_CHECKING = False  # as typing's, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
 FORMAT = 1  # as ``places.FORMAT``, which imports ``pathlib``
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # as ``places.AGENT_ID``
 PROTOCOL = {"UserPrompt", "AssistantMessage", "ToolResults", "Steering", "Evicted", "Marked",
@@ -102,7 +106,7 @@ def _link(full: str) -> tuple[bool, tuple[str, int, int, str] | None]:
     return True, None
 
 
-def quick_heads(path: str) -> dict | None:
+def quick_heads(path: str) -> dict[str, Any] | None:
     """The report of ``mnemon verify PATH --head`` when it is clean, or None (see above)."""
     if os.name != "posix":
         return None
@@ -126,7 +130,7 @@ def quick_heads(path: str) -> dict | None:
             return None
         if at is not None and at[0] in anchors:
             anchors[at[0]].append((at[1], at[3]))
-    logs: list[dict] = []
+    logs: list[dict[str, Any]] = []
     for src, full in found:
         with open(full, "rb", buffering=0) as f:
             fd = f.fileno()
