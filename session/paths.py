@@ -30,6 +30,8 @@ def confine(root: Path, source: str, *, resolved_root: Path | None = None) -> Pa
         real = full.resolve(strict=True)
     except (FileNotFoundError, OSError):
         raise AncestorUnreadable(source, "the ancestor file is missing") from None
+    except RuntimeError:  # Python before 3.13 says a symlink loop so
+        raise AncestorUnreadable(source, "the path is a symlink loop") from None
     if root != real and root not in real.parents:
         raise AncestorUnreadable(source, "the pointer leads outside the run root (symlink)")
     if not real.is_file():

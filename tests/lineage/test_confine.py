@@ -219,6 +219,19 @@ def test_confine_directly(run_root):
         assert e.value.path == bad
 
 
+def test_a_symlink_loop_is_refused_by_name(family):
+    """A pointer into a symlink loop: named, never a traceback (``Path.resolve`` raises
+    ``RuntimeError`` for a loop before Python 3.13)."""
+    loop = family / "agents" / "loop"
+    loop.mkdir()
+    (loop / "x").symlink_to(loop / "record.jsonl")
+    (loop / "record.jsonl").symlink_to("x")
+    with pytest.raises(AncestorUnreadable, match="symlink loop|missing"):
+        confine(family, "agents/loop/record.jsonl")
+    with pytest.raises(SessionError):
+        read_pointer(family, Pointer("agents/loop/record.jsonl", [(0, 10, "0" * 16)]))
+
+
 def test_verify_from_a_fresh_process(family):
     """The real console script: exit 1 and the problem on stdout, never a traceback."""
     (family / PARENT).unlink()
