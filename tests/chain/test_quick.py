@@ -9,45 +9,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnemon.lineage.fork import fork
 from mnemon.lineage.heads import quick_heads
 from mnemon.lineage.runroot import create_run_root
 from mnemon.orchestrator.cli import main
-from mnemon.orchestrator.cli.quick import answered
 from mnemon.session import chain
 from tests.conftest import EXAMPLES
-from tests.helpers import new_agent, prompt, tool_turn
+from tests.quickpath import both, imported
+
+from .test_verify import lineage as two_generations
 
 SETTINGS = settings(max_examples=int(os.environ.get("MNEMON_HYPOTHESIS_EXAMPLES", 60)),
                     deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                           HealthCheck.too_slow])
-
-
-def both(capsys, argv: list[str]) -> bool:
-    """``argv`` the quick way and the full way: the same stdout and exit code where the quick
-    way answers, nothing written where it does not. True if it answered."""
-    capsys.readouterr()
-    code = answered(argv)
-    quick = capsys.readouterr()
-    assert quick.err == ""
-    if code is None:
-        assert quick.out == "", argv
-    try:
-        full_code = main(argv)
-    except SystemExit as e:  # argparse's usage errors
-        full_code = e.code if isinstance(e.code, int) else 2
-    full = capsys.readouterr()
-    if code is not None:
-        assert (quick.out, code) == (full.out, full_code), argv
-        assert full.err == "" and full_code == 0, argv
-    return code is not None
 
 
 def every_form(capsys, path) -> int:
@@ -60,17 +37,7 @@ def every_form(capsys, path) -> int:
 
 
 def lineage(root):
-    p = new_agent(root, "p")
-    prompt(p, "survey the repo")
-    tool_turn(p, "looking", "ls", "README.md\nsrc")
-    c = fork(root, p, "c1", task="read src/")
-    tool_turn(c, "reading", "cat src/a", "hello")
-    g = fork(root, c, "g1", task="read a")
-    tool_turn(g, "deeper", "cat a", "x")
-    tool_turn(p, "more", "ls -l", "a b c")
-    for x in (g, c, p):
-        x.close()
-    return root / "agents/p/record.jsonl", root / "agents/c1/record.jsonl"
+    return two_generations(root, deep=True)
 
 
 def test_a_lineage_is_answered_as_the_full_command_answers(run_root, capsys):
@@ -202,21 +169,11 @@ NEVER_IMPORTED = {"msgspec", "trio", "structlog", "argparse", "pathlib", "typing
 
 def test_the_quick_path_imports_what_it_uses_and_nothing_else(run_root, capsys):
     lineage(run_root)
-    script = "import re, sys; from mnemon.orchestrator.cli import console; console()"
     argv = ["verify", str(run_root), "--head", "--json"]
-    bare = subprocess.run([sys.executable, "-X", "importtime", "-c", "import re, sys"],
-                          capture_output=True, text=True, check=True)
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", script, *argv],
-                          capture_output=True, text=True)
-
-    def mods(err: str) -> set[str]:
-        return {line.rsplit("|", 1)[1].strip() for line in err.splitlines()
-                if line.startswith("import time:") and "|" in line}
-
-    got = mods(proc.stderr) - mods(bare.stderr)
+    got, out, code = imported(argv)
     capsys.readouterr()
-    assert main(argv) == proc.returncode == 0
-    assert proc.stdout == capsys.readouterr().out
+    assert main(argv) == code == 0
+    assert out == capsys.readouterr().out
     ours = {m for m in got if m.startswith("mnemon")}
     assert ours == QUICK, ours ^ QUICK
     assert not got & NEVER_IMPORTED, got & NEVER_IMPORTED

@@ -19,13 +19,18 @@ from tests.conftest import EXAMPLES
 from tests.helpers import new_agent, prompt, tool_turn
 
 
-def lineage(root):
-    """A parent with two turns, a mnemon child forked from it, more turns in both."""
+def lineage(root, deep: bool = False):
+    """A parent with two turns, a mnemon child forked from it, more turns in both (and with
+    ``deep`` a grandchild forked from the child, ``g1``)."""
     p = new_agent(root, "p")
     prompt(p, "survey the repo")
     tool_turn(p, "looking", "ls", "README.md\nsrc")
     c = fork(root, p, "c1", task="read src/")
     tool_turn(c, "reading", "cat src/a", "hello")
+    if deep:
+        g = fork(root, c, "g1", task="read a")
+        tool_turn(g, "deeper", "cat a", "x")
+        g.close()
     tool_turn(p, "more", "ls -l", "a b c")
     c.close()
     p.close()

@@ -27,6 +27,7 @@ from mnemon.session import native
 from mnemon.session.door import quick
 from tests.conftest import EXAMPLES, TRAJECTORIES
 from tests.helpers import door_open, new_agent, prompt, tool_turn
+from tests.quickpath import both, imported
 
 from ._build import replay
 from .test_checkpoint import DAMAGE, OPS, apply_damage, play
@@ -44,26 +45,6 @@ needs_native = pytest.mark.skipif(not native.AVAILABLE, reason="the quick read n
 def always(monkeypatch):
     """Every log gets its checkpoint (the CLI's threshold is 1 MiB): the quick path reads it."""
     monkeypatch.setattr(layout, "MIN_BYTES", 0)
-
-
-def both(capsys, argv: list[str]) -> bool:
-    """Run ``argv`` the quick way and the full way; assert the same stdout and exit code where
-    the quick way answers (and that it wrote nothing where it does not). True if it answered."""
-    capsys.readouterr()
-    code = answered(argv)
-    quick_out = capsys.readouterr()
-    assert quick_out.err == ""
-    if code is None:
-        assert quick_out.out == "", argv
-    try:
-        full_code = main(argv)
-    except SystemExit as e:  # argparse's usage errors
-        full_code = e.code if isinstance(e.code, int) else 2
-    full_out = capsys.readouterr()
-    if code is not None:
-        assert (quick_out.out, code) == (full_out.out, full_code), argv
-        assert full_out.err == "", argv
-    return code is not None
 
 
 def ids_of(capsys, here) -> list[int]:
@@ -258,23 +239,6 @@ STDLIB = {"json", "json.decoder", "json.scanner", "json.encoder", "_json", "bise
 #: (``threading`` too, but for a log of ``lineage.nohit.SPLIT`` bytes or more: two halves)
 NEVER_IMPORTED = {"msgspec", "trio", "structlog", "argparse", "pathlib", "typing", "blake3",
                   "regex", "httpx", "importlib.metadata", "threading", "mnemon.session.records"}
-
-
-def imported(argv: list[str]) -> tuple[set[str], str, int]:
-    """The modules a console-script process imports to answer ``argv`` beyond what a bare
-    ``import re, sys`` process imports (the console script's own imports), its stdout, its
-    exit code."""
-    script = "import re, sys; from mnemon.orchestrator.cli import console; console()"
-    bare = subprocess.run([sys.executable, "-X", "importtime", "-c", "import re, sys"],
-                          capture_output=True, text=True, check=True)
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", script, *argv],
-                          capture_output=True, text=True)
-
-    def mods(err: str) -> set[str]:
-        return {line.rsplit("|", 1)[1].strip() for line in err.splitlines()
-                if line.startswith("import time:") and "|" in line} - {"imported package"}
-
-    return mods(proc.stderr) - mods(bare.stderr), proc.stdout, proc.returncode
 
 
 @needs_native
