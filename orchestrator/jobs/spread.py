@@ -243,14 +243,16 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
             on_progress: Callable[[Watch], None] | None = None,
             interval_s: float = 0.25, on_root: Callable[[Path], None] | None = None,
             log_level: int = logging.INFO,
-            trace: dict[str, Any] | None = None) -> dict[str, Any]:
+            trace: dict[str, Any] | None = None,
+            loaded: tuple[Any, list] | None = None) -> dict[str, Any]:
     """The driver: the summary of the whole job (``JobSummary``'s fields, as ``--engine local``
     gives them, and ``chunks``, ``workers``, ``engine``) after every chunk ended.
     ``on_progress(watch)`` is called every ``interval_s`` while the chunks run; Ctrl-C cancels
     the chunks, merges what they finished and returns ``interrupted``. ``on_root(root)`` is
     called once the job is checked and its run root made (the ``mnemon`` command sends its own
     log lines there); the chunks log at ``log_level`` (decision 0254) and trace as ``trace``
-    says (``tracing.switch.carried``)."""
+    says (``tracing.switch.carried``). ``loaded`` is ``(job, tasks)`` as ``build.load`` gave
+    them for ``job_path`` (the command has read the file already: not parsed twice)."""
     if not scheduler:
         start_fork_server()
     import distributed  # noqa: F401 - imported here, while the fork server imports it too
@@ -258,7 +260,8 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     from .build import prepare
 
     runner, provider = prepare(job_path, run_root=run_root, output=output,
-                               started_by="mnemon run --engine dask", engine="dask")
+                               started_by="mnemon run --engine dask", engine="dask",
+                               loaded=loaded)
     try:  # the run root held until the merged results are written (``state.hold``)
         if on_root is not None:
             on_root(runner.root)
