@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError, UserError
-from ...lineage.runroot import create_run_root
 from ...session.constants import KEEP_FLOOR_TOKENS
 
 if TYPE_CHECKING:
@@ -180,6 +179,8 @@ def run_root_from(args, started_by: str) -> Path:
     else:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         path = Path("mnemon-runs") / f"{stamp}-{secrets.token_hex(3)}"
+    from ...lineage.runroot import create_run_root
+
     return create_run_root(path, started_by)
 
 

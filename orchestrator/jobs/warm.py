@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib
 
 from ..gctune import warming
-from .forks import PRELOAD
+from .forks import PRELOAD, numpy_deferred
 
-with warming():
+with warming(), numpy_deferred():  # NumPy: imported by a chunk's tool that needs it (0470)
     for _name in PRELOAD:
         try:  # as ``multiprocessing`` would: what cannot be imported, a worker imports itself
             importlib.import_module(_name)

@@ -189,8 +189,11 @@ def _run_dask(args, engine) -> int:
     if loaded[0].spec.variants:
         raise UserError("a job with [variants] runs on the local or batch engine, not dask")
 
+    from ...jobs.forks import numpy_deferred
+
     with warming():  # this process's imports: none of them in a collection (decision 0264)
-        import distributed  # noqa: F401 - while the fork server imports it too
+        with numpy_deferred():  # the driver sends no arrays (decision 0470)
+            import distributed  # noqa: F401 - while the fork server imports it too
 
         from ... import logs
         from ...jobs.display import JobProgress, final_table
