@@ -311,11 +311,19 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
             if scheduler:
                 client = Client(scheduler)
             else:
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
-                                       processes=True, dashboard_address=None,
-                                       silence_logs=40)
+                from distributed.worker_memory import parse_memory_limit
+
+                # the scheduler alone first: the chunks wait there while the workers start,
+                # and each worker takes its chunks as it registers (decision 0470); each
+                # worker's memory limit as ``LocalCluster(n_workers=workers)`` sets it
+                limit = parse_memory_limit("auto", 1, workers,
+                                           logger=logging.getLogger("distributed.deploy.local"))
+                cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40,
+                                       memory_limit=limit)
                 client = Client(cluster)
-            nworkers = max(1, len(client.scheduler_info()["workers"]) or workers)
+            nworkers = (workers if cluster is not None
+                        else max(1, len(client.scheduler_info()["workers"]) or workers))
             parts = chunks_of(pending, nworkers)
             by_id = {t.id: t for t in tasks}
             # absolute: a worker of a cluster you run has its own working directory (the
@@ -330,6 +338,10 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                                           [log_level] * n, [trace] * n,
                                           key=[f"mnemon-chunk-{x}" for x in names], retries=3,
                                           pure=False), names))
+            if cluster is not None:
+                cluster.scale(workers)  # the nannies start; and as ``LocalCluster`` itself
+                # waits for them: a worker that fails to start raises here, not a job waiting
+                cluster.sync(cluster._correct_state)
             log.info("chunks sent", scheduler=scheduler or "local", workers=nworkers,
                      chunks=n, tasks=len(pending), run=run,  # the cluster's start, and this:
                      seconds=round(time.monotonic() - watch.counts.started_at, 3))
