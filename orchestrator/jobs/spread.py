@@ -339,8 +339,11 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                                           key=[f"mnemon-chunk-{x}" for x in names], retries=3,
                                           pure=False), names))
             if cluster is not None:
-                cluster.scale(workers)  # the nannies start; and as ``LocalCluster`` itself
-                # waits for them: a worker that fails to start raises here, not a job waiting
+                # the workers' specs, then their start awaited as ``SpecCluster`` does in its
+                # own constructor: a worker that fails to start raises here, not a job left
+                # waiting (``scale`` starts them in a callback that only logs the failure)
+                while len(cluster.worker_spec) < workers:
+                    cluster.worker_spec.update(cluster.new_worker_spec())
                 cluster.sync(cluster._correct_state)
             log.info("chunks sent", scheduler=scheduler or "local", workers=nworkers,
                      chunks=n, tasks=len(pending), run=run,  # the cluster's start, and this:
