@@ -192,8 +192,11 @@ def _run_dask(args, engine) -> int:
     from ...jobs.forks import numpy_deferred
 
     with warming():  # this process's imports: none of them in a collection (decision 0264)
-        with numpy_deferred():  # the driver sends no arrays (decision 0470)
-            import distributed  # noqa: F401 - while the fork server imports it too
+        try:
+            with numpy_deferred():  # the driver sends no arrays (decision 0470)
+                import distributed  # noqa: F401 - while the fork server imports it too
+        except ImportError:  # a Dask that needs NumPy: imported with it
+            import distributed  # noqa: F401
 
         from ... import logs
         from ...jobs.display import JobProgress, final_table
