@@ -21,6 +21,8 @@ the steadiest figure when the machine is shared (decision 0253).
 ``--baseline PYTHON`` adds both engines run by another interpreter (another checkout's venv),
 interleaved with these run by run: a before/after side by side. ``--quiet CORES`` waits (up to
 two minutes) before each run for two seconds in which the machine used less than CORES.
+``python_c_pass_s``: ``python -c pass`` (median of 5) before the first run and after the last,
+the machine's floor for starting a process.
 """
 
 from __future__ import annotations
@@ -130,6 +132,16 @@ def one(job: Path, engine: str, workers: int, root: Path,
     return took, used, others, (s1 - s0) / took if None not in (s0, s1) else None
 
 
+def floor(python: str = sys.executable, n: int = 5) -> float:
+    """The machine's floor for a process: the median wall time of ``python -c pass``."""
+    took = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        subprocess.run([python, "-c", "pass"], check=True)
+        took.append(time.monotonic() - t0)
+    return round(statistics.median(took), 3)
+
+
 def _above(times: dict, dask: str, local: str) -> list[float | None]:
     """Per round, the CPU seconds of ``dask`` minus those of ``local`` (None without psutil)."""
     return [round(d[1] - l[1], 2) if d[1] is not None and l[1] is not None else None
@@ -162,12 +174,14 @@ def main() -> None:
         runs += [(f"{name} (baseline)", path, a.baseline) for name, path in jobs.items()]
     times: dict[str, list[tuple]] = {name: [] for name, _, _ in runs}
     load = os.getloadavg()[0]
+    floors = [floor()]
     for r in range(a.runs):
         for i, (name, path, python) in enumerate(runs):
             if a.quiet is not None:
                 wait_quiet(a.quiet)
             engine = name.split()[0]
             times[name].append(one(path, engine, a.workers, tmp / f"{i}-{r}.run", python))
+    floors.append(floor())
     turns = a.tasks * a.turns
 
     def median(e: str, k: int) -> float | None:
@@ -193,6 +207,8 @@ def main() -> None:
            "others_cores_median": {e: median(e, 2) for e in times},
            # of which the host's steal: a VM's CPU second is worth less while it is high
            "steal_cores_median": {e: median(e, 3) for e in times},
+           # ``python -c pass`` before the first run and after the last: the machine's floor
+           "python_c_pass_s": floors,
            "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
            "each_run": {e: [[round(x, 2) if x is not None else None for x in run] for run in v]
                         for e, v in times.items()}}  # [wall, CPU, others' cores, steal], in order

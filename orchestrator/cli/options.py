@@ -13,13 +13,17 @@ from __future__ import annotations
 import datetime as _dt
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError, UserError
-from ...lineage.runroot import create_run_root
 from ...session.constants import KEEP_FLOOR_TOKENS
-from ..configure import keep_value, policy_file, provider_from, roles_file, settings_from
-from ..settings import Settings
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+# ``configure`` (the settings, the roles, the tools) is imported where it is used, not here:
+# ``mnemon run --engine dask`` builds its parser with ``add_roles_args`` and starts its fork
+# server before it imports the job machinery (decision 0470)
 
 
 def add_provider_args(p, *, default_provider: str = "scripted", run_root: bool = True) -> None:
@@ -99,6 +103,8 @@ FLAGS = {"keep": "--keep", "keep_floor_tokens": "--keep-floor", "role": "--role"
 
 def keep_arg(text: str | float) -> float | str:
     """``--keep``: ``auto`` or a share strictly between 0 and 1; anything else is refused."""
+    from ..configure import keep_value
+
     return keep_value(text, name=FLAGS["keep"])
 
 
@@ -118,6 +124,8 @@ def values_from(args) -> dict[str, Any]:
 
 def settings_from_args(args, **over) -> Settings:
     """``Settings`` from the command line (``over``: settings the command fixes itself)."""
+    from ..configure import settings_from
+
     return settings_from({**values_from(args), **over}, names=FLAGS)
 
 
@@ -135,6 +143,8 @@ def unsandboxed_note(settings: Settings) -> str | None:
 def policy_from(path: str):
     """``--policy FILE``: the policy, judged whole before anything runs (exit 2 naming the
     file and the rule otherwise)."""
+    from ..configure import policy_file
+
     return policy_file(path)
 
 
@@ -148,11 +158,15 @@ def roles_from_args(args, tools: "frozenset[str] | None" = frozenset()):
             raise ConfigError(f"--role {root} needs --roles FILE (the roles it names)",
                               key="role")
         return None
+    from ..configure import roles_file
+
     return roles_file(path, role=root, provider=getattr(args, "provider", None), tools=tools)
 
 
 def provider_from_args(args, **kw):
     """The provider the flags name (``--provider/--model/--base-url/--script/...``)."""
+    from ..configure import provider_from
+
     return provider_from(dict(provider=args.provider, model=args.model, base_url=args.base_url,
                               script=getattr(args, "script", None), max_tokens=args.max_tokens,
                               cache_ttl=args.cache_ttl, store=getattr(args, "store", False)),
@@ -165,6 +179,8 @@ def run_root_from(args, started_by: str) -> Path:
     else:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         path = Path("mnemon-runs") / f"{stamp}-{secrets.token_hex(3)}"
+    from ...lineage.runroot import create_run_root
+
     return create_run_root(path, started_by)
 
 

@@ -7,6 +7,10 @@ imports and checks the rest.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 PRELOAD = (
     # What a worker imports, loaded once in the fork server by ``warm`` (a name that cannot be
     # imported is skipped); the rest a worker imports itself, as before.
@@ -31,3 +35,23 @@ def start_fork_server() -> None:
     from multiprocessing import forkserver
 
     forkserver.ensure_running()
+
+
+@contextmanager
+def numpy_deferred() -> Iterator[None]:
+    """For the block, ``import numpy`` fails as where it is not installed; after it, it works.
+
+    ``distributed`` imports NumPy only if it can (one allocation helper for large frames, with
+    a ``bytearray`` fallback; its array serializers register lazily), and a Dask run of mnemon
+    sends no arrays: ~0.05–0.07 s of the fork server's preload and of the driver's imports,
+    both on the way to the first chunk (decision 0470). A tool that imports NumPy still gets
+    it, after the block; where something imported it before, it is left alone."""
+    if "numpy" in sys.modules:
+        yield
+        return
+    sys.modules["numpy"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if "numpy" in sys.modules and sys.modules["numpy"] is None:
+            del sys.modules["numpy"]

@@ -243,14 +243,16 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
             on_progress: Callable[[Watch], None] | None = None,
             interval_s: float = 0.25, on_root: Callable[[Path], None] | None = None,
             log_level: int = logging.INFO,
-            trace: dict[str, Any] | None = None) -> dict[str, Any]:
+            trace: dict[str, Any] | None = None,
+            loaded: tuple[Any, list] | None = None) -> dict[str, Any]:
     """The driver: the summary of the whole job (``JobSummary``'s fields, as ``--engine local``
     gives them, and ``chunks``, ``workers``, ``engine``) after every chunk ended.
     ``on_progress(watch)`` is called every ``interval_s`` while the chunks run; Ctrl-C cancels
     the chunks, merges what they finished and returns ``interrupted``. ``on_root(root)`` is
     called once the job is checked and its run root made (the ``mnemon`` command sends its own
     log lines there); the chunks log at ``log_level`` (decision 0254) and trace as ``trace``
-    says (``tracing.switch.carried``)."""
+    says (``tracing.switch.carried``). ``loaded`` is ``(job, tasks)`` as ``build.load`` gave
+    them for ``job_path`` (the command has read the file already: not parsed twice)."""
     if not scheduler:
         start_fork_server()
     import distributed  # noqa: F401 - imported here, while the fork server imports it too
@@ -258,7 +260,8 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     from .build import prepare
 
     runner, provider = prepare(job_path, run_root=run_root, output=output,
-                               started_by="mnemon run --engine dask", engine="dask")
+                               started_by="mnemon run --engine dask", engine="dask",
+                               loaded=loaded)
     try:  # the run root held until the merged results are written (``state.hold``)
         if on_root is not None:
             on_root(runner.root)
@@ -308,11 +311,19 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
             if scheduler:
                 client = Client(scheduler)
             else:
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
-                                       processes=True, dashboard_address=None,
-                                       silence_logs=40)
+                from distributed.worker_memory import parse_memory_limit
+
+                # the scheduler alone first: the chunks wait there while the workers start,
+                # and each worker takes its chunks as it registers (decision 0470); each
+                # worker's memory limit as ``LocalCluster(n_workers=workers)`` sets it
+                limit = parse_memory_limit("auto", 1, workers,
+                                           logger=logging.getLogger("distributed.deploy.local"))
+                cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40,
+                                       memory_limit=limit)
                 client = Client(cluster)
-            nworkers = max(1, len(client.scheduler_info()["workers"]) or workers)
+            nworkers = (workers if cluster is not None
+                        else max(1, len(client.scheduler_info()["workers"]) or workers))
             parts = chunks_of(pending, nworkers)
             by_id = {t.id: t for t in tasks}
             # absolute: a worker of a cluster you run has its own working directory (the
@@ -327,6 +338,13 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                                           [log_level] * n, [trace] * n,
                                           key=[f"mnemon-chunk-{x}" for x in names], retries=3,
                                           pure=False), names))
+            if cluster is not None:
+                # the workers' specs, then their start awaited as ``SpecCluster`` does in its
+                # own constructor: a worker that fails to start raises here, not a job left
+                # waiting (``scale`` starts them in a callback that only logs the failure)
+                while len(cluster.worker_spec) < workers:
+                    cluster.worker_spec.update(cluster.new_worker_spec())
+                cluster.sync(cluster._correct_state)
             log.info("chunks sent", scheduler=scheduler or "local", workers=nworkers,
                      chunks=n, tasks=len(pending), run=run,  # the cluster's start, and this:
                      seconds=round(time.monotonic() - watch.counts.started_at, 3))

@@ -11,11 +11,18 @@ from __future__ import annotations
 import importlib
 
 from ..gctune import warming
-from .forks import PRELOAD
+from .forks import PRELOAD, numpy_deferred
 
 with warming():
-    for _name in PRELOAD:
-        try:  # as ``multiprocessing`` would: what cannot be imported, a worker imports itself
+    _missed = []
+    with numpy_deferred():  # NumPy: imported by a chunk's tool that needs it (decision 0470)
+        for _name in PRELOAD:
+            try:
+                importlib.import_module(_name)
+            except ImportError:
+                _missed.append(_name)
+    for _name in _missed:  # again with NumPy (a Dask that needs it); as ``multiprocessing``
+        try:  # would: what still cannot be imported, a worker imports itself
             importlib.import_module(_name)
         except ImportError:
             pass

@@ -7,7 +7,6 @@ import sys
 from .. import COMMANDS
 from ....errors import Failure, UserError
 from ..options import add_roles_args, policy_from, roles_from_args
-from ...tracing.switch import carried, live_tracing
 
 
 def add_parser(sub) -> None:
@@ -68,6 +67,7 @@ def _run_one(args, named, loaded, *, run_root=None, output=None, quiet: bool = F
     from ... import logs
     from ...jobs.build import prepare
     from ...jobs.display import JobProgress, final_table
+    from ...tracing.switch import live_tracing
 
     # every check before anything is written or any agent starts (a JobError: exit 2)
     runner, provider = prepare(args.job, run_root=run_root or args.run_root,
@@ -172,25 +172,37 @@ def _run_dask(args, engine) -> int:
 
     # found, not imported: the driver imports it while a LocalCluster's fork server does too
     engine.ready("mnemon run --engine dask")
-    from ...jobs.build import load
-
-    if load(args.job)[0].spec.variants:
-        raise UserError("a job with [variants] runs on the local or batch engine, not dask")
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, not {args.workers}")
-    if not args.scheduler:  # first: it imports while this process imports the rest (0252)
+    if not args.scheduler:  # first, before the job machinery is imported: the fork server
+        # imports Dask and the chunk's modules while this process imports and checks (0252,
+        # 0470); a job refused below leaves it unused, and it ends with this process
         from ...jobs.forks import start_fork_server
 
         start_fork_server()
     from ...gctune import warming
 
+    with warming():  # the job modules and the job's rows, kept for the run: out of collections
+        from ...jobs.build import load
+
+        loaded = load(args.job)  # parsed once: what the driver checks and sends (0470)
+    if loaded[0].spec.variants:
+        raise UserError("a job with [variants] runs on the local or batch engine, not dask")
+
+    from ...jobs.forks import numpy_deferred
+
     with warming():  # this process's imports: none of them in a collection (decision 0264)
-        import distributed  # noqa: F401 - while the fork server imports it too
+        try:
+            with numpy_deferred():  # the driver sends no arrays (decision 0470)
+                import distributed  # noqa: F401 - while the fork server imports it too
+        except ImportError:  # a Dask that needs NumPy: imported with it
+            import distributed  # noqa: F401
 
         from ... import logs
         from ...jobs.display import JobProgress, final_table
         from ...jobs.runner import JobSummary
         from ...jobs.spread import run_job
+        from ...tracing.switch import carried
 
     shown: list = []  # the driver's Watch, once it exists
     display = JobProgress(lambda: (shown[0].counts, shown[0].cost_usd),
@@ -202,7 +214,7 @@ def _run_dask(args, engine) -> int:
 
     try:
         summary = run_job(args.job, run_root=args.run_root, output=args.output,
-                          scheduler=args.scheduler, workers=args.workers,
+                          scheduler=args.scheduler, workers=args.workers, loaded=loaded,
                           on_progress=on_progress,
                           # no line to redraw: look at the run root less often (a chunk's
                           # end still wakes the driver at once)

@@ -248,3 +248,16 @@ def test_a_cluster_you_run_whose_workers_have_their_own_working_directory(tmp_pa
                     p.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def test_a_worker_that_fails_to_start_fails_the_run(tmp_path):
+    """The LocalCluster's workers start after the chunks are sent (decision 0470): a worker
+    that cannot start still ends the command with an error, not a job waiting for ever."""
+    job = _job(tmp_path / "job", latency=0.01)
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__PRELOAD='["mnemon_no_such_module"]')
+    proc = subprocess.run([sys.executable, "-m", "mnemon", "run", str(job), "--engine", "dask",
+                           "--workers", "2", "--run-root", str(tmp_path / "x.run"), "--json"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0
+    assert "failed to start" in proc.stderr
+    assert not (tmp_path / "x.run" / "results.d").exists()  # no chunk ever ran
