@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 import blake3
 
 from ..session.chainhead import VERSION, complete, examine, run_head
-from .outside import locate
+from .outside import AGENT_ID, FORMAT, locate
 
 TYPE_CHECKING = False  # as typing's, without importing typing
 if TYPE_CHECKING:
     from typing import Any
 
-FORMAT = 1  # as ``places.FORMAT``, which imports ``pathlib``
-AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # as ``places.AGENT_ID``
 PROTOCOL = {"UserPrompt", "AssistantMessage", "ToolResults", "Steering", "Evicted", "Marked",
             "Swept", "Cleared", "Rewound"}  # ``records.PROTOCOL`` but ``Inherited``
 FORENSIC = {"SessionStarted", "SessionResumed", "SessionEnded", "TurnStarted", "ProviderCall",
@@ -86,7 +83,7 @@ def _link(full: str) -> tuple[bool, tuple[str, int, int, str] | None]:
                 return False, None
             try:
                 rec = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # (a line nested deeper than json reads)
                 return False, None
             tag = rec.get("t") if isinstance(rec, dict) else None
             if tag in FORENSIC:
@@ -107,9 +104,17 @@ def _link(full: str) -> tuple[bool, tuple[str, int, int, str] | None]:
 
 
 def quick_heads(path: str) -> dict[str, Any] | None:
-    """The report of ``mnemon verify PATH --head`` when it is clean, or None (see above)."""
+    """The report of ``mnemon verify PATH --head`` when it is clean, or None (see above): a
+    file it cannot read is the full command's to name too."""
     if os.name != "posix":
         return None
+    try:
+        return _heads(path)
+    except OSError:
+        return None
+
+
+def _heads(path: str) -> dict[str, Any] | None:
     got = _run(path)
     if got is None:
         return None

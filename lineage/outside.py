@@ -10,6 +10,13 @@ the answer (or the refusal, in ``agent_of``'s words) to the full path.
 from __future__ import annotations
 
 import os
+import re
+
+FORMAT = 1
+"""The run root format this mnemon reads (``run.json``'s ``format``)."""
+AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+"""A path-safe agent id: the name of its directory under ``agents/``. Both here, where no
+``pathlib`` is imported, for the quick answers; ``places`` gives them to everything else."""
 
 
 def locate(path: str) -> tuple[str, str] | None:
@@ -41,4 +48,4 @@ def locate(path: str) -> tuple[str, str] | None:
     return root, parts[1]
 
 
-__all__ = ["locate"]
+__all__ = ["FORMAT", "AGENT_ID", "locate"]

@@ -8,13 +8,11 @@ imports nothing of the session beyond its errors.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from ..session.errors import SessionError
+from .outside import AGENT_ID, FORMAT
 
-FORMAT = 1
-AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 class RunRootError(SessionError):

@@ -46,7 +46,7 @@ from ..errors import ConfigError
 from . import log as _log
 from .log import FIRST, Running
 from .errors import LogRefused
-from .chainhead import (HEX_FROM_END, SUFFIX, TAIL, VERSION, VERSIONED, examine,
+from .chainhead import (HEX_FROM_END, SUFFIX, TAIL, VERSION, VERSIONED, complete, examine,
                         feed as _hash, parse as _parse, run_head)
 
 KINDS = ("edited", "inserted", "deleted", "reordered", "truncated", "rewritten", "version")
@@ -100,8 +100,8 @@ def strip(line: bytes) -> bytes:
 
 def _complete(path: Path) -> int:
     """The bytes of a log's complete lines (a torn tail is not read, nor counted)."""
-    torn = _log.find_torn_tail(path)
-    return torn.offset if torn is not None else path.stat().st_size
+    with open(path, "rb", buffering=0) as f:
+        return complete(f.fileno())
 
 
 def check(path: Path, display: str, marks: Iterable[int] = (), *,

@@ -179,3 +179,22 @@ def test_the_quick_path_imports_what_it_uses_and_nothing_else(run_root, capsys):
     assert not got & NEVER_IMPORTED, got & NEVER_IMPORTED
     assert "blake3" in got and {m for m in got - ours if not m.startswith(("json", "_json"))} \
         <= {"blake3", "blake3.blake3", "mmap", "atexit"}, got - ours
+
+
+def test_the_record_names_it_reads_are_the_decoders():
+    """``lineage.heads`` names the record kinds without importing them: the same sets."""
+    from mnemon.lineage import heads
+    from mnemon.session.records import FORENSIC, PROTOCOL, Inherited
+
+    assert heads.PROTOCOL == {c.__name__ for c in PROTOCOL if c is not Inherited}
+    assert heads.FORENSIC == {c.__name__ for c in FORENSIC}
+
+
+def test_a_line_nested_past_what_json_reads_is_left_to_the_full_command(run_root, capsys):
+    lineage(run_root)
+    log = run_root / "agents/g1/record.jsonl"
+    lines = log.read_bytes().splitlines()
+    lines.insert(1, b"[" * 100_000 + b"]" * 100_000)
+    log.write_bytes(b"".join(x + b"\n" for x in lines))
+    assert quick_heads(str(run_root)) is None
+    assert not both(capsys, ["verify", str(run_root), "--head"])
