@@ -33,8 +33,8 @@ BEFORE_LINK = 16
 comes second in every log mnemon writes, after ``SessionStarted``)."""
 
 
-def _run(path: str) -> tuple[str, list[str], bool] | None:
-    """``(run root, agents, whole run)`` as ``lineage.view.agents_in`` finds them."""
+def _run(path: str) -> tuple[str, list[str]] | None:
+    """``(run root, agents)`` as ``lineage.view.agents_in`` finds them."""
     if not path or "\x00" in path or not os.path.exists(path):
         return None
     if os.path.isfile(os.path.join(path, "run.json")):
@@ -49,12 +49,12 @@ def _run(path: str) -> tuple[str, list[str], bool] | None:
             log = os.path.join(d, n, "record.jsonl")
             if os.path.lexists(log) and not os.path.isfile(log):
                 return None
-        return root, agents, True
+        return root, agents
     where = locate(path)
     if where is None:
         return None
     root, agent = where
-    return root, [agent], False
+    return root, [agent]
 
 
 def _run_json_ok(root: str) -> bool:
@@ -118,7 +118,7 @@ def _heads(path: str) -> dict[str, Any] | None:
     got = _run(path)
     if got is None:
         return None
-    root, agents, whole_run = got
+    root, agents = got
     if not _run_json_ok(root) or not all(AGENT_ID.match(a) for a in agents):
         return None
     found: list[tuple[str, str]] = []
