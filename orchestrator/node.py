@@ -81,6 +81,9 @@ class AgentNode:
     # the request it sent last (``loop._loop``), which a child's projected cost replays
     # (``projection``) rather than rendering it again; None before its first in this process
     last_request: Any = None
+    # that request replayed into an empty cache, kept for the next child's projection
+    # (``projection._replayed``): ``(request, settings, entries)``
+    projection_base: Any = None
     # a typed agent (docs/orchestrator.md, "Typed answers"): its output type
     # (``providers.typed.OutputType``), the answer accepted, and the tries that did not fit
     output_type: Any = None

@@ -15,10 +15,11 @@ turn so far (said apart in ``projected.output_tokens``).
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from ..providers.base import Request
-from ..providers.cache import CacheModel
+from ..providers.cache import CacheEntry, CacheModel
 from ..providers.prices import cost_usd
 from ..session.render import render
 from .weighing import priced_as
@@ -53,6 +54,29 @@ def _cache_model(env: "AgentEnv", parent: "AgentNode", ttl: str) -> CacheModel:
     return CacheModel(ttl=ttl, tokens_per_byte=parent.tokens_per_byte or 0.25, memos=env.memos)
 
 
+def _replayed(env: "AgentEnv", parent: "AgentNode", ttl: str, model: str) -> CacheModel:
+    """An empty cache with the parent's last request replayed into it (at time 0). The cache
+    it leaves depends on that request, the model and the cache model's settings alone, so it
+    is worked out once per parent request and copied for each child: a synod's N children, or
+    the several ``agents_start`` calls of one response, replay their parent once, not N times
+    (remembered on the parent as ``projection_base``; its next request replaces it)."""
+    last = parent.last_request  # as it was sent (the same blocks: the memos know them)
+    cm = _cache_model(env, parent, ttl)
+    settings = (ttl, model, cm.min_prefix_tokens, cm.tokens_per_byte, cm.lookback)
+    base = parent.projection_base
+    if last is not None and base is not None and base[0] is last and base[1] == settings:
+        cm.entries = {k: CacheEntry(position=e.position, tokens=e.tokens,
+                                    expires_at=e.expires_at) for k, e in base[2].items()}
+        cm._scan_at = min((e.expires_at for e in cm.entries.values()), default=math.inf)
+        return cm
+    cm.usage_for(last if last is not None else _request(env, parent, True), 0, 0.0, model=model)
+    if last is not None:
+        parent.projection_base = (last, settings, {
+            k: CacheEntry(position=e.position, tokens=e.tokens, expires_at=e.expires_at)
+            for k, e in cm.entries.items()})
+    return cm
+
+
 def project_first_request(env: "AgentEnv", parent: "AgentNode",
                           child: "AgentNode") -> dict[str, Any]:
     """``{"usd", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"}``
@@ -62,9 +86,7 @@ def project_first_request(env: "AgentEnv", parent: "AgentNode",
         return {}
     s = env.settings_for(child)
     model = s.model
-    cm = _cache_model(env, parent, s.cache_ttl)
-    last = parent.last_request  # as it was sent (the same blocks: the memos know them)
-    cm.usage_for(last if last is not None else _request(env, parent, True), 0, 0.0, model=model)
+    cm = _replayed(env, parent, s.cache_ttl, model)
     out = round(parent.usage.output_tokens / parent.turns_taken) if parent.turns_taken else 0
     u = cm.usage_for(_request(env, child, False), out, 1.0, model=model)
     return {"usd": round(cost_usd(u, priced_as(s, model), s.cache_ttl), 6),

@@ -222,3 +222,34 @@ async def test_a_parent_may_not_approve_what_it_could_not_make_itself(tmp_path):
     assert [a["call_id"] for a in asked] == [decided["call_id"]]
     done = next(r for r in records(tmp_path, "a2") if r["t"] == "ApprovalDecided")
     assert done["decision"] == "reject" and NOTES == []
+
+
+async def test_children_of_one_response_replay_their_parent_once(tmp_path, monkeypatch):
+    """Three ``agents_start`` calls of one response: the parent's last request is replayed into
+    an empty cache once (``projection._replayed``), and each child is projected on its own copy
+    of that cache — the same task projects the same cost, not a cheaper one read from the
+    entries the child before it wrote."""
+    replays = []
+    usage_for = CacheModel.usage_for
+
+    def counting(self, request, output_tokens, now, **kw):
+        if now == 0.0:  # a projection's replay of the parent (the run's clock is never 0)
+            replays.append(request)
+        return usage_for(self, request, output_tokens, now, **kw)
+
+    monkeypatch.setattr(CacheModel, "usage_for", counting)
+    start = ("agents_start", {"task": "kid: answer briefly " + "in detail " * 300})
+    scripts = {"a1": [[("context_survey", {})], [start, start, start], [("agents_wait", {})]],
+               "kid": [[Text("x" * 40)]]}
+    provider = ScriptedProvider(policy=by_task(scripts, final={"a1": "ok"}),
+                                cache_model=CacheModel())
+    async with open_supervisor(tmp_path, provider,
+                               Settings(model="claude-sonnet-4-5", system=LONG)) as sup:
+        root = await sup.ask("begin: " + LONG)
+    assert len(root.children) == 3
+    started = [s for s in map(json.loads, (r["content"] for r in results(tmp_path)))
+               if isinstance(s, dict) and "projected" in s]
+    assert len(started) == 3 and len(replays) == 1
+    projected = [s["projected"] for s in started]
+    assert projected[0]["cache_read_tokens"] > 0
+    assert projected[1] == projected[0] and projected[2] == projected[0], projected
