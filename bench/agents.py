@@ -573,6 +573,15 @@ def floor(folder: Path, *, agents: int, turns: int, latency: float) -> dict:
             "ratio": round(wall / (per * latency), 2) if latency else None}
 
 
+def run_floor(base: Path, agents: int, turns: int, latency: float) -> dict:
+    """``floor`` in a process of its own (``--only floor``), as many tasks and turns."""
+    proc = subprocess.run(
+        [sys.executable, __file__, "--only", "floor", "--json", "--dir", str(base),
+         "--roots", str(agents), "--child-turns", str(turns), "--latency", str(latency)],
+        capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)["floor"]
+
+
 def amortised_expire() -> None:
     """What-if (--what-if-expire): ``CacheModel._expire`` scans only once the earliest expiry
     can have passed (a lower bound kept beside the entries), instead of every request."""
@@ -914,6 +923,10 @@ def main() -> int:
             base, trajs, context_tokens=args.context_tokens, turns=args.overhead_turns,
             window=args.window))
     if args.only in (None, "swarm"):
+        agents = args.roots * (1 + args.children)
+        floor_before = None if args.no_floor else run_floor(
+            base, agents, args.roots * 5 + args.roots * args.children * args.child_turns,
+            args.latency)
         root = _mkroot(base / "swarm")
         logs.configure(root)
         if args.idle_rss:  # warm up first (imports, first-use caches), on a swarm too small
@@ -938,14 +951,17 @@ def main() -> int:
             res["profile_cumulative"] = s.getvalue()
         logs.shutdown()
         if not args.no_floor:
-            import subprocess
-
-            proc = subprocess.run(  # its own process: CPython's collector, no swarm's heap
-                [sys.executable, __file__, "--only", "floor", "--json", "--dir", str(base),
-                 "--roots", str(res["swarm"]["agents"]),
-                 "--child-turns", str(res["swarm"]["turns"]), "--latency", str(args.latency)],
-                capture_output=True, text=True, check=True)
-            res["swarm"]["floor"] = json.loads(proc.stdout)["floor"]
+            # three floors, each in its own process (CPython's collector, no swarm's heap):
+            # one before the swarm and two after it, so that the floor brackets the swarm in
+            # time; the ratio is to their median (a single floor moved 2x between consecutive
+            # runs on an idle machine, and the ratio with it)
+            floors = [floor_before] + [run_floor(base, res["swarm"]["agents"],
+                                                 res["swarm"]["turns"], args.latency)
+                                       for _ in range(2)]
+            per = sorted(f["cpu_ms_per_turn"] for f in floors)
+            res["swarm"]["floor"] = {**floors[1], "cpu_ms_per_turn": per[1],
+                                     "cpu_ms_per_turn_each": [f["cpu_ms_per_turn"]
+                                                              for f in floors]}
             res["swarm"]["harness_per_turn_in_floors"] = round(
                 res["swarm"]["harness_cpu_ms_per_turn"]
                 / max(1e-9, res["swarm"]["floor"]["cpu_ms_per_turn"]), 2)
