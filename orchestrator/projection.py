@@ -54,7 +54,8 @@ def _cache_model(env: "AgentEnv", parent: "AgentNode", ttl: str) -> CacheModel:
     return CacheModel(ttl=ttl, tokens_per_byte=parent.tokens_per_byte or 0.25, memos=env.memos)
 
 
-def _replayed(env: "AgentEnv", parent: "AgentNode", ttl: str, model: str) -> CacheModel:
+def _replayed(env: "AgentEnv", parent: "AgentNode", ttl: str,
+              model: str | None) -> CacheModel:
     """An empty cache with the parent's last request replayed into it (at time 0). The cache
     it leaves depends on that request, the model and the cache model's settings alone, so it
     is worked out once per parent request and copied for each child: a synod's N children, or
