@@ -8,7 +8,9 @@ the door receives an opener built on them from its caller (``Sources``).
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 from .errors import AncestorUnreadable
@@ -21,10 +23,13 @@ def confine(root: Path, source: str, *, resolved_root: Path | None = None) -> Pa
         raise AncestorUnreadable(source, "a pointer must name a path relative to the run root")
     if "\x00" in source:
         raise AncestorUnreadable(repr(source), "a path may not contain a NUL byte")
-    parts = Path(source).parts
+    parts = tuple(p for p in source.split("/") if p and p != ".")  # as ``Path(source).parts``
     if ".." in parts:
         raise AncestorUnreadable(source, "a pointer may not leave the run root ('..')")
     root = resolved_root if resolved_root is not None else root.resolve()
+    real = _beneath(root, parts)
+    if real is not None:
+        return real
     full = (root / source)
     try:
         real = full.resolve(strict=True)
@@ -38,6 +43,27 @@ def confine(root: Path, source: str, *, resolved_root: Path | None = None) -> Pa
         raise AncestorUnreadable(source, "the pointer names a directory or a special file, "
                                          "not a log")
     return real
+
+
+def _beneath(real_root: Path, parts: tuple[str, ...]) -> Path | None:
+    """The quick way to the same answer: a path with no symlink below the (resolved) run root
+    is its own real path, so each of its components is ``lstat``-ed once (3 for an agent's log,
+    where ``resolve`` walks every component from ``/``: 42–46 µs against 12–13 µs). None
+    when the walk meets a symlink, a missing or unreadable component or anything but a file at
+    the end: ``confine`` then resolves it the long way, and names what it finds."""
+    path = str(real_root).rstrip("/")  # resolved: no trailing slash but the root's own
+    st = None
+    try:
+        for part in parts:
+            path = f"{path}/{part}"
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                return None
+    except OSError:
+        return None
+    if st is None or not stat.S_ISREG(st.st_mode):
+        return None
+    return Path(path)
 
 
 def check_loci(source: str, loci) -> None:

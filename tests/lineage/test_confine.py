@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mnemon.lineage.fork import fork
 from mnemon.lineage.runroot import confine, make_loader, read_pointer
@@ -217,6 +220,87 @@ def test_confine_directly(run_root):
         with pytest.raises(AncestorUnreadable, match=why) as e:
             confine(run_root, bad)
         assert e.value.path == bad
+
+
+def _confine_the_long_way(root: Path, source: str) -> Path:
+    """``confine`` as it was before its quick walk (``paths._beneath``): every pointer resolved
+    with ``Path.resolve``. The quick walk must give the same path or the same refusal."""
+    if not source or source.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", source):
+        raise AncestorUnreadable(source, "a pointer must name a path relative to the run root")
+    if "\x00" in source:
+        raise AncestorUnreadable(repr(source), "a path may not contain a NUL byte")
+    if ".." in Path(source).parts:
+        raise AncestorUnreadable(source, "a pointer may not leave the run root ('..')")
+    root = root.resolve()
+    try:
+        real = (root / source).resolve(strict=True)
+    except (FileNotFoundError, OSError):
+        raise AncestorUnreadable(source, "the ancestor file is missing") from None
+    except RuntimeError:
+        raise AncestorUnreadable(source, "the path is a symlink loop") from None
+    if root != real and root not in real.parents:
+        raise AncestorUnreadable(source, "the pointer leads outside the run root (symlink)")
+    if not real.is_file():
+        raise AncestorUnreadable(source, "the pointer names a directory or a special file, "
+                                         "not a log")
+    return real
+
+
+@pytest.fixture(scope="module")
+def maze(tmp_path_factory):
+    """A run root with every kind of thing a pointer's path can meet on its way."""
+    base = tmp_path_factory.mktemp("maze")
+    root, out = base / "run", base / "outside"
+    (root / "d" / "e").mkdir(parents=True)
+    out.mkdir()
+    for f in (root / "f", root / "d" / "f", root / "d" / "e" / "f", out / "f"):
+        f.write_text("x\n")
+    os.mkfifo(root / "d" / "fifo")
+    (root / "in").symlink_to(root / "d" / "f")  # a symlink that stays inside
+    (root / "d" / "up").symlink_to("..")  # a directory symlink inside
+    (root / "out").symlink_to(out)  # a directory symlink out
+    (root / "outf").symlink_to(out / "f")
+    (root / "dangling").symlink_to(root / "nothing")
+    (root / "loop").symlink_to("loop2")
+    (root / "loop2").symlink_to("loop")
+    (base / "via").symlink_to(root)  # the run root itself named through a symlink
+    return base
+
+
+@given(st.lists(st.sampled_from(["f", "d", "e", "fifo", "in", "up", "out", "outf", "dangling",
+                                 "loop", ".", "", "nothing", "..", "f/x"]),
+                min_size=1, max_size=4))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_quick_walk_answers_as_resolve_does(maze, parts):
+    source = "/".join(parts)
+    for root in (maze / "run", maze / "via"):
+        try:
+            want: object = _confine_the_long_way(root, source)
+        except AncestorUnreadable as e:
+            want = ("refused", str(e))
+        try:
+            got: object = confine(root, source)
+        except AncestorUnreadable as e:
+            got = ("refused", str(e))
+        assert got == want, source
+
+
+def test_the_quick_walk_takes_no_symlink(maze, monkeypatch):
+    """The quick walk answers only a path without a symlink below the root: one through a
+    symlink inside is resolved the long way (and followed), one out is refused."""
+    from mnemon.session import paths
+
+    root = (maze / "run").resolve()
+    long_way = []
+    resolve = Path.resolve
+    monkeypatch.setattr(Path, "resolve", lambda self, *a, **kw: (long_way.append(self),
+                                                                  resolve(self, *a, **kw))[1])
+    assert paths.confine(root, "d/e/f", resolved_root=root) == root / "d" / "e" / "f"
+    assert long_way == []
+    assert paths.confine(root, "in", resolved_root=root) == root / "d" / "f"
+    assert long_way == [root / "in"]
+    with pytest.raises(AncestorUnreadable, match="outside the run root"):
+        paths.confine(root, "out/f", resolved_root=root)
 
 
 def test_a_symlink_loop_is_refused_by_name(family):
