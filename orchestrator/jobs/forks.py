@@ -7,7 +7,10 @@ imports and checks the rest.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -35,6 +38,95 @@ def start_fork_server() -> None:
     from multiprocessing import forkserver
 
     forkserver.ensure_running()
+
+
+_users = 0  # LocalCluster runs of this process under way (``serving``): the server is theirs
+_lock = threading.Lock()
+
+
+@contextmanager
+def serving() -> Iterator[None]:
+    """The fork server for one LocalCluster run: started for it (or already running, as
+    ``mnemon run`` starts it first), and ended after it once no other run of this process uses
+    it (``stop_fork_server``). ``end_early`` may kill it sooner, once the run's cluster closed.
+
+    Left to itself, the fork server ends only when the process that started it does: it then
+    reads the end of its pipe and tears its interpreter down, Dask and mnemon's modules one by
+    one, for 40–60 ms after the command ended, holding the command's standard output and error
+    open all that while (``mnemon run … | jq`` waits for it): a process outliving the command
+    (decision 0471)."""
+    global _users
+    start_fork_server()
+    with _lock:
+        _users += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                stop_fork_server()
+
+
+def end_early() -> None:
+    """Kill the fork server, not waiting for it, if the run calling this is the only one that
+    uses it (``serving``) and its cluster is closed: the system frees it (5–10 ms for a process
+    of its size) while the driver merges the results; ``serving`` reaps it after."""
+    with _lock:
+        if _users == 1:
+            _kill()
+
+
+def _server() -> tuple[object, int] | None:
+    """``multiprocessing``'s fork server of this process and its pid, while it runs; None where
+    either cannot be read (then the server is left to end with the process, as before)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if not isinstance(pid, int) or not callable(getattr(server, "_stop", None)):
+        return None
+    return server, pid
+
+
+def _kill() -> None:
+    """SIGKILL to the fork server and to any process still forked from it (a worker a failed
+    close left behind, orphaned once the server is gone). The server only forks: killed, it
+    loses nothing."""
+    found = _server()
+    if found is None:
+        return
+    pid = found[1]
+    try:
+        import psutil  # Dask requires it
+
+        children = psutil.Process(pid).children(recursive=True)
+    except Exception:  # psutil missing, or the server gone already
+        children = []
+    for child in children:
+        try:
+            child.kill()
+        except Exception:
+            pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:  # ended already: reaped all the same by ``stop_fork_server``
+        pass
+
+
+def stop_fork_server() -> None:
+    """End the fork server now (``_kill``) and reap it; the next ``start_fork_server`` starts
+    another. Uses ``multiprocessing.forkserver``'s own stop (``_stop``, CPython's, for its
+    tests): close the server's pipe, wait for it, forget its address."""
+    found = _server()
+    if found is None:
+        return
+    server = found[0]
+    _kill()
+    try:
+        server._stop()  # type: ignore[attr-defined]
+    except ChildProcessError:  # reaped elsewhere: forgotten, as ``ensure_running`` would
+        server._forkserver_pid = None  # type: ignore[attr-defined]
 
 
 @contextmanager
