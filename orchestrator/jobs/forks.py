@@ -130,20 +130,32 @@ def stop_fork_server() -> None:
 
 
 @contextmanager
-def numpy_deferred() -> Iterator[None]:
-    """For the block, ``import numpy`` fails as where it is not installed; after it, it works.
+def numpy_deferred(*also: str) -> Iterator[None]:
+    """For the block, ``import numpy`` (and each of ``also``) fails as where it is not
+    installed; after it, it works.
 
     ``distributed`` imports NumPy only if it can (one allocation helper for large frames, with
     a ``bytearray`` fallback; its array serializers register lazily), and a Dask run of mnemon
     sends no arrays: ~0.05–0.07 s of the fork server's preload and of the driver's imports,
-    both on the way to the first chunk (decision 0470). A tool that imports NumPy still gets
-    it, after the block; where something imported it before, it is left alone."""
-    if "numpy" in sys.modules:
-        yield
-        return
-    sys.modules["numpy"] = None  # type: ignore[assignment]
+    both on the way to the first chunk (decision 0470). ``OPTIONAL`` are two more of the kind
+    (decision 0471). A tool that imports one still gets it, after the block; where something
+    imported it before, it is left alone."""
+    names = [n for n in ("numpy", *also) if n not in sys.modules]
+    for name in names:
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
         yield
     finally:
-        if "numpy" in sys.modules and sys.modules["numpy"] is None:
-            del sys.modules["numpy"]
+        for name in names:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
+OPTIONAL = (
+    # Imported by Dask and structlog only where installed, each with its fallback, for what a
+    # Dask run of mnemon never does; ~0.015 s and ~0.03 s of the imports on the way to the first
+    # chunk (decision 0471):
+    "jinja2",  # ``dask.widgets``: the HTML reprs of a notebook (else: raised when asked for)
+    "rich",  # ``structlog.dev``: tracebacks of its console renderer, used only by ``mnemon -v``
+    # on a terminal — so the driver defers jinja2 alone; a worker logs JSON to its files
+)
