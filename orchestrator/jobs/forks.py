@@ -7,7 +7,10 @@ imports and checks the rest.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -37,21 +40,122 @@ def start_fork_server() -> None:
     forkserver.ensure_running()
 
 
+_users = 0  # LocalCluster runs of this process under way (``serving``): the server is theirs
+_lock = threading.Lock()
+
+
 @contextmanager
-def numpy_deferred() -> Iterator[None]:
-    """For the block, ``import numpy`` fails as where it is not installed; after it, it works.
+def serving() -> Iterator[None]:
+    """The fork server for one LocalCluster run: started for it (or already running, as
+    ``mnemon run`` starts it first), and ended after it once no other run of this process uses
+    it (``stop_fork_server``). ``end_early`` may kill it sooner, once the run's cluster closed.
+
+    Left to itself, the fork server ends only when the process that started it does: it then
+    reads the end of its pipe and tears its interpreter down, Dask and mnemon's modules one by
+    one, for 40–60 ms after the command ended, holding the command's standard output and error
+    open all that while (``mnemon run … | jq`` waits for it): a process outliving the command
+    (decision 0471)."""
+    global _users
+    start_fork_server()
+    with _lock:
+        _users += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                stop_fork_server()
+
+
+def end_early() -> None:
+    """Kill the fork server, not waiting for it, if the run calling this is the only one that
+    uses it (``serving``) and its cluster is closed: the system frees it (5–10 ms for a process
+    of its size) while the driver merges the results; ``serving`` reaps it after."""
+    with _lock:
+        if _users == 1:
+            _kill()
+
+
+def _server() -> tuple[object, int] | None:
+    """``multiprocessing``'s fork server of this process and its pid, while it runs; None where
+    either cannot be read (then the server is left to end with the process, as before)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if not isinstance(pid, int) or not callable(getattr(server, "_stop", None)):
+        return None
+    return server, pid
+
+
+def _kill() -> None:
+    """SIGKILL to the fork server and to any process still forked from it (a worker a failed
+    close left behind, orphaned once the server is gone). The server only forks: killed, it
+    loses nothing."""
+    found = _server()
+    if found is None:
+        return
+    pid = found[1]
+    try:
+        import psutil  # Dask requires it
+
+        children = psutil.Process(pid).children(recursive=True)
+    except Exception:  # psutil missing, or the server gone already
+        children = []
+    for child in children:
+        try:
+            child.kill()
+        except Exception:
+            pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:  # ended already: reaped all the same by ``stop_fork_server``
+        pass
+
+
+def stop_fork_server() -> None:
+    """End the fork server now (``_kill``) and reap it; the next ``start_fork_server`` starts
+    another. Uses ``multiprocessing.forkserver``'s own stop (``_stop``, CPython's, for its
+    tests): close the server's pipe, wait for it, forget its address."""
+    found = _server()
+    if found is None:
+        return
+    server = found[0]
+    _kill()
+    try:
+        server._stop()  # type: ignore[attr-defined]
+    except ChildProcessError:  # reaped elsewhere: forgotten, as ``ensure_running`` would
+        server._forkserver_pid = None  # type: ignore[attr-defined]
+
+
+@contextmanager
+def numpy_deferred(*also: str) -> Iterator[None]:
+    """For the block, ``import numpy`` (and each of ``also``) fails as where it is not
+    installed; after it, it works.
 
     ``distributed`` imports NumPy only if it can (one allocation helper for large frames, with
     a ``bytearray`` fallback; its array serializers register lazily), and a Dask run of mnemon
     sends no arrays: ~0.05–0.07 s of the fork server's preload and of the driver's imports,
-    both on the way to the first chunk (decision 0470). A tool that imports NumPy still gets
-    it, after the block; where something imported it before, it is left alone."""
-    if "numpy" in sys.modules:
-        yield
-        return
-    sys.modules["numpy"] = None  # type: ignore[assignment]
+    both on the way to the first chunk (decision 0470). ``OPTIONAL`` are two more of the kind
+    (decision 0471). A tool that imports one still gets it, after the block; where something
+    imported it before, it is left alone."""
+    names = [n for n in ("numpy", *also) if n not in sys.modules]
+    for name in names:
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
         yield
     finally:
-        if "numpy" in sys.modules and sys.modules["numpy"] is None:
-            del sys.modules["numpy"]
+        for name in names:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
+OPTIONAL = (
+    # Imported by Dask and structlog only where installed, each with its fallback, for what a
+    # Dask run of mnemon never does; ~0.015 s and ~0.03 s of the imports on the way to the first
+    # chunk (decision 0471):
+    "jinja2",  # ``dask.widgets``: the HTML reprs of a notebook (else: raised when asked for)
+    "rich",  # ``structlog.dev``: tracebacks of its console renderer, used only by ``mnemon -v``
+    # on a terminal — so the driver defers jinja2 alone; a worker logs JSON to its files
+)

@@ -19,6 +19,7 @@ the same ``--json`` summary as ``--engine local``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -27,7 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from .forks import start_fork_server
+from .forks import end_early, serving
+from .results import decode_line  # imported by ``runner`` already
 from .runner import Counts, JobSummary
 
 CHUNKS_PER_WORKER = 2  # more chunks lose less to a dead worker; fewer start faster
@@ -177,8 +179,6 @@ class Watch:
         self._tally[self._status[task]] += 1
 
     def _tail(self) -> None:
-        import json
-
         try:
             files = [e for e in os.scandir(self.folder)
                      if e.name.startswith(self.run + "-") and e.name.endswith(".jsonl")]
@@ -198,7 +198,7 @@ class Watch:
             whole = data[:data.rfind(b"\n") + 1]
             for raw in whole.splitlines():
                 try:
-                    line = json.loads(raw)
+                    line = decode_line(raw)
                 except ValueError:
                     continue
                 if isinstance(line, dict) and isinstance(line.get("task"), str):
@@ -253,23 +253,23 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     log lines there); the chunks log at ``log_level`` (decision 0254) and trace as ``trace``
     says (``tracing.switch.carried``). ``loaded`` is ``(job, tasks)`` as ``build.load`` gave
     them for ``job_path`` (the command has read the file already: not parsed twice)."""
-    if not scheduler:
-        start_fork_server()
-    import distributed  # noqa: F401 - imported here, while the fork server imports it too
+    # a LocalCluster's workers are forked from one server, ended with the run (``serving``)
+    with serving() if not scheduler else contextlib.nullcontext():
+        import distributed  # noqa: F401 - imported here, while the fork server imports it too
 
-    from .build import prepare
+        from .build import prepare
 
-    runner, provider = prepare(job_path, run_root=run_root, output=output,
-                               started_by="mnemon run --engine dask", engine="dask",
-                               loaded=loaded)
-    try:  # the run root held until the merged results are written (``state.hold``)
-        if on_root is not None:
-            on_root(runner.root)
-        return _drive(runner, provider, scheduler=scheduler, workers=workers,
-                      on_chunk=on_chunk, on_progress=on_progress, interval_s=interval_s,
-                      log_level=log_level, trace=trace)
-    finally:
-        runner.release()
+        runner, provider = prepare(job_path, run_root=run_root, output=output,
+                                   started_by="mnemon run --engine dask", engine="dask",
+                                   loaded=loaded)
+        try:  # the run root held until the merged results are written (``state.hold``)
+            if on_root is not None:
+                on_root(runner.root)
+            return _drive(runner, provider, scheduler=scheduler, workers=workers,
+                          on_chunk=on_chunk, on_progress=on_progress, interval_s=interval_s,
+                          log_level=log_level, trace=trace)
+        finally:
+            runner.release()
 
 
 def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
@@ -378,6 +378,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                     client.close()
                 if cluster is not None:
                     cluster.close()
+                    end_early()  # its workers gone: freed while the driver merges (0471)
             finally:
                 settings.__exit__(None, None, None)
     except KeyboardInterrupt:

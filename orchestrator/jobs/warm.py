@@ -11,11 +11,12 @@ from __future__ import annotations
 import importlib
 
 from ..gctune import warming
-from .forks import PRELOAD, numpy_deferred
+from .forks import OPTIONAL, PRELOAD, numpy_deferred
 
 with warming():
     _missed = []
-    with numpy_deferred():  # NumPy: imported by a chunk's tool that needs it (decision 0470)
+    # NumPy, jinja2, rich: imported by a chunk's tool that needs them (decisions 0470, 0471)
+    with numpy_deferred(*OPTIONAL):
         for _name in PRELOAD:
             try:
                 importlib.import_module(_name)

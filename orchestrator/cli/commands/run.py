@@ -193,7 +193,8 @@ def _run_dask(args, engine) -> int:
 
     with warming():  # this process's imports: none of them in a collection (decision 0264)
         try:
-            with numpy_deferred():  # the driver sends no arrays (decision 0470)
+            # the driver sends no arrays, renders no notebook's HTML (decisions 0470, 0471)
+            with numpy_deferred("jinja2"):
                 import distributed  # noqa: F401 - while the fork server imports it too
         except ImportError:  # a Dask that needs NumPy: imported with it
             import distributed  # noqa: F401

@@ -261,3 +261,91 @@ def test_a_worker_that_fails_to_start_fails_the_run(tmp_path):
     assert proc.returncode != 0
     assert "failed to start" in proc.stderr
     assert not (tmp_path / "x.run" / "results.d").exists()  # no chunk ever ran
+
+
+def _left_running(marker: str) -> list[str]:
+    """The processes whose environment holds ``marker`` that are still running (a zombie has
+    ended): each as its pid and command line. Every process a command starts inherits its
+    environment: its fork server, the workers forked from it, ``multiprocessing``'s resource
+    tracker."""
+    needle = f"MNEMON_TEST_RUN={marker}".encode()
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+            alive.append(f"{pid}: {command}")
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return alive
+
+
+def _ours(alive: list[str]) -> list[str]:
+    """Of ``alive``, the run's fork server and workers and anything else of it but
+    ``multiprocessing``'s resource tracker, which ends on its own as the command's end closes
+    its pipe (it may still be tearing itself down; decision 0471)."""
+    return [p for p in alive if "resource_tracker" not in p]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_nothing_of_the_run_outlives_the_command(tmp_path):
+    """The moment ``mnemon run --engine dask`` has ended, no process it started is running:
+    not a worker, not the fork server the workers were forked from (decision 0471). Its output
+    goes to files, not pipes, so the command is waited for, not its pipes' readers' end."""
+    import uuid
+
+    job = _job(tmp_path / "job", latency=0.01)
+    marker = uuid.uuid4().hex
+    env = dict(os.environ, MNEMON_TEST_RUN=marker)
+    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
+        proc = subprocess.run([sys.executable, "-m", "mnemon", "run", str(job), "--engine",
+                               "dask", "--workers", "2", "--run-root", str(tmp_path / "job.run"),
+                               "--json"], stdout=out, stderr=err, env=env, timeout=180)
+        left = _left_running(marker)
+    assert proc.returncode == 0, (tmp_path / "err").read_text()[-2000:]
+    assert json.loads((tmp_path / "out").read_text())["done"] == TASKS
+    assert not _ours(left), left
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_ctrl_c_merges_what_finished_and_leaves_nothing_running(tmp_path):
+    """Ctrl-C while the chunks run: the command ends 130 with the tasks that finished merged
+    into ``results.jsonl``, and nothing it started still running."""
+    import time
+    import uuid
+
+    job = _job(tmp_path / "job", latency=0.2)
+    root = tmp_path / "job.run"
+    marker = uuid.uuid4().hex
+    env = dict(os.environ, MNEMON_TEST_RUN=marker)
+    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "mnemon", "run", str(job), "--engine",
+                                 "dask", "--workers", "2", "--run-root", str(root), "--json"],
+                                stdout=out, stderr=err, env=env)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                done = sum(len(f.read_bytes().splitlines())
+                           for f in (root / "results.d").glob("*.jsonl")) \
+                    if (root / "results.d").is_dir() else 0
+                if done >= 4:
+                    break
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        left = _left_running(marker)
+    assert code == 130, (tmp_path / "err").read_text()[-2000:]
+    summary = json.loads((tmp_path / "out").read_text())
+    assert summary["interrupted"] and 4 <= summary["done"] < TASKS
+    results = _results(root / "results.jsonl")
+    assert sum(s == "done" for s, _, _ in results.values()) == summary["done"]
+    assert not _ours(left), left
