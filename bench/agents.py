@@ -47,9 +47,11 @@ Three figures (docs/performance.md, "Orchestrator"):
     process CPU per turn. Goals: off within noise of before; on at most 1.25× off.
     ``--dir /dev/shm`` puts the run roots on tmpfs.
 
-The swarm is followed by the **floor** (``--only floor`` in its own process, skipped with
-``--no-floor``): issue 17's bare Trio program with as many tasks and turns, so the harness's
-CPU per turn can be read in floors of the same moment of a shared machine. The process sets
+The swarm is bracketed by the **floor** (``--only floor``, each time in its own process,
+skipped with ``--no-floor``): issue 17's bare Trio program with as many tasks and turns, run
+once before the swarm and twice after it, so the harness's CPU per turn can be read in floors
+of the same moment of a shared machine — over their median (decision 0423: one floor moved
+1.5–2× between consecutive runs on an idle machine). The process sets
 the collector as the ``mnemon`` command does (decision 0261; ``--host-gc`` keeps CPython's).
 
 This is a benchmark, not a test: it prints figures (``--json``: one object) and exits 0.
