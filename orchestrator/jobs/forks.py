@@ -31,17 +31,24 @@ def start_fork_server() -> None:
     imports them while the driver imports Dask and checks the job. Its workers are forked in
     milliseconds each instead of spawned (a new interpreter each importing ~1.1 s of CPU of
     Dask and mnemon). It serves every LocalCluster of this process, then ends with it."""
+    global _ours
     import multiprocessing
 
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["mnemon.orchestrator.jobs.warm"])  # PRELOAD, collector off
     from multiprocessing import forkserver
 
-    forkserver.ensure_running()
+    with _lock:
+        before = _server()
+        forkserver.ensure_running()
+        now = _server()
+        if now is not None and (before is None or before[1] != now[1]):
+            _ours = now[1]  # started here: ``serving`` may end it; one the host started, never
 
 
 _users = 0  # LocalCluster runs of this process under way (``serving``): the server is theirs
-_lock = threading.Lock()
+_lock = threading.RLock()
+_ours: int | None = None  # the pid of the fork server ``start_fork_server`` started, if running
 
 
 @contextmanager
@@ -94,7 +101,7 @@ def _kill() -> None:
     close left behind, orphaned once the server is gone). The server only forks: killed, it
     loses nothing."""
     found = _server()
-    if found is None:
+    if found is None or found[1] != _ours:  # a fork server the host started is the host's
         return
     pid = found[1]
     try:
@@ -115,14 +122,17 @@ def _kill() -> None:
 
 
 def stop_fork_server() -> None:
-    """End the fork server now (``_kill``) and reap it; the next ``start_fork_server`` starts
-    another. Uses ``multiprocessing.forkserver``'s own stop (``_stop``, CPython's, for its
+    """End the fork server now (``_kill``) and reap it, when ``start_fork_server`` started it
+    (a program that embeds mnemon and started its own keeps it, and the processes it forked);
+    the next ``start_fork_server`` starts another. Uses ``multiprocessing.forkserver``'s own stop (``_stop``, CPython's, for its
     tests): close the server's pipe, wait for it, forget its address."""
+    global _ours
     found = _server()
-    if found is None:
+    if found is None or found[1] != _ours:  # not started here: left to end with the process
         return
     server = found[0]
     _kill()
+    _ours = None
     try:
         server._stop()  # type: ignore[attr-defined]
     except ChildProcessError:  # reaped elsewhere: forgotten, as ``ensure_running`` would

@@ -101,3 +101,24 @@ def test_serving_ends_and_reaps_the_fork_server_and_a_new_one_starts():
         "    assert not os.path.exists(f'/proc/{pid}'), 'reaped, not a zombie'\n"
         "print(pids[0] != pids[1])\n")
     assert out.split() == ["True"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_a_fork_server_the_host_started_is_the_hosts():
+    """A program that embeds mnemon and started the fork server itself (for pools of its own)
+    keeps it and what it forked: a Dask run ends only a server it started."""
+    pytest.importorskip("distributed")
+    out = _run(
+        "import os, multiprocessing\n"
+        "from multiprocessing import forkserver\n"
+        "from mnemon.orchestrator.jobs import forks\n"
+        "ctx = multiprocessing.get_context('forkserver')\n"
+        "child = ctx.Process(target=__import__('time').sleep, args=(30,))\n"
+        "child.start()  # the host's own process, forked from the server it started\n"
+        "pid = forkserver._forkserver._forkserver_pid\n"
+        "with forks.serving():\n"
+        "    forks.end_early()\n"
+        "os.kill(pid, 0)  # the host's server still runs\n"
+        "print(forkserver._forkserver._forkserver_pid == pid, child.is_alive())\n"
+        "child.kill(); child.join()\n")
+    assert out.split() == ["True", "True"]
