@@ -54,6 +54,12 @@ def _cache_model(env: "AgentEnv", parent: "AgentNode", ttl: str) -> CacheModel:
     return CacheModel(ttl=ttl, tokens_per_byte=parent.tokens_per_byte or 0.25, memos=env.memos)
 
 
+def _copy(entries: dict[str, CacheEntry]) -> dict[str, CacheEntry]:
+    """The cache's entries, each its own (a request that reads one moves its expiry)."""
+    return {k: CacheEntry(position=e.position, tokens=e.tokens, expires_at=e.expires_at)
+            for k, e in entries.items()}
+
+
 def _replayed(env: "AgentEnv", parent: "AgentNode", ttl: str,
               model: str | None) -> CacheModel:
     """An empty cache with the parent's last request replayed into it (at time 0). The cache
@@ -66,15 +72,12 @@ def _replayed(env: "AgentEnv", parent: "AgentNode", ttl: str,
     settings = (ttl, model, cm.min_prefix_tokens, cm.tokens_per_byte, cm.lookback)
     base = parent.projection_base
     if last is not None and base is not None and base[0] is last and base[1] == settings:
-        cm.entries = {k: CacheEntry(position=e.position, tokens=e.tokens,
-                                    expires_at=e.expires_at) for k, e in base[2].items()}
+        cm.entries = _copy(base[2])
         cm._scan_at = min((e.expires_at for e in cm.entries.values()), default=math.inf)
         return cm
     cm.usage_for(last if last is not None else _request(env, parent, True), 0, 0.0, model=model)
     if last is not None:
-        parent.projection_base = (last, settings, {
-            k: CacheEntry(position=e.position, tokens=e.tokens, expires_at=e.expires_at)
-            for k, e in cm.entries.items()})
+        parent.projection_base = (last, settings, _copy(cm.entries))
     return cm
 
 

@@ -47,7 +47,7 @@ def start_fork_server() -> None:
 
 
 _users = 0  # LocalCluster runs of this process under way (``serving``): the server is theirs
-_lock = threading.RLock()
+_lock = threading.Lock()
 _ours: int | None = None  # the pid of the fork server ``start_fork_server`` started, if running
 
 
@@ -96,12 +96,19 @@ def _server() -> tuple[object, int] | None:
     return server, pid
 
 
+def _own_server() -> tuple[object, int] | None:
+    """``_server()`` when ``start_fork_server`` started it; None for one the host started (a
+    program that embeds mnemon keeps its own, and the processes it forked)."""
+    found = _server()
+    return found if found is not None and found[1] == _ours else None
+
+
 def _kill() -> None:
     """SIGKILL to the fork server and to any process still forked from it (a worker a failed
     close left behind, orphaned once the server is gone). The server only forks: killed, it
     loses nothing."""
-    found = _server()
-    if found is None or found[1] != _ours:  # a fork server the host started is the host's
+    found = _own_server()
+    if found is None:
         return
     pid = found[1]
     try:
@@ -123,12 +130,12 @@ def _kill() -> None:
 
 def stop_fork_server() -> None:
     """End the fork server now (``_kill``) and reap it, when ``start_fork_server`` started it
-    (a program that embeds mnemon and started its own keeps it, and the processes it forked);
-    the next ``start_fork_server`` starts another. Uses ``multiprocessing.forkserver``'s own stop (``_stop``, CPython's, for its
-    tests): close the server's pipe, wait for it, forget its address."""
+    (``_own_server``); the next ``start_fork_server`` starts another. Uses
+    ``multiprocessing.forkserver``'s own stop (``_stop``, CPython's, for its tests): close the
+    server's pipe, wait for it, forget its address."""
     global _ours
-    found = _server()
-    if found is None or found[1] != _ours:  # not started here: left to end with the process
+    found = _own_server()
+    if found is None:  # not started here: left to end with the process
         return
     server = found[0]
     _kill()
