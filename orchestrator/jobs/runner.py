@@ -45,6 +45,7 @@ from .scoring import scoring_for
 from .spec import Job
 from .state import children_of, complete, prepare, session_state, tidy
 from .tasks import Task
+from .claims import Claims, walk
 
 log = structlog.get_logger("mnemon.jobs")
 
@@ -112,7 +113,7 @@ class JobRunner:
                  watch_sigint: bool = True, supervisor: Callable[..., Supervisor] = Supervisor):
         self.job = job
         self.spec = job.spec
-        self.tasks = tasks
+        self.tasks = list(tasks)
         self.root = root
         self.output = output
         existing = list_agents(root)  # one listing, not a stat per task, shared
@@ -147,6 +148,15 @@ class JobRunner:
         self.damaged: list[tuple[str, str]] = []
         #: the job's ``[[score]]`` tables: every final line is scored once its tasks have run
         self.scoring = scoring_for(job)
+        #: A Dask chunk's claims (decision 0472): each task claimed as it is taken
+        #: (``claims.walk``) — its own, then ``others()``, other chunks' tasks — instead of
+        #: running every pending one.
+        self.claims: Claims | None = None
+        self.others: Callable[[], list[tuple[str, list[Task]]]] = list
+        self._mine: set[Path] = set()  # the logs of the tasks the walk gave this runner
+        self._ahead: dict[Path, int] = {}  # a claimed walk's directories made ahead: task index
+        self._prior: dict[str, dict[str, Any]] = {}
+        self._pending: set[str] = set()  # the ids of the tasks ``run`` found to run
 
     # ------------------------------------------------------------------ the run
 
@@ -158,7 +168,7 @@ class JobRunner:
         """
         from ..costs import run_cost
 
-        prior = read_results(self.output)
+        prior = self._prior = read_results(self.output)
         if self.count_prior:
             seen: list[str] = []  # lines that are not records: counted around, named
             spent = run_cost(self.root, damaged=seen) if self._existing else []
@@ -182,6 +192,7 @@ class JobRunner:
                 if line is not None:
                     self.lines[t.id] = line
                 pending.append(t)
+        self._pending = {t.id for t in pending}
         self.counts.started_at = time.monotonic()
         self.counts.cost_usd = self.sup.cost_usd
         self._file = ResultsFile(self.output)
@@ -193,6 +204,7 @@ class JobRunner:
                 if self.watch_sigint:
                     outer.start_soon(self._watch_sigint, outer.cancel_scope)
                 await self._feed(pending)
+                self._settle()
                 if self.scoring is not None:  # every final line without scores (this run's,
                     # and an earlier run's cut off while it scored); judges resume from logs
                     await self.scoring.score_lines(self.sup, self.tasks, self.lines,
@@ -202,9 +214,9 @@ class JobRunner:
             with trio.CancelScope(shield=True):
                 try:
                     self._file.close()
-                    tidy(self._prepared - self._created, self._unborn)
-                    rewrite(self.output, [self.lines[t.id] for t in self.tasks
-                                          if t.id in self.lines])
+                    self._settle()
+                    tidy(self._untouched(), self._unborn)
+                    rewrite(self.output, self._out_lines())
                     self.sup.close()
                 finally:  # (a full disk refusing the rewrite still lets go of the run root)
                     self.release()
@@ -238,18 +250,24 @@ class JobRunner:
         no task to spawn (with 64 tasks in flight, each such hand-off waits for a pass over all
         of them, and the waves of a job drift apart by that much; decision 0262)."""
         batch = max(8, self.spec.concurrency)
-        todo = iter(enumerate(pending))  # shared by the workers: ``next`` runs between steps
+        # shared by the workers: ``next`` runs between steps (a claimed walk's claim too)
+        todo = enumerate(pending if self.claims is None
+                         else walk(self.claims, pending, self.others))
         async with trio.open_nursery() as nursery:
             # two batches made ahead, in a thread, while the first tasks start: the first
             # ones, not waiting for it, create their own logs (127 directories and files
             # awaited here held the first request back 27–67 ms on this VM's disk)
             nursery.start_soon(self._prepare, pending[:2 * batch])
-            for _ in range(min(self.spec.concurrency, len(pending))):
+            # a claimed walk may find other chunks' tasks when it has none of its own left
+            n = len(pending) if self.claims is None else self.spec.concurrency
+            for _ in range(min(self.spec.concurrency, n)):
                 nursery.start_soon(self._worker, todo, pending, batch, nursery)
 
     async def _worker(self, todo, pending: list[Task], batch: int,
                       nursery: trio.Nursery) -> None:
         for i, t in todo:
+            if self.claims is not None and self._taken(t):
+                continue
             if i and i % batch == 0 and i + batch < len(pending):
                 # the directories and log files of the batch after next, in one hand-off to
                 # a thread: on a slow file system they are much of what starting a task costs
@@ -262,12 +280,70 @@ class JobRunner:
                 continue
             await self._task(t)
 
+    def _taken(self, t: Task) -> bool:
+        """A claimed walk's task, now this runner's: True when it needs no run (an earlier
+        attempt of this chunk finished it: its final line is in the chunk's results file)."""
+        self._mine.add(self.root / agent_source(t.agent))
+        if t.id in self._pending:
+            return False
+        self.tasks.append(t)  # another chunk's, stolen: its line belongs in this file
+        self.counts.total += 1
+        line = self._prior.get(t.id)
+        if line is None:
+            return False
+        self.lines[t.id] = line
+        if is_final(line):
+            self.counts.skipped += 1
+            self._count(line["status"])
+            return True
+        return False
+
+    def _settle(self) -> None:
+        """After a claimed walk: ``tasks`` are the ones this runner ran or read, in task order
+        (the rest of its own were claimed by other chunks), for its results file and summary."""
+        if self.claims is not None:
+            seen: set[str] = set()
+            self.tasks = sorted((t for t in self.tasks if t.id in self.lines
+                                 and not (t.id in seen or seen.add(t.id))),
+                                key=lambda t: t.index)
+
+    def _untouched(self) -> set[Path]:
+        """The logs made ahead (or claimed) whose tasks did not start: their directories are
+        removed if empty. A claimed walk removes only what its chunk holds — another chunk may
+        be starting a task in a directory made ahead here — claiming first what nobody holds
+        (a walk cut short: the next run runs them)."""
+        gone = self._prepared - self._created
+        if self.claims is None:
+            return gone
+        held = self._mine | {p for p in gone - self._mine
+                             if p in self._ahead and self.claims.take(self._ahead[p]) is None}
+        return ((gone | self._mine) - self._created) & held
+
+    def _out_lines(self) -> list[dict[str, Any]]:
+        """The results file's lines, one per task, in task order; a claimed walk's file keeps
+        every line it had too (another chunk's task finished by an earlier attempt of this one,
+        which this attempt's walk did not reach: cut short, say)."""
+        out = [self.lines[t.id] for t in self.tasks if t.id in self.lines]
+        if self.claims is not None:
+            ids = {t.id for t in self.tasks}
+            out += [line for task, line in self._prior.items() if task not in ids]
+        return out
+
     async def _prepare(self, tasks: list[Task]) -> None:
         fresh = [self.root / agent_source(x.agent) for x in tasks
                  if x.agent not in self._existing]
+        claims = self.claims
+        if claims is not None:  # not the tasks another chunk took (and may have ended)
+            index = {self.root / agent_source(x.agent): x.index for x in tasks}
+            self._ahead.update(index)
+
+            def made_ahead(paths: list[Path]) -> dict[Path, int]:
+                return prepare([p for p in paths if not claims.elsewhere(index[p])])
+        else:
+            made_ahead = prepare
         if fresh:
             self._prepared.update(fresh)  # (before: a cancel in the thread still tidies them)
-            self._unborn.update(await trio.to_thread.run_sync(prepare, fresh))
+            self._unborn.update(await trio.to_thread.run_sync(made_ahead, fresh))
 
     async def _task(self, t: Task) -> None:
         self.counts.running += 1

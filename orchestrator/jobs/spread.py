@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+from .claims import Claims, steal_order
 from .forks import end_early, serving
 from .results import decode_line  # imported by ``runner`` already
 from .runner import Counts, JobSummary
@@ -40,7 +41,8 @@ _NONE = object()
 
 def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
               base: dict[str, Any], log_level: int = logging.INFO,
-              trace: dict[str, Any] | None = None) -> dict[str, Any]:
+              trace: dict[str, Any] | None = None,
+              share: dict[str, Any] | None = None) -> dict[str, Any]:
     """On a worker: run these tasks of the job to their ends (resuming what a lost worker
     left), in one ``trio.run``; the chunk's results go to ``results.d/<chunk>.jsonl``, its spend
     and tasks running to its own ledger file, its log lines (at the driver's ``log_level``) to
@@ -49,7 +51,9 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
     ``job`` and ``tasks`` are the driver's, as it checked them against the run root's manifest:
     a chunk does not read the job file again (a 4 000-task file is ~0.06–0.15 s of TOML per
     worker, on the way to its first turn; pickled, the job and a chunk's tasks are ~0.01 s).
-    ``trace`` is the job's tracing, carried from the driver (``tracing.switch.carried``)."""
+    ``trace`` is the job's tracing, carried from the driver (``tracing.switch.carried``).
+    ``share`` (``shares``: the run's every chunk) makes the chunk claim each task as it starts
+    it, and once its own are taken, run what the other chunks have not (decision 0472)."""
     import functools
 
     import msgspec
@@ -69,6 +73,7 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
     logs.configure(None, path=root / LOGS / f"{attempt}.log", level=log_level)
     logs.bind(chunk=chunk, pid=os.getpid())  # every line of the chunk, its agents' too
     ledger = Ledger(folder_of(root, run), attempt)
+    claims = None
     shared = functools.partial(SharedSpendSupervisor, ledger=ledger,
                                base=(Usage(**base["usage"]), float(base["cost_usd"])))
     try:
@@ -78,6 +83,9 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
         sup = runner.sup
         out.parent.mkdir(exist_ok=True)
         runner.count_prior = False  # the driver read the run root's earlier spend: ``base``
+        if share is not None:
+            claims = runner.claims = Claims(root / RESULTS / f"{run}.claims", chunk)
+            runner.others = functools.partial(_others, root, share)
 
         def on_change(r) -> None:
             ledger.running = r.counts.running
@@ -97,11 +105,70 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
         ledger.running = 0
         sup.publish(ended=True)
     finally:
+        if claims is not None:
+            claims.close()
         ledger.close()
         logs.shutdown()  # written out; the worker's next task may not be a chunk
         logs.quiet()
         logs.unbind("chunk", "pid")
     return {"chunk": chunk, "pid": os.getpid(), **msgspec.to_builtins(summary)}
+
+
+def shares(folder: Path, run: str, tasks: list, parts: list[list[str]]) -> list[dict[str, Any]]:
+    """What each chunk needs to run the tasks the others have not (``run_chunk``'s ``share``):
+    every chunk's tasks written once beside the results (``<run>.tasks``), each chunk's range in
+    it, and the order it steals in. None of it when there is one chunk."""
+    import msgspec
+
+    if len(parts) < 2:
+        return [None] * len(parts)  # type: ignore[list-item]
+    folder.mkdir(exist_ok=True)
+    by_id = {t.id: t for t in tasks}
+    path = folder / f"{run}.tasks"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(msgspec.msgpack.encode([by_id[x] for ids in parts for x in ids]))
+    os.replace(tmp, path)
+    (folder / f"{run}.claims").mkdir()
+    bounds, at = [], 0
+    for ids in parts:
+        bounds.append((at, at + len(ids)))
+        at += len(ids)
+    names = [f"{run}-{i}" for i in range(len(parts))]
+    return [{"file": path.name, "others": [(names[j], *bounds[j]) for j in steal_order(names, i)]}
+            for i in range(len(parts))]
+
+
+def _others(root: Path, share: dict[str, Any]) -> list[tuple[str, list]]:
+    """The other chunks' tasks, in the order this one steals (read once its own are taken)."""
+    import msgspec
+
+    from .tasks import Task
+
+    try:
+        raw = (root / RESULTS / share["file"]).read_bytes()
+    except FileNotFoundError:  # the run was stopped (Ctrl-C) or ended: nothing to take
+        return []
+    every = msgspec.msgpack.Decoder(list[Task]).decode(raw)
+    return [(name, every[start:end]) for name, start, end in share["others"]]
+
+
+def forget_shares(folder: Path) -> None:
+    """Remove the tasks files and claims of ended runs (``shares``): after the merge, and at
+    the start of a run, those of a run whose driver was killed before it merged."""
+    import shutil
+
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return
+    for e in entries:
+        stem, dot, kind = e.name.partition(".")
+        if dot and kind in ("tasks", "claims", "tasks.tmp"):
+            if kind == "claims":
+                shutil.rmtree(e.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.path)
 
 
 LOCAL_CLUSTER = {  # Dask settings for the LocalCluster mnemon starts, for its whole life
@@ -294,6 +361,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
     pending = [t.id for t in tasks if not is_final(prior.get(t.id, {}))]
     base_usage, base_usd = _spent(root)  # earlier runs: their ledgers are in the logs now
     clear(root)
+    forget_shares(root / RESULTS)  # a killed driver's (its chunks' lines are merged below)
     run = uuid.uuid4().hex[:8]
     watch = Watch(root, run, tasks, prior, base_usd)
     base = {"usage": msgspec.to_builtins(base_usage), "cost_usd": base_usd}
@@ -302,6 +370,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
     parts: list[list[str]] = []
     nworkers = workers
     left: set = set()
+    ended = False  # every chunk ended: not stopped by Ctrl-C or an error
     cluster = client = None
     # a LocalCluster's servers read their settings as they run (a nanny restarting a killed
     # worker, say) and the nannies pass them to the workers: set for the cluster's life
@@ -336,6 +405,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                                           [[by_id[x] for x in ids] for ids in parts],
                                           [str(root.absolute())] * n, names, [run] * n, [base] * n,
                                           [log_level] * n, [trace] * n,
+                                          shares(root / RESULTS, run, tasks, parts),
                                           key=[f"mnemon-chunk-{x}" for x in names], retries=3,
                                           pure=False), names))
             if cluster is not None:
@@ -369,8 +439,11 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                         wait(list(left), timeout=interval_s, return_when="FIRST_COMPLETED")
                     except TimeoutError:
                         pass
+            ended = True
         finally:
             try:
+                if not ended:  # stopped or failed: no chunk takes another task, each ends
+                    forget_shares(root / RESULTS)  # once the tasks it runs end (0472)
                 if client is not None:
                     if left:  # interrupted: a LocalCluster's workers stop with it; on a cluster
                         # you run, a chunk already running finishes its tasks
@@ -394,6 +467,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
             if not is_final(lines.get(task, {})):
                 lines[task] = line
     rewrite(out, [lines[t.id] for t in tasks if t.id in lines])
+    forget_shares(folder)  # merged: what the chunks shared is no longer needed
     watch.reader.close()
     final = Reader(folder_of(root, run))
     attempts = final.entries()

@@ -111,6 +111,11 @@ def test_a_worker_killed_mid_job_loses_nothing(tmp_path):
     lines = [json.loads(x) for x in (root / "results.jsonl").read_text().splitlines()]
     assert summary["usage"] == {k: sum(x["usage"][k] for x in lines) for k in summary["usage"]}
     _verify(root)
+    _each_turn_once(root)
+
+
+def _each_turn_once(root: Path) -> None:
+    """No turn of any agent recorded twice, no provider call repeated for a recorded turn."""
     for agent in (root / "agents").iterdir():
         recs = [json.loads(x) for x in (agent / "record.jsonl").read_text().splitlines()]
         turns = [r["turn"] for r in recs if r["t"] in ("UserPrompt", "AssistantMessage")]
@@ -118,6 +123,81 @@ def test_a_worker_killed_mid_job_loses_nothing(tmp_path):
         ok = [r for r in recs if r["t"] == "ProviderCall" and not r.get("error")]
         assert len(ok) == sum(r["t"] == "AssistantMessage" for r in recs), \
             f"{agent.name}: a provider call repeated for a recorded turn"
+
+
+def _chunk_files(root: Path) -> dict[int, list[str]]:
+    """Each chunk's results file of the run: the tasks it ran, by chunk number."""
+    return {int(f.stem.rsplit("-", 1)[1]): [json.loads(x)["task"] for x in
+                                              f.read_text().splitlines()]
+            for f in (root / "results.d").glob("*.jsonl")}
+
+
+def test_a_chunk_runs_what_the_others_have_not_started(tmp_path):
+    """Four chunks on two workers (decision 0472): a worker's first chunk, its own tasks done,
+    runs the tasks no chunk has started — its second chunk's among them, which would otherwise
+    wait for it to drain — and every task is run once; what the chunks shared is removed."""
+    from mnemon.orchestrator.jobs.spread import run_job
+
+    job = _job(tmp_path / "job", latency=0.05)
+    root = tmp_path / "job.run"
+    summary = run_job(job, run_root=root, output=None, scheduler=None, workers=2)
+    assert summary["done"] == TASKS and summary["chunks"] == 4
+    ran = _chunk_files(root)
+    every = [t for tasks in ran.values() for t in tasks]
+    assert sorted(every) == sorted(f"q{i}" for i in range(TASKS)), "each task run once"
+    size = -(-TASKS // 4)
+    stolen = {c: [t for t in tasks if int(t[1:]) // size != c] for c, tasks in ran.items()}
+    assert any(stolen.values()), f"no chunk ran another's task: {ran}"
+    assert _results(root / "results.jsonl") and len(_results(root / "results.jsonl")) == TASKS
+    assert not [p.name for p in (root / "results.d").iterdir() if p.suffix != ".jsonl"], \
+        "the tasks file and the claims are gone once merged"
+    _verify(root)
+    _each_turn_once(root)
+
+
+def test_a_worker_killed_while_it_runs_another_chunks_task_loses_nothing(tmp_path):
+    """The chunk whose worker died runs again elsewhere, finds its claims, and resumes the
+    tasks it had taken from another chunk from their logs — even with none of its own left."""
+    from mnemon.orchestrator.jobs.spread import run_job
+
+    job = _job(tmp_path / "job", latency=0.2)
+    root = tmp_path / "job.run"
+    size = -(-TASKS // 4)
+    killed: list[tuple[str, int, int]] = []
+
+    def on_progress(watch):
+        if killed:
+            return
+        folder = root / "results.d" / f"{watch.run}.claims"
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return
+        for name in names:
+            holder, task = os.readlink(folder / name), f"q{name}"
+            own = int(holder.rsplit("-", 1)[1])  # its own tasks all ended: run again, it has
+            if holder != f"{watch.run}-{int(name) // size}" and task not in watch.lines \
+                    and all(f"q{k}" in watch.lines  # none of them left to run
+                            for k in range(own * size, min(TASKS, own * size + size))):
+                attempts = sorted((root / "mnemon.log.d").glob(f"{holder}.*.log"))
+                pid = int(attempts[-1].name.split(".")[2])
+                killed.append((holder, int(name), pid))
+                os.kill(pid, signal.SIGKILL)
+                return
+
+    summary = run_job(job, run_root=root, output=None, scheduler=None, workers=2,
+                      on_progress=on_progress, interval_s=0.05)
+    assert killed, "no chunk was seen running another's task"
+    holder, index, _ = killed[0]
+    assert summary["done"] == TASKS and summary["pending"] == 0
+    assert len(list((root / "mnemon.log.d").glob(f"{holder}.*.log"))) >= 2, "run again"
+    ran = _chunk_files(root)
+    assert sorted(t for tasks in ran.values() for t in tasks) == \
+        sorted(f"q{i}" for i in range(TASKS)), "each task in one chunk's file, once"
+    assert f"q{index}" in ran[int(holder.rsplit("-", 1)[1])], \
+        "the stolen task was finished by the chunk that had claimed it"
+    _verify(root)
+    _each_turn_once(root)
 
 
 def test_progress_advances_per_task_before_any_chunk_ends(tmp_path):
@@ -260,7 +340,8 @@ def test_a_worker_that_fails_to_start_fails_the_run(tmp_path):
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode != 0
     assert "failed to start" in proc.stderr
-    assert not (tmp_path / "x.run" / "results.d").exists()  # no chunk ever ran
+    shared = tmp_path / "x.run" / "results.d"  # no chunk ever ran, and what the run had
+    assert not shared.exists() or not list(shared.iterdir())  # made for its chunks is gone
 
 
 def _left_running(marker: str) -> list[str]:

@@ -1,0 +1,138 @@
+"""A Dask run's chunks claim each task as they start it (``claims``, decision 0472): whatever
+the interleaving of the chunks' walks and however often a chunk's attempt dies and runs again,
+every task is run by exactly one chunk, and a chunk run again finds every task it had taken."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+from hypothesis import given, settings, strategies as st
+
+from mnemon.orchestrator.jobs.claims import Claims, steal_order, walk
+
+
+def _ranges(sizes: list[int]) -> list[list[SimpleNamespace]]:
+    out, at = [], 0
+    for n in sizes:
+        out.append([SimpleNamespace(index=at + k) for k in range(n)])
+        at += n
+    return out
+
+
+class _Chunk:
+    """One chunk of a run: its attempts, each a walk over the claims folder."""
+
+    def __init__(self, folder: Path, names: list[str], ranges, me: int):
+        self.folder, self.names, self.ranges, self.me = folder, names, ranges, me
+        self.ran: list[int] = []  # every task any attempt of this chunk was given
+        self.attempt = None
+        self.done = False
+        self.restart()
+
+    def restart(self) -> None:
+        """The attempt dies (its worker killed); Dask runs the chunk again."""
+        if self.attempt is not None:
+            self.claims.close()
+        self.claims = Claims(self.folder, self.names[self.me])
+        others = [(self.names[j], self.ranges[j]) for j in steal_order(self.names, self.me)]
+        self.attempt = walk(self.claims, self.ranges[self.me], lambda: others)
+        self.given: list[int] = []  # this attempt's
+        self.done = False
+
+    def step(self) -> None:
+        if self.done:
+            return
+        t = next(self.attempt, None)
+        if t is None:
+            self.done = True
+        else:
+            self.given.append(t.index)
+            self.ran.append(t.index)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.integers(0, 12), min_size=1, max_size=5),
+       schedule=st.lists(st.tuples(st.integers(0, 4), st.sampled_from("nnnnr")), max_size=120))
+def test_every_task_is_run_by_one_chunk_whatever_the_interleaving(tmp_path_factory, sizes,
+                                                                   schedule):
+    folder = tmp_path_factory.mktemp("claims")
+    names = [f"r-{i}" for i in range(len(sizes))]
+    ranges = _ranges(sizes)
+    chunks = [_Chunk(folder, names, ranges, i) for i in range(len(sizes))]
+    for who, what in schedule:
+        c = chunks[who % len(chunks)]
+        c.restart() if what == "r" else c.step()
+    holders: dict[int, str] = {}
+    for c in chunks:  # each chunk's last attempt, run to its end (Dask's retries)
+        kept = set(c.ran)
+        c.restart()
+        while not c.done:
+            c.step()
+        assert kept <= set(c.given), "a chunk run again is given every task it had taken"
+        for i in c.given:
+            assert holders.setdefault(i, c.names[c.me]) == c.names[c.me], \
+                f"task {i} given to two chunks"
+        c.claims.close()
+    every = {t.index for r in ranges for t in r}
+    assert set(holders) == every, "every task run"
+    for c in chunks:
+        assert set(c.ran) <= {i for i, h in holders.items() if h == c.names[c.me]}, \
+            "no attempt of a chunk was ever given another chunk's task"
+    # on disk: one claim per task, naming its chunk
+    assert {int(n): os.readlink(folder / n) for n in os.listdir(folder)} == holders
+
+
+def test_a_thief_takes_the_tail_and_the_owner_stops_at_it(tmp_path):
+    names = ["r-0", "r-1"]
+    ranges = _ranges([6, 6])
+    owner = Claims(tmp_path, "r-0")
+    thief = Claims(tmp_path, "r-1")
+    mine = walk(owner, ranges[0], lambda: [("r-1", ranges[1])])
+    first = [next(mine).index for _ in range(2)]  # the owner starts 0 and 1
+    stolen = list(walk(thief, ranges[1], lambda: [("r-0", ranges[0])]))
+    # the thief ran its own six, then the owner's range from its end down to the owner's claims
+    assert [t.index for t in stolen] == [6, 7, 8, 9, 10, 11, 5, 4, 3, 2]
+    assert first + [t.index for t in mine] == [0, 1], \
+        "the owner met the thief's claims and its range, and the thief's, were taken"
+    assert owner.take(3) == "r-1" and owner.take(0) is None and thief.take(0) == "r-0"
+    owner.close()
+    thief.close()
+
+
+def test_a_claim_is_never_seen_half_made(tmp_path):
+    """The claim's holder is in the link itself: there is no moment when it exists unnamed
+    (a file created, then written, would be read empty by another chunk in between)."""
+    a, b = Claims(tmp_path, "r-0"), Claims(tmp_path, "r-1")
+    assert a.take(7) is None
+    assert os.path.islink(tmp_path / "7") and os.readlink(tmp_path / "7") == "r-0"
+    assert b.take(7) == "r-0" and a.take(7) is None
+    a.close()
+    b.close()
+
+
+def test_claims_removed_under_a_walk_end_it(tmp_path):
+    """The driver merged (an interrupted run) and removed the claims: a chunk still walking
+    takes nothing more."""
+    import shutil
+
+    folder = tmp_path / "r.claims"
+    folder.mkdir()
+    c = Claims(folder, "r-0")
+    ranges = _ranges([3, 3])
+    w = walk(c, ranges[0], lambda: [("r-1", ranges[1])])
+    assert next(w).index == 0
+    shutil.rmtree(folder)
+    assert list(w) == []
+    c.close()
+    late = Claims(folder, "r-1")  # a chunk started after: takes nothing
+    assert list(walk(late, ranges[1], lambda: [("r-0", ranges[0])])) == []
+    late.close()
+
+
+def test_steal_order_starts_with_the_next_chunk():
+    names = ["a", "b", "c", "d"]
+    assert steal_order(names, 0) == [1, 2, 3]
+    assert steal_order(names, 2) == [3, 0, 1]
+    assert steal_order(["a"], 0) == []
