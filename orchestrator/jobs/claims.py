@@ -27,6 +27,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+END = "end"
+"""The claim that marks every task claimed (a task's claim is named by its index: no clash)."""
+
 
 class Claims:
     """The claims of one run (``folder``), taken for one chunk (``chunk``)."""
@@ -68,6 +71,15 @@ class Claims:
         except FileNotFoundError:
             return False
 
+    def all_taken(self) -> None:
+        """Mark that every task of the run is claimed (a walk went through every range): a
+        chunk that starts after this, and never ran before, has nothing to take."""
+        if self._fd >= 0:
+            try:
+                os.symlink(self.chunk, END, dir_fd=self._fd)
+            except OSError:  # (marked already; or the claims are gone)
+                pass
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
@@ -88,8 +100,16 @@ def walk(claims: Claims, own: Sequence[Any], others: Callable[[], list[tuple[str
             holder = claims.take(index(t))
             if holder is None:
                 yield t
-            elif holder == owner or holder == "":
+            elif holder == "":
+                return  # the claims are gone: the run was stopped
+            elif holder == owner:
                 break  # the owner's prefix: the rest of the range is taken
+    claims.all_taken()
+
+
+def all_taken(folder: Path) -> bool:
+    """Whether a walk went through every range of the run (``Claims.all_taken``)."""
+    return os.path.lexists(folder / END)
 
 
 def steal_order(names: list[str], me: int) -> list[int]:

@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from .claims import Claims, steal_order
+from .claims import Claims, all_taken, steal_order
 from .forks import end_early, serving
 from .results import decode_line  # imported by ``runner`` already
 from .runner import Counts, JobSummary
@@ -68,6 +68,15 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
 
     root = Path(run_root)
     out = root / RESULTS / f"{chunk}.jsonl"
+    if share is not None and all_taken(root / RESULTS / f"{run}.claims") \
+            and not _ran_before(root, chunk):
+        # every task was claimed before this chunk started (a worker's second chunk, its
+        # first having taken what was left): nothing to run, nothing to build a runner for
+        out.touch()  # (its results file, empty: every chunk has one)
+        return {"chunk": chunk, "pid": os.getpid(), **msgspec.to_builtins(JobSummary(
+            run_root=str(root), output=str(out), tasks=0, done=0, failed=0, budget=0,
+            cancelled=0, pending=0, skipped=0, usage={}, cost_usd=0.0, elapsed_s=0.0,
+            interrupted=False))}
     attempt = f"{chunk}.{time.time_ns():020d}.{os.getpid()}"  # this try of the chunk
     (root / LOGS).mkdir(exist_ok=True)
     logs.configure(None, path=root / LOGS / f"{attempt}.log", level=log_level)
@@ -136,6 +145,15 @@ def shares(folder: Path, run: str, tasks: list, parts: list[list[str]]) -> list[
     names = [f"{run}-{i}" for i in range(len(parts))]
     return [{"file": path.name, "others": [(names[j], *bounds[j]) for j in steal_order(names, i)]}
             for i in range(len(parts))]
+
+
+def _ran_before(root: Path, chunk: str) -> bool:
+    """Whether an earlier attempt of the chunk started (its log file is the first thing an
+    attempt makes): it may hold claims, which this attempt must take again."""
+    try:
+        return any(e.name.startswith(chunk + ".") for e in os.scandir(root / LOGS))
+    except FileNotFoundError:
+        return False
 
 
 def _others(root: Path, share: dict[str, Any]) -> list[tuple[str, list]]:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from hypothesis import given, settings, strategies as st
 
-from mnemon.orchestrator.jobs.claims import Claims, steal_order, walk
+from mnemon.orchestrator.jobs.claims import Claims, all_taken, steal_order, walk
 
 
 def _ranges(sizes: list[int]) -> list[list[SimpleNamespace]]:
@@ -80,8 +80,9 @@ def test_every_task_is_run_by_one_chunk_whatever_the_interleaving(tmp_path_facto
     for c in chunks:
         assert set(c.ran) <= {i for i, h in holders.items() if h == c.names[c.me]}, \
             "no attempt of a chunk was ever given another chunk's task"
-    # on disk: one claim per task, naming its chunk
-    assert {int(n): os.readlink(folder / n) for n in os.listdir(folder)} == holders
+    # on disk: one claim per task, naming its chunk, and the mark that every task is taken
+    assert {int(n): os.readlink(folder / n) for n in os.listdir(folder) if n != "end"} == holders
+    assert all_taken(folder)
 
 
 def test_a_thief_takes_the_tail_and_the_owner_stops_at_it(tmp_path):
@@ -91,7 +92,9 @@ def test_a_thief_takes_the_tail_and_the_owner_stops_at_it(tmp_path):
     thief = Claims(tmp_path, "r-1")
     mine = walk(owner, ranges[0], lambda: [("r-1", ranges[1])])
     first = [next(mine).index for _ in range(2)]  # the owner starts 0 and 1
+    assert not all_taken(tmp_path)
     stolen = list(walk(thief, ranges[1], lambda: [("r-0", ranges[0])]))
+    assert all_taken(tmp_path), "the thief's walk went through every range"
     # the thief ran its own six, then the owner's range from its end down to the owner's claims
     assert [t.index for t in stolen] == [6, 7, 8, 9, 10, 11, 5, 4, 3, 2]
     assert first + [t.index for t in mine] == [0, 1], \

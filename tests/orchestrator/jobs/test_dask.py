@@ -148,6 +148,10 @@ def test_a_chunk_runs_what_the_others_have_not_started(tmp_path):
     size = -(-TASKS // 4)
     stolen = {c: [t for t in tasks if int(t[1:]) // size != c] for c, tasks in ran.items()}
     assert any(stolen.values()), f"no chunk ran another's task: {ran}"
+    started = {f.name.split(".")[0] for f in (root / "mnemon.log.d").glob("*.log")}
+    assert len(started) < 4, "a chunk that started once every task was taken built no runner"
+    assert all(not ran.get(int(c.rsplit("-", 1)[1])) for c in
+               {f"{x.split('-')[0]}-{i}" for x in started for i in range(4)} - started)
     assert _results(root / "results.jsonl") and len(_results(root / "results.jsonl")) == TASKS
     assert not [p.name for p in (root / "results.d").iterdir() if p.suffix != ".jsonl"], \
         "the tasks file and the claims are gone once merged"
@@ -157,7 +161,8 @@ def test_a_chunk_runs_what_the_others_have_not_started(tmp_path):
 
 def test_a_worker_killed_while_it_runs_another_chunks_task_loses_nothing(tmp_path):
     """The chunk whose worker died runs again elsewhere, finds its claims, and resumes the
-    tasks it had taken from another chunk from their logs — even with none of its own left."""
+    tasks it had taken from another chunk from their logs — even with none of its own left,
+    and every task of the run claimed (a chunk that never ran would have nothing to do)."""
     from mnemon.orchestrator.jobs.spread import run_job
 
     job = _job(tmp_path / "job", latency=0.2)
@@ -174,11 +179,14 @@ def test_a_worker_killed_while_it_runs_another_chunks_task_loses_nothing(tmp_pat
         except FileNotFoundError:
             return
         for name in names:
+            if name == "end":
+                continue
             holder, task = os.readlink(folder / name), f"q{name}"
             own = int(holder.rsplit("-", 1)[1])  # its own tasks all ended: run again, it has
             if holder != f"{watch.run}-{int(name) // size}" and task not in watch.lines \
                     and all(f"q{k}" in watch.lines  # none of them left to run
-                            for k in range(own * size, min(TASKS, own * size + size))):
+                            for k in range(own * size, min(TASKS, own * size + size))) \
+                    and os.path.lexists(folder / "end"):  # and every task already claimed
                 attempts = sorted((root / "mnemon.log.d").glob(f"{holder}.*.log"))
                 pid = int(attempts[-1].name.split(".")[2])
                 killed.append((holder, int(name), pid))
