@@ -1,11 +1,12 @@
 """Scale-out benchmark: one job, ``--engine local`` against ``--engine dask`` (a LocalCluster of
 worker processes × 1 thread), on a CPU-bound swarm (scripted provider, short latency).
 
-    python bench/scale.py [--tasks 600] [--turns 6] [--latency 0.02] [--workers 2] [--runs 3]
-                          [--with-budget] [--baseline PYTHON] [--quiet CORES] [--json]
+    python bench/scale.py [--tasks 600] [--turns 6] [--skew 0] [--latency 0.02] [--workers 2]
+                          [--runs 3] [--with-budget] [--baseline PYTHON] [--quiet CORES] [--json]
 
 Each task is a root agent that calls ``transcript_index`` for ``--turns`` − 1 turns, then
-answers. Figures: agent-turns per second of each engine (whole ``mnemon run`` process, median of
+answers; with ``--skew F`` the turns rise with the task's place, from ``turns × (1 − F)`` to
+``turns × (1 + F)`` (decision 0472: chunks cut equal in advance are then unequal work). Figures: agent-turns per second of each engine (whole ``mnemon run`` process, median of
 ``--runs``), and their ratio. ``--with-budget`` adds ``--engine dask`` on the same job with a job
 budget it never reaches: what reading the other workers' ledgers before every turn costs
 (decision 0251). This is a benchmark, not a test.
@@ -41,17 +42,33 @@ from pathlib import Path
 POLICY = '''
 def policy(request, state):
     said = sum(1 for m in request.messages if m["role"] == "assistant")
-    if said + 1 < TURNS:
+    if said + 1 < turns_of(request):
         return [{"type": "tool_use", "id": f"c{said}", "name": "transcript_index",
                  "input": {"turns": "1"}}], "tool_use"
     return [{"type": "text", "text": "done"}], "end_turn"
 '''
 
 
+TURNS_OF = '''
+def turns_of(request):
+    if not SKEW:
+        return TURNS
+    first = request.messages[0]["content"]
+    text = first if isinstance(first, str) else first[0]["text"]
+    i = int(text.rsplit(" ", 1)[1])  # "task i": TURNS × (1 − SKEW) for the first, × (1 + SKEW)
+    return max(1, round(TURNS * (1 + SKEW * (2 * i / max(1, TASKS - 1) - 1))))  # for the last
+'''
+
+
 def make_job(folder: Path, tasks: int, turns: int, latency: float,
-             budget: int | None = None) -> Path:
+             budget: int | None = None, skew: float = 0.0) -> Path:
+    """The job: ``tasks`` root tasks, each calling ``transcript_index`` for ``turns`` − 1 turns
+    then answering. ``skew``: task i's turns rise linearly from ``turns × (1 − skew)`` for the
+    first to ``turns × (1 + skew)`` for the last (the same total): a job whose later tasks are
+    longer, as when its documents grow — chunks cut equal in advance are then not equal work."""
     folder.mkdir(parents=True)
-    (folder / "swarm.py").write_text(f"TURNS = {turns}\n" + POLICY)
+    (folder / "swarm.py").write_text(f"TURNS = {turns}\nSKEW = {skew}\nTASKS = {tasks}\n"
+                                     + TURNS_OF + POLICY)
     rows = "".join(f'[[tasks]]\nid = "t{i}"\nprompt = "task {i}"\n\n' for i in range(tasks))
     (folder / "job.toml").write_text(
         f'concurrency = 64\n\n[provider]\nname = "scripted"\npolicy = "swarm:policy"\n'
@@ -152,6 +169,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=600)
     ap.add_argument("--turns", type=int, default=6)
+    ap.add_argument("--skew", type=float, default=0.0,
+                    help="task i's turns from turns×(1−SKEW), the first, to turns×(1+SKEW)")
     ap.add_argument("--latency", type=float, default=0.02)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
@@ -164,7 +183,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="mnemon-scale-"))
-    job = make_job(tmp / "job", a.tasks, a.turns, a.latency)
+    job = make_job(tmp / "job", a.tasks, a.turns, a.latency, skew=a.skew)
     jobs = {"local": job, "dask": job}
     if a.with_budget:
         jobs["dask with a job budget"] = make_job(tmp / "budgeted", a.tasks, a.turns, a.latency,
@@ -182,14 +201,15 @@ def main() -> None:
             engine = name.split()[0]
             times[name].append(one(path, engine, a.workers, tmp / f"{i}-{r}.run", python))
     floors.append(floor())
-    turns = a.tasks * a.turns
+    turns = sum(max(1, round(a.turns * (1 + a.skew * (2 * i / max(1, a.tasks - 1) - 1))))
+                for i in range(a.tasks)) if a.skew else a.tasks * a.turns
 
     def median(e: str, k: int) -> float | None:
         v = [x[k] for x in times[e] if x[k] is not None]
         return round(statistics.median(v), 2) if v else None
 
     med = {e: statistics.median(x[0] for x in v) for e, v in times.items()}
-    out = {"tasks": a.tasks, "turns_per_task": a.turns, "latency_s": a.latency,
+    out = {"tasks": a.tasks, "turns_per_task": a.turns, "skew": a.skew, "latency_s": a.latency,
            "workers": a.workers, "runs": a.runs, "cpus": os.cpu_count(),
            "seconds_median": {e: round(v, 2) for e, v in med.items()},
            "agent_turns_per_s": {e: round(turns / v, 1) for e, v in med.items()},
