@@ -168,6 +168,17 @@ def numpy_deferred(*also: str) -> Iterator[None]:
                 del sys.modules[name]
 
 
+def import_distributed() -> None:
+    """``import distributed`` as a run's driver needs it: without NumPy and jinja2 — it sends
+    no arrays and renders no notebook's HTML (decisions 0470, 0471) — where that works; a Dask
+    that needs NumPy imports it. The driver keeps ``rich`` (``mnemon -v`` renders with it)."""
+    try:
+        with numpy_deferred("jinja2"):
+            import distributed  # noqa: F401
+    except ImportError:
+        import distributed  # noqa: F401
+
+
 OPTIONAL = (
     # Imported by Dask and structlog only where installed, each with its fallback, for what a
     # Dask run of mnemon never does; ~0.015 s and ~0.03 s of the imports on the way to the first

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .claims import Claims, all_taken, steal_order
-from .forks import end_early, serving
+from .forks import end_early, import_distributed, numpy_deferred, serving
 from .results import decode_line  # imported by ``runner`` already
 from .runner import Counts, JobSummary
 
@@ -340,7 +340,7 @@ def run_job(job_path: str | Path, *, run_root: str | Path | None, output: str | 
     them for ``job_path`` (the command has read the file already: not parsed twice)."""
     # a LocalCluster's workers are forked from one server, ended with the run (``serving``)
     with serving() if not scheduler else contextlib.nullcontext():
-        import distributed  # noqa: F401 - imported here, while the fork server imports it too
+        import_distributed()  # here, while the fork server imports it too
 
         from .build import prepare
 
@@ -398,7 +398,16 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
             if scheduler:
                 client = Client(scheduler)
             else:
+                from distributed.utils import get_mp_context
                 from distributed.worker_memory import parse_memory_limit
+
+                # a nanny's first start asks Dask for its multiprocessing context, which
+                # imports NumPy, pandas and lz4 where installed, for the preload of a fork
+                # server Dask would start: ours runs already, with its own preload. Asked here
+                # with them deferred, it imports none (~0.07 s of the driver's on the way to
+                # the first chunk with NumPy alone, ~0.3 s more with pandas; decision 0472)
+                with numpy_deferred("pandas", "lz4"):
+                    get_mp_context()
 
                 # the scheduler alone first: the chunks wait there while the workers start,
                 # and each worker takes its chunks as it registers (decision 0470); each

@@ -189,15 +189,10 @@ def _run_dask(args, engine) -> int:
     if loaded[0].spec.variants:
         raise UserError("a job with [variants] runs on the local or batch engine, not dask")
 
-    from ...jobs.forks import numpy_deferred
+    from ...jobs.forks import import_distributed
 
     with warming():  # this process's imports: none of them in a collection (decision 0264)
-        try:
-            # the driver sends no arrays, renders no notebook's HTML (decisions 0470, 0471)
-            with numpy_deferred("jinja2"):
-                import distributed  # noqa: F401 - while the fork server imports it too
-        except ImportError:  # a Dask that needs NumPy: imported with it
-            import distributed  # noqa: F401
+        import_distributed()  # while the fork server imports it too
 
         from ... import logs
         from ...jobs.display import JobProgress, final_table
