@@ -302,10 +302,11 @@ class JobRunner:
         """After a claimed walk: ``tasks`` are the ones this runner ran or read, in task order
         (the rest of its own were claimed by other chunks), for its results file and summary."""
         if self.claims is not None:
-            seen: set[str] = set()
-            self.tasks = sorted((t for t in self.tasks if t.id in self.lines
-                                 and not (t.id in seen or seen.add(t.id))),
-                                key=lambda t: t.index)
+            kept: dict[str, Task] = {}
+            for t in self.tasks:
+                if t.id in self.lines:
+                    kept.setdefault(t.id, t)
+            self.tasks = sorted(kept.values(), key=lambda t: t.index)
 
     def _untouched(self) -> set[Path]:
         """The logs made ahead (or claimed) whose tasks did not start: their directories are

@@ -139,3 +139,43 @@ def test_steal_order_starts_with_the_next_chunk():
     assert steal_order(names, 0) == [1, 2, 3]
     assert steal_order(names, 2) == [3, 0, 1]
     assert steal_order(["a"], 0) == []
+
+
+def test_a_chunk_run_again_keeps_the_lines_of_what_it_took_and_did_not_reach(tmp_path):
+    """A chunk's earlier attempt finished another chunk's task; run again, its walk does not
+    reach that task (the run was stopped: the tasks file is gone). The rewritten results file
+    keeps its line: the merge finds the task done, not lost."""
+    import json
+    import pickle
+    import subprocess
+    import sys
+
+    from mnemon.lineage.runroot import create_run_root
+    from mnemon.orchestrator.jobs.build import load
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = folder / "job.toml"
+    path.write_text('[provider]\nname = "scripted"\n\n[[tasks]]\nid = "a"\nprompt = "one"\n\n'
+                    '[[tasks]]\nid = "b"\nprompt = "two"\n')
+    job, tasks = load(path)
+    root = create_run_root(tmp_path / "run", "the driver")
+    claims = root / "results.d" / "r.claims"
+    claims.mkdir(parents=True)
+    os.symlink("r-0", claims / str(tasks[1].index))  # b, taken by r-0 from r-1
+    done_b = {"task": "b", "status": "done", "answer": "earlier", "agent": "b", "reason": None,
+              "usage": {}, "cost_usd": 0.0, "attempts": 1}
+    (root / "results.d" / "r-0.jsonl").write_text(json.dumps(done_b) + "\n")
+    share = {"file": "r.tasks", "others": [("r-1", 1, 2)]}  # no such file: nothing reached
+    code = (
+        "import pickle, sys\n"
+        "from mnemon.orchestrator.jobs.spread import run_chunk\n"
+        "job, tasks, root, share = pickle.loads(sys.stdin.buffer.read())\n"
+        "print(run_chunk(job, tasks, root, 'r-0', 'r', {'usage': {}, 'cost_usd': 0.0},"
+        " share=share)['done'])\n")
+    proc = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(
+        (job, tasks[:1], str(root), share)), capture_output=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    lines = [json.loads(x) for x in (root / "results.d" / "r-0.jsonl").read_text().splitlines()]
+    assert [(x["task"], x["status"]) for x in lines] == [("a", "done"), ("b", "done")]
+    assert lines[1]["answer"] == "earlier"
