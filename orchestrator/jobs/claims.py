@@ -62,15 +62,6 @@ class Claims:
         return None if holder == self.chunk else holder
 
 
-    def elsewhere(self, index: int) -> bool:
-        """Whether another chunk holds task ``index`` (a look, not a claim)."""
-        if self._fd < 0:
-            return True
-        try:
-            return os.readlink(str(index), dir_fd=self._fd) != self.chunk
-        except FileNotFoundError:
-            return False
-
     def all_taken(self) -> None:
         """Mark that every task of the run is claimed (a walk went through every range): a
         chunk that starts after this, and never ran before, has nothing to take."""

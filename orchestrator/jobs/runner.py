@@ -18,6 +18,7 @@ started when the job's budget is spent is not started and gets status ``budget``
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable
@@ -153,8 +154,7 @@ class JobRunner:
         #: running every pending one.
         self.claims: Claims | None = None
         self.others: Callable[[], list[tuple[str, list[Task]]]] = list
-        self._mine: set[Path] = set()  # the logs of the tasks the walk gave this runner
-        self._ahead: dict[Path, int] = {}  # a claimed walk's directories made ahead: task index
+        self._mine: set[Path] = set()  # the logs of the tasks the walk claimed for this runner
         self._prior: dict[str, dict[str, Any]] = {}
         self._pending: set[str] = set()  # the ids of the tasks ``run`` found to run
 
@@ -249,41 +249,87 @@ class JobRunner:
         A task that ends starts the next in the same Trio step: no limiter to wake a feeder,
         no task to spawn (with 64 tasks in flight, each such hand-off waits for a pass over all
         of them, and the waves of a job drift apart by that much; decision 0262)."""
+        if self.claims is not None:
+            return await self._feed_claimed(pending)
         batch = max(8, self.spec.concurrency)
-        # shared by the workers: ``next`` runs between steps (a claimed walk's claim too)
-        todo = enumerate(pending if self.claims is None
-                         else walk(self.claims, pending, self.others))
+        todo = enumerate(pending)  # shared by the workers: ``next`` runs between steps
         async with trio.open_nursery() as nursery:
             # two batches made ahead, in a thread, while the first tasks start: the first
             # ones, not waiting for it, create their own logs (127 directories and files
             # awaited here held the first request back 27–67 ms on this VM's disk)
             nursery.start_soon(self._prepare, pending[:2 * batch])
-            # a claimed walk may find other chunks' tasks when it has none of its own left
-            n = len(pending) if self.claims is None else self.spec.concurrency
-            for _ in range(min(self.spec.concurrency, n)):
+            for _ in range(min(self.spec.concurrency, len(pending))):
                 nursery.start_soon(self._worker, todo, pending, batch, nursery)
 
     async def _worker(self, todo, pending: list[Task], batch: int,
                       nursery: trio.Nursery) -> None:
         for i, t in todo:
-            if self.claims is not None and self._taken(t):
-                continue
             if i and i % batch == 0 and i + batch < len(pending):
                 # the directories and log files of the batch after next, in one hand-off to
                 # a thread: on a slow file system they are much of what starting a task costs
                 nursery.start_soon(self._prepare, pending[i + batch:i + 2 * batch])
-            if (why := self.sup.over_budget()) is not None and t.agent not in self._existing:
-                self._finish(t, Result(task=t.id, status="budget", answer=None, agent=None,
-                                       reason=f"not started: {why}", usage=_usage(Usage()),
-                                       cost_usd=0.0, input=t.row, attempts=0,
-                                       typed=self.typed))
-                continue
-            await self._task(t)
+            await self._one(t)
+
+    async def _one(self, t: Task) -> None:
+        if (why := self.sup.over_budget()) is not None and t.agent not in self._existing:
+            self._finish(t, Result(task=t.id, status="budget", answer=None, agent=None,
+                                   reason=f"not started: {why}", usage=_usage(Usage()),
+                                   cost_usd=0.0, input=t.row, attempts=0, typed=self.typed))
+            return
+        await self._task(t)
+
+    async def _feed_claimed(self, pending: list[Task]) -> None:
+        """A Dask chunk's feed (decision 0472): a claimer walks the claims (``claims.walk``:
+        this chunk's own tasks, then other chunks') in a thread, a few tasks ahead of the
+        workers, and makes each new task's directory and log file there too.
+
+        A claim is a file-system entry: ~5 µs on tmpfs, but 0.1–0.6 ms of kernel time on this
+        VM's ext4 and a round trip on NFS — on the Trio thread, once per task, that was 16 %
+        of a Dask run on disk. Claimed ahead, a task is held by this chunk before it starts:
+        at most ``ahead`` + a batch of them, which another chunk can no longer take at the end
+        (a few tasks' worth of imbalance)."""
+        assert self.claims is not None
+        ahead = max(4, self.spec.concurrency // 4)
+        steps = walk(self.claims, pending, self.others)
+        send, recv = trio.open_memory_channel[Task](ahead)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._claimer, steps, send, max(2, ahead // 2))
+            # a chunk may find other chunks' tasks when it has none of its own left
+            for _ in range(self.spec.concurrency):
+                nursery.start_soon(self._claimed_worker, recv)
+
+    async def _claimer(self, steps, send, k: int) -> None:
+        async with send:
+            while True:
+                batch = await trio.to_thread.run_sync(self._claim_some, steps, k)
+                for t, path, fd in batch:
+                    self._mine.add(path)
+                    if fd is not None:
+                        self._prepared.add(path)
+                        self._unborn[path] = fd
+                for t, _, _ in batch:
+                    await send.send(t)
+                if len(batch) < k:
+                    return  # every task of the run is claimed
+
+    def _claim_some(self, steps, k: int) -> list[tuple[Task, Path, int | None]]:
+        """In a thread: the next ``k`` tasks of the walk, each claimed, with the log file made
+        ahead (``state.prepare``) for those with no log yet."""
+        out = []
+        for t in itertools.islice(steps, k):
+            path = self.root / agent_source(t.agent)
+            made = prepare([path]) if t.agent not in self._existing else {}
+            out.append((t, path, made.get(path)))
+        return out
+
+    async def _claimed_worker(self, recv) -> None:
+        async for t in recv:
+            if not self._taken(t):
+                await self._one(t)
 
     def _taken(self, t: Task) -> bool:
         """A claimed walk's task, now this runner's: True when it needs no run (an earlier
         attempt of this chunk finished it: its final line is in the chunk's results file)."""
-        self._mine.add(self.root / agent_source(t.agent))
         if t.id in self._pending:
             return False
         self.tasks.append(t)  # another chunk's, stolen: its line belongs in this file
@@ -309,16 +355,13 @@ class JobRunner:
             self.tasks = sorted(kept.values(), key=lambda t: t.index)
 
     def _untouched(self) -> set[Path]:
-        """The logs made ahead (or claimed) whose tasks did not start: their directories are
-        removed if empty. A claimed walk removes only what its chunk holds — another chunk may
-        be starting a task in a directory made ahead here — claiming first what nobody holds
-        (a walk cut short: the next run runs them)."""
-        gone = self._prepared - self._created
+        """The logs made ahead whose tasks did not start: their directories are removed if
+        empty. A claimed walk made them only for tasks its chunk holds (``_claim_some``), and
+        removes those of the tasks it claimed and did not start (a run stopped): no other chunk
+        can be starting one of them."""
         if self.claims is None:
-            return gone
-        held = self._mine | {p for p in gone - self._mine
-                             if p in self._ahead and self.claims.take(self._ahead[p]) is None}
-        return ((gone | self._mine) - self._created) & held
+            return self._prepared - self._created
+        return self._mine - self._created
 
     def _out_lines(self) -> list[dict[str, Any]]:
         """The results file's lines, one per task, in task order; a claimed walk's file keeps
@@ -333,18 +376,9 @@ class JobRunner:
     async def _prepare(self, tasks: list[Task]) -> None:
         fresh = [self.root / agent_source(x.agent) for x in tasks
                  if x.agent not in self._existing]
-        claims = self.claims
-        if claims is not None:  # not the tasks another chunk took (and may have ended)
-            index = {self.root / agent_source(x.agent): x.index for x in tasks}
-            self._ahead.update(index)
-
-            def made_ahead(paths: list[Path]) -> dict[Path, int]:
-                return prepare([p for p in paths if not claims.elsewhere(index[p])])
-        else:
-            made_ahead = prepare
         if fresh:
             self._prepared.update(fresh)  # (before: a cancel in the thread still tidies them)
-            self._unborn.update(await trio.to_thread.run_sync(made_ahead, fresh))
+            self._unborn.update(await trio.to_thread.run_sync(prepare, fresh))
 
     async def _task(self, t: Task) -> None:
         self.counts.running += 1
