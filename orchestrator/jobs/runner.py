@@ -286,14 +286,15 @@ class JobRunner:
         A claim is a file-system entry: ~5 µs on tmpfs, but 0.1–0.6 ms of kernel time on this
         VM's ext4 and a round trip on NFS — on the Trio thread, once per task, that was 16 %
         of a Dask run on disk. Claimed ahead, a task is held by this chunk before it starts:
-        at most ``ahead`` + a batch of them, which another chunk can no longer take at the end
-        (a few tasks' worth of imbalance)."""
+        at most two batches of ``concurrency / 8`` (8 of 64 in flight), which another chunk
+        can no longer take — a few tasks' worth of imbalance at the end, and at the start no
+        chunk takes what a worker still starting would have run."""
         assert self.claims is not None
-        ahead = max(4, self.spec.concurrency // 4)
+        k = max(1, self.spec.concurrency // 8)
         steps = walk(self.claims, pending, self.others)
-        send, recv = trio.open_memory_channel[Task](ahead)
+        send, recv = trio.open_memory_channel[Task](k)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._claimer, steps, send, max(2, ahead // 2))
+            nursery.start_soon(self._claimer, steps, send, k)
             # a chunk may find other chunks' tasks when it has none of its own left
             for _ in range(self.spec.concurrency):
                 nursery.start_soon(self._claimed_worker, recv)

@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+from . import claims
 from .claims import Claims, all_taken, steal_order
 from .forks import end_early, import_distributed, numpy_deferred, serving
 from .results import decode_line  # imported by ``runner`` already
@@ -82,7 +83,7 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
     logs.configure(None, path=root / LOGS / f"{attempt}.log", level=log_level)
     logs.bind(chunk=chunk, pid=os.getpid())  # every line of the chunk, its agents' too
     ledger = Ledger(folder_of(root, run), attempt)
-    claims = None
+    mine = None  # this attempt's claims (``share``)
     shared = functools.partial(SharedSpendSupervisor, ledger=ledger,
                                base=(Usage(**base["usage"]), float(base["cost_usd"])))
     try:
@@ -93,7 +94,7 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
         out.parent.mkdir(exist_ok=True)
         runner.count_prior = False  # the driver read the run root's earlier spend: ``base``
         if share is not None:
-            claims = runner.claims = Claims(root / RESULTS / f"{run}.claims", chunk)
+            mine = runner.claims = Claims(root / RESULTS / f"{run}.claims", chunk)
             runner.others = functools.partial(_others, root, share)
 
         def on_change(r) -> None:
@@ -114,8 +115,8 @@ def run_chunk(job: Any, tasks: list, run_root: str, chunk: str, run: str,
         ledger.running = 0
         sup.publish(ended=True)
     finally:
-        if claims is not None:
-            claims.close()
+        if mine is not None:
+            mine.close()
         ledger.close()
         logs.shutdown()  # written out; the worker's next task may not be a chunk
         logs.quiet()
@@ -137,7 +138,7 @@ def shares(folder: Path, run: str, tasks: list, parts: list[list[str]]) -> list[
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(msgspec.msgpack.encode([by_id[x] for ids in parts for x in ids]))
     os.replace(tmp, path)
-    (folder / f"{run}.claims").mkdir()
+    claims.create(folder / f"{run}.claims", max(t.index for t in tasks) + 1)
     bounds, at = [], 0
     for ids in parts:
         bounds.append((at, at + len(ids)))
@@ -182,7 +183,7 @@ def forget_shares(folder: Path) -> None:
     for e in entries:
         stem, dot, kind = e.name.partition(".")
         if dot and kind in ("tasks", "claims", "tasks.tmp"):
-            if kind == "claims":
+            if e.is_dir(follow_symlinks=False):
                 shutil.rmtree(e.path, ignore_errors=True)
             else:
                 with contextlib.suppress(FileNotFoundError):
@@ -470,7 +471,11 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
         finally:
             try:
                 if not ended:  # stopped or failed: no chunk takes another task, each ends
-                    forget_shares(root / RESULTS)  # once the tasks it runs end (0472)
+                    # once the tasks it runs end (decision 0472) — marked, then removed: a
+                    # chunk still running reads the mark through its open file, one that
+                    # starts after finds no claims
+                    claims.stop(root / RESULTS / f"{run}.claims")
+                    forget_shares(root / RESULTS)
                 if client is not None:
                     if left:  # interrupted: a LocalCluster's workers stop with it; on a cluster
                         # you run, a chunk already running finishes its tasks
