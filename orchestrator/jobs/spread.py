@@ -10,6 +10,10 @@ interrupted agents resume from their logs (a recorded turn never calls the provi
 the per-log writer lock keeps two workers from ever writing one log. The driver merges every
 chunk's lines into ``results.jsonl``, one per task, in task order.
 
+The chunks balance themselves (decision 0472): a chunk claims each task as it starts it
+(``claims``) and, once its own are taken, runs the other chunks' tasks that none has started —
+so a worker with slower tasks, or a busier core, does not leave the others waiting at the end.
+
 Across workers (decision 0251), everything goes through the shared run root: each chunk attempt
 keeps its spend and its tasks running in its own ledger file (``ledger.py``), which every worker
 of a budgeted job reads before each turn — so the job's budget is one total — and the driver
