@@ -6,7 +6,8 @@ worker processes × 1 thread), on a CPU-bound swarm (scripted provider, short la
 
 Each task is a root agent that calls ``transcript_index`` for ``--turns`` − 1 turns, then
 answers; with ``--skew F`` the turns rise with the task's place, from ``turns × (1 − F)`` to
-``turns × (1 + F)`` (decision 0472: chunks cut equal in advance are then unequal work). Figures: agent-turns per second of each engine (whole ``mnemon run`` process, median of
+``turns × (1 + F)`` (decision 0472: chunks cut equal in advance are then unequal work).
+Figures: agent-turns per second of each engine (whole ``mnemon run`` process, median of
 ``--runs``), and their ratio. ``--with-budget`` adds ``--engine dask`` on the same job with a job
 budget it never reaches: what reading the other workers' ledgers before every turn costs
 (decision 0251). This is a benchmark, not a test.
@@ -29,6 +30,7 @@ the machine's floor for starting a process.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import shutil
@@ -49,14 +51,17 @@ def policy(request, state):
 '''
 
 
-TURNS_OF = '''
+def turns_for(i: int, turns: int, skew: float, tasks: int) -> int:
+    """Task i's turns: ``turns × (1 − skew)`` for the first, ``× (1 + skew)`` for the last."""
+    return max(1, round(turns * (1 + skew * (2 * i / max(1, tasks - 1) - 1))))
+
+
+TURNS_OF = inspect.getsource(turns_for) + '''
+
 def turns_of(request):
-    if not SKEW:
-        return TURNS
     first = request.messages[0]["content"]
     text = first if isinstance(first, str) else first[0]["text"]
-    i = int(text.rsplit(" ", 1)[1])  # "task i": TURNS × (1 − SKEW) for the first, × (1 + SKEW)
-    return max(1, round(TURNS * (1 + SKEW * (2 * i / max(1, TASKS - 1) - 1))))  # for the last
+    return turns_for(int(text.rsplit(" ", 1)[1]), TURNS, SKEW, TASKS)  # its prompt: "task i"
 '''
 
 
@@ -67,12 +72,13 @@ def make_job(folder: Path, tasks: int, turns: int, latency: float,
     first to ``turns × (1 + skew)`` for the last (the same total): a job whose later tasks are
     longer, as when its documents grow — chunks cut equal in advance are then not equal work."""
     folder.mkdir(parents=True)
+    most = max(turns_for(i, turns, skew, tasks) for i in range(tasks))  # no task cut short
     (folder / "swarm.py").write_text(f"TURNS = {turns}\nSKEW = {skew}\nTASKS = {tasks}\n"
                                      + TURNS_OF + POLICY)
     rows = "".join(f'[[tasks]]\nid = "t{i}"\nprompt = "task {i}"\n\n' for i in range(tasks))
     (folder / "job.toml").write_text(
         f'concurrency = 64\n\n[provider]\nname = "scripted"\npolicy = "swarm:policy"\n'
-        f'latency_s = {latency}\n\n[agent]\nmax_turns = {turns + 2}\n\n'
+        f'latency_s = {latency}\n\n[agent]\nmax_turns = {most + 2}\n\n'
         + (f'[budget]\ntokens = {budget}\n\n' if budget else '') + rows)
     return folder / "job.toml"
 
@@ -201,8 +207,7 @@ def main() -> None:
             engine = name.split()[0]
             times[name].append(one(path, engine, a.workers, tmp / f"{i}-{r}.run", python))
     floors.append(floor())
-    turns = sum(max(1, round(a.turns * (1 + a.skew * (2 * i / max(1, a.tasks - 1) - 1))))
-                for i in range(a.tasks)) if a.skew else a.tasks * a.turns
+    turns = sum(turns_for(i, a.turns, a.skew, a.tasks) for i in range(a.tasks))
 
     def median(e: str, k: int) -> float | None:
         v = [x[k] for x in times[e] if x[k] is not None]

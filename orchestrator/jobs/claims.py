@@ -74,7 +74,6 @@ class Claims:
     """The claims of one run (the file ``path``), taken for one chunk (``chunk``)."""
 
     def __init__(self, path: Path, chunk: str):
-        self.path = path
         self.chunk = chunk
         self._name = chunk.encode()
         if len(self._name) > SLOT:
@@ -143,8 +142,7 @@ def walk(claims: Claims, own: Sequence[Any], others: Callable[[], list[tuple[str
     claims.all_taken()
 
 
-def steal_order(names: list[str], me: int) -> list[int]:
-    """The other chunks in the order chunk ``me`` steals from them: the next one first (a
-    worker's next chunk, not yet started, is the likeliest to have tasks left), around."""
-    n = len(names)
+def steal_order(n: int, me: int) -> list[int]:
+    """The other chunks of ``n`` in the order chunk ``me`` steals from them: the next one first
+    (a worker's next chunk, not yet started, is the likeliest to have tasks left), around."""
     return [(me + k) % n for k in range(1, n)]

@@ -303,7 +303,7 @@ class JobRunner:
         async with send:
             while True:
                 batch = await trio.to_thread.run_sync(self._claim_some, steps, k)
-                for t, path, fd in batch:
+                for _, path, fd in batch:
                     self._mine.add(path)
                     if fd is not None:
                         self._prepared.add(path)

@@ -32,8 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from . import claims
-from .claims import Claims, all_taken, steal_order
+from .claims import Claims, all_taken, create as create_claims, steal_order, stop as stop_claims
 from .forks import end_early, import_distributed, numpy_deferred, serving
 from .results import decode_line  # imported by ``runner`` already
 from .runner import Counts, JobSummary
@@ -142,13 +141,14 @@ def shares(folder: Path, run: str, tasks: list, parts: list[list[str]]) -> list[
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(msgspec.msgpack.encode([by_id[x] for ids in parts for x in ids]))
     os.replace(tmp, path)
-    claims.create(folder / f"{run}.claims", max(t.index for t in tasks) + 1)
+    create_claims(folder / f"{run}.claims", max(t.index for t in tasks) + 1)
     bounds, at = [], 0
     for ids in parts:
         bounds.append((at, at + len(ids)))
         at += len(ids)
     names = [f"{run}-{i}" for i in range(len(parts))]
-    return [{"file": path.name, "others": [(names[j], *bounds[j]) for j in steal_order(names, i)]}
+    return [{"file": path.name,
+             "others": [(names[j], *bounds[j]) for j in steal_order(len(parts), i)]}
             for i in range(len(parts))]
 
 
@@ -178,8 +178,6 @@ def _others(root: Path, share: dict[str, Any]) -> list[tuple[str, list]]:
 def forget_shares(folder: Path) -> None:
     """Remove the tasks files and claims of ended runs (``shares``): after the merge, and at
     the start of a run, those of a run whose driver was killed before it merged."""
-    import shutil
-
     try:
         entries = list(os.scandir(folder))
     except FileNotFoundError:
@@ -187,11 +185,8 @@ def forget_shares(folder: Path) -> None:
     for e in entries:
         stem, dot, kind = e.name.partition(".")
         if dot and kind in ("tasks", "claims", "tasks.tmp"):
-            if e.is_dir(follow_symlinks=False):
-                shutil.rmtree(e.path, ignore_errors=True)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(e.path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(e.path)
 
 
 LOCAL_CLUSTER = {  # Dask settings for the LocalCluster mnemon starts, for its whole life
@@ -478,7 +473,7 @@ def _drive(runner, provider, *, scheduler, workers, on_chunk, on_progress,
                     # once the tasks it runs end (decision 0472) — marked, then removed: a
                     # chunk still running reads the mark through its open file, one that
                     # starts after finds no claims
-                    claims.stop(root / RESULTS / f"{run}.claims")
+                    stop_claims(root / RESULTS / f"{run}.claims")
                     forget_shares(root / RESULTS)
                 if client is not None:
                     if left:  # interrupted: a LocalCluster's workers stop with it; on a cluster
