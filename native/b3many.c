@@ -22,6 +22,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -1145,11 +1147,104 @@ out:
   return result;
 }
 
+/* append(fd, line, n, size, tail) -> (data, digest) | None: the log writer's whole append
+ * (session.log.RecordLog.append_line) in one call, so that a record costs its system calls
+ * and its hashing rather than the Python around them (decision 0473). First the writer's
+ * check: the file behind fd is still `size` bytes long, still linked, and its last len(tail)
+ * bytes are `tail` (what this writer wrote last) — else None, with nothing hashed or written,
+ * and the caller names what changed. Then seal (as seal(line, n)) and write the sealed bytes
+ * whole, retrying short writes. A failed write raises OSError with the state already advanced
+ * over the line: the caller cuts the file back and rehashes, as after a failed os.write. */
+#define TAIL_MAX 4096
+static PyObject *Chain_append(Chain *self, PyObject *args) {
+  int fd;
+  Py_buffer b, t;
+  long long n, size;
+  if (!PyArg_ParseTuple(args, "iy*LLy*:append", &fd, &b, &n, &size, &t)) return NULL;
+  PyObject *result = NULL, *data = NULL, *dig = NULL;
+  if (chain_enter(self) < 0) goto out;
+  if (b.len < 2 || ((const char *)b.buf)[b.len - 1] != '}' || n < 1 || size < 0 ||
+      t.len > TAIL_MAX || t.len > size) {
+    PyErr_SetString(PyExc_ValueError,
+                    "append wants a record '{...}', n >= 1, and a tail of the file's last bytes");
+    goto out;
+  }
+  char key[48];
+  int klen;
+  if (n == 1) {
+    memcpy(key, FIRST_KEY, sizeof(FIRST_KEY) - 1);
+    klen = (int)(sizeof(FIRST_KEY) - 1);
+  } else {
+    klen = snprintf(key, sizeof(key), ",\"c\":[%lld,\"", n);
+  }
+  Py_ssize_t body = b.len - 1, pre = body + klen, total = pre + 16 + 4;
+  data = PyBytes_FromStringAndSize(NULL, total);
+  if (!data) goto out;
+  uint8_t *d = (uint8_t *)PyBytes_AS_STRING(data);
+  memcpy(d, b.buf, (size_t)body);
+  memcpy(d + body, key, (size_t)klen);
+  uint8_t own[8];
+  int changed = 0, err = 0;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    err = errno;
+  } else if ((long long)st.st_size != size || st.st_nlink == 0) {
+    changed = 1;
+  } else if (t.len > 0) {
+    uint8_t was[TAIL_MAX];
+    ssize_t got = pread(fd, was, (size_t)t.len, (off_t)(size - t.len));
+    if (got < 0) err = errno;
+    else if (got != t.len || memcmp(was, t.buf, (size_t)t.len) != 0) changed = 1;
+  }
+  if (!changed && !err) {
+    seal_core(&self->h, d, (size_t)pre, (size_t)total, own);
+    const uint8_t *p = d;
+    size_t left = (size_t)total;
+    while (left) {
+      ssize_t w = write(fd, p, left);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        err = errno;
+        break;
+      }
+      p += w;
+      left -= (size_t)w;
+    }
+  }
+  Py_END_ALLOW_THREADS
+  self->busy = 0;
+  if (err) {
+    errno = err;
+    PyErr_SetFromErrno(PyExc_OSError);
+    goto out;
+  }
+  if (changed) {
+    result = Py_None;
+    Py_INCREF(result);
+    goto out;
+  }
+  char hx[16];
+  for (int k = 0; k < 8; k++) memcpy(hx + 2 * k, &HEX2[own[k]], 2);
+  dig = PyUnicode_FromStringAndSize(hx, 16);
+  if (!dig) goto out;
+  result = PyTuple_Pack(2, data, dig);
+out:
+  Py_XDECREF(data);
+  Py_XDECREF(dig);
+  PyBuffer_Release(&b);
+  PyBuffer_Release(&t);
+  return result;
+}
+
 static PyMethodDef Chain_methods[] = {
     {"update", (PyCFunction)Chain_update, METH_O, "update(data): hash more bytes."},
     {"digest", (PyCFunction)(void (*)(void))Chain_digest, METH_VARARGS | METH_KEYWORDS,
      "digest(length=32) -> bytes: BLAKE3 of every byte so far (the state is unchanged)."},
     {"copy", (PyCFunction)Chain_copy, METH_NOARGS, "copy() -> Chain: the same state."},
+    {"append", (PyCFunction)Chain_append, METH_VARARGS,
+     "append(fd, line, n, size, tail) -> (data, digest) | None: check, seal and write a record."},
     {"seal", (PyCFunction)Chain_seal, METH_VARARGS,
      "seal(line, n) -> (data, digest): the line with its chain key and newline, the state\n"
      "advanced over it, and the line's own 16-hex digest."},

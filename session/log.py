@@ -412,14 +412,31 @@ class RecordLog:
             raise LogClosed(f"{self.path} is closed")
         if self.broken is not None:
             raise LogWriteFailed(f"{self.path}: no more appends after {self.broken}")
-        self._check()
         chain = self._chain
         if chain is not None and line[-1:] == b"}":
             if self._rechain:
                 chain = self._chain = _rehash(self._fd, self._size)
                 self._rechain = False
+            h = chain.h
+            if type(h) is _Chain:  # check, seal and write in one native call (decision 0473)
+                n = chain.n + 1
+                try:
+                    out = h.append(self._fd, line, n, self._size, self._tail)
+                except OSError as e:  # the state went on over the line: rehash it from the file
+                    self._rechain = True
+                    self._cut_back(e)
+                    raise LogWriteFailed(f"{self.path}: append failed "
+                                         f"({os.strerror(e.errno or 0) or e}); "
+                                         "the log keeps only whole records") from None
+                if out is not None:
+                    chain.n = n
+                    return self._written(*out)
+                # refused, nothing hashed or written: the check below names what changed (and,
+                # should the file have come back as it was meanwhile, the append goes on)
+            self._check()
             data, own = chain.sealed(line)
         else:
+            self._check()
             data, own = line + b"\n", None
         view = memoryview(data)
         try:
@@ -431,10 +448,14 @@ class RecordLog:
             self._cut_back(e)
             raise LogWriteFailed(f"{self.path}: append failed ({os.strerror(e.errno or 0) or e}); "
                                  "the log keeps only whole records") from None
+        return self._written(data, own if own is not None else digest(line))
+
+    def _written(self, data: bytes, own: str) -> Locus:
+        """The bookkeeping after ``data`` (a whole line) was written: the durability point of
+        ``record``, the size and tail the next append checks, the line's Locus."""
         if self.fsync == "record":
             self._fsync()
-        n = len(data) - 1
-        locus = (self._size, n, own if own is not None else digest(line))
+        locus = (self._size, len(data) - 1, own)
         self._size += len(data)
         self._tail = data if len(data) <= TAIL else data[-TAIL:]
         return locus

@@ -187,14 +187,52 @@ def _steer(tid: int, idx: int, s: Steering, sw: dict[int, str]) -> dict[str, Any
     return {"type": "text", "text": text} if text else None
 
 
+_SHARED: dict[tuple, tuple] = {}
+SHARED_MAX = 8192
+"""Turns' messages by the records they were made of, across every table of the process: a
+forked child holds its parent's record objects (``lineage.fork.sharing_loader``), so its first
+render takes the parent's messages — the same block objects — instead of making them again;
+the cache model then knows every inherited block by identity (``providers.cache.flatten``'s
+memo), and a child's projected cost hashes only its task (decision 0473). An entry holds its
+records, so their ids are not reused while it stands; at SHARED_MAX entries it starts over."""
+
+
+def _shared_messages(t: "Turn", recs: list) -> tuple[list, list] | None:
+    """``(messages with content, their block sizes)`` of an unswept turn made of exactly these
+    record objects, with this id and role, as another table rendered them; else None."""
+    key = (id(recs[0]), len(recs), t.id, t.role)
+    hit = _SHARED.get(key)
+    if hit is None:
+        return None
+    held = hit[0]
+    for a, b in zip(held, recs):
+        if a is not b:
+            return None
+    return hit[1], hit[2]
+
+
 def _entry(ctx: "Context", item: Any, turn: bool) -> tuple:
     """A frontier item's memo entry: (item, whether a turn, its records, their count, swept,
     its items, the messages with content, each message's block sizes). A residue entry never
-    changes while it stands; a turn is remade when any of the four after the flag differ."""
+    changes while it stands; a turn is remade when any of the four after the flag differ.
+
+    A turn's messages are a function of its records, its swept blocks, its id and its role
+    (``turn_messages``): an unswept turn whose records another table rendered takes those
+    messages (``_SHARED``)."""
     if turn:
         recs, sw = item.records, item.swept
-        msgs = turn_messages(item)
         key = (recs, len(recs) if recs is not None else -1, sw, tuple(sw.items()))
+        if recs and not sw:
+            got = _shared_messages(item, recs)
+            if got is not None:
+                return (item, turn, *key, *got)
+            msgs = [m for m in turn_messages(item) if m["content"]]
+            sizes = [[len(compact(b)) for b in m["content"]] for m in msgs]
+            if len(_SHARED) >= SHARED_MAX:
+                _SHARED.clear()
+            _SHARED[(id(recs[0]), len(recs), item.id, item.role)] = (tuple(recs), msgs, sizes)
+            return (item, turn, *key, msgs, sizes)
+        msgs = turn_messages(item)
     else:
         msgs = [{"role": "user", "content": [{"type": "text",
                                               "text": residue_message(ctx, item)}]}]

@@ -21,6 +21,7 @@ from mnemon.orchestrator.supervisor import Supervisor, open_supervisor
 from mnemon.providers.scripted import ScriptedProvider
 from mnemon.session.agentlog import AgentLog
 from mnemon.session.errors import LogBusy, LogWriteFailed
+from mnemon.session import log as log_module
 from mnemon.session.log import RecordLog, find_torn_tail
 from mnemon.session.records import SessionStarted, Steering, UserPrompt
 from mnemon.session.resume import fold_file
@@ -33,9 +34,14 @@ def _quiet():
 
 class Faults:
     """Fail writes/fsyncs to files under ``where`` when armed: ``partial`` writes half the
-    bytes first, then the error (what a filling disk does)."""
+    bytes first, then the error (what a filling disk does).
+
+    A layer over ``os.write`` reaches the writer's Python path only, so it is taken here: the
+    native append (check, seal and write in one call, decision 0473) writes below ``os`` and
+    is faulted with a real file-size limit instead (``test_the_native_append_...``)."""
 
     def __init__(self, monkeypatch, where: Path):
+        monkeypatch.setattr(log_module, "_Chain", log_module._NoChain)
         self.where = str(where)
         self.write_error: int | None = None
         self.fsync_error: int | None = None
@@ -92,6 +98,60 @@ def test_a_failed_append_leaves_only_whole_records_and_names_the_path(tmp_path, 
     ctx, torn = fold_file(path, "agents/a1/record.jsonl")
     assert torn is None
     assert [t.id for t in ctx.turns] == [1, 2]
+
+
+_NATIVE_FULL = r"""
+import os, resource, signal, sys
+from pathlib import Path
+from mnemon.session import log as L
+from mnemon.session.agentlog import AgentLog
+from mnemon.session.errors import LogWriteFailed
+from mnemon.session.records import SessionStarted, Steering
+
+assert L._Chain is not L._NoChain, "the native extension is built"
+path = Path(sys.argv[1]) / "agents" / "a1" / "record.jsonl"
+alog = AgentLog.create(path, "agents/a1/record.jsonl", SessionStarted(agent="a1"))
+alog.prompt("first")
+assert type(alog.log._chain.h) is L._Chain, "the append below is the native one"
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (path.stat().st_size + 16, hard))
+try:
+    alog.prompt("x" * 10_000)  # written in part up to the limit, then refused by the kernel
+except LogWriteFailed as e:
+    print("refused:", e)
+else:
+    raise SystemExit("a record past the file-size limit was taken")
+try:
+    alog.append(Steering(text="still full"))
+except LogWriteFailed:
+    pass
+else:
+    raise SystemExit("a second record past the limit was taken")
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space again: the writer goes on
+alog.prompt("second")
+alog.close()
+print("ok")
+"""
+
+
+def test_the_native_append_leaves_only_whole_records_when_a_write_fails(tmp_path):
+    """The native append's own write failing half-way (a real limit, RLIMIT_FSIZE, in a
+    process of its own): the partial line is cut off, the writer refuses nothing it should
+    take once the space is back, and the chain goes on from what the file holds."""
+    out = subprocess.run([sys.executable, "-c", _NATIVE_FULL, str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "refused:" in out.stdout and "append failed (File too large)" in out.stdout
+    assert out.stdout.rstrip().endswith("ok")
+    path = tmp_path / "agents" / "a1" / "record.jsonl"
+    _only_whole_records(path)
+    ctx, torn = fold_file(path, "agents/a1/record.jsonl")
+    assert torn is None
+    assert [t.id for t in ctx.turns] == [1, 2]
+    again, torn = AgentLog.resume(path, "agents/a1/record.jsonl")  # refuses a broken chain
+    assert torn is None
+    again.close()
 
 
 def test_a_failed_fsync_stops_the_writer_and_a_reopen_continues(tmp_path, monkeypatch):

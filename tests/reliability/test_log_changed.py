@@ -18,15 +18,34 @@ from mnemon.lineage.runroot import agent_source
 from mnemon.orchestrator.cli import main
 from mnemon.orchestrator.supervisor import open_supervisor
 from mnemon.session.errors import LogChanged, LogWriteFailed
-from mnemon.session.log import RecordLog
+import blake3
+
+from mnemon.session import log as log_module
+from mnemon.session.chain import resume_state
+from mnemon.session.log import RecordLog, Running
 from mnemon.session.records import SessionStarted, Steering, UserPrompt
 
 from ..orchestrator.conftest import call, fetch_tool, provider, say, settings
 
 
-def _log(tmp_path: Path) -> tuple[RecordLog, Path]:
+WRITERS = ["unchained", "chained", "native"]
+"""The writer's three paths: an unchained log; a chained one hashed by the ``blake3`` package
+(check, seal and write from Python); a chained one through the native append, which checks,
+seals and writes in one call (decision 0473) — each must refuse the same changes by name."""
+
+
+def _writer(path: Path, how: str) -> RecordLog:
+    if how == "native" and log_module._Chain is log_module._NoChain:
+        pytest.skip("the native extension is not built")
+    log = RecordLog(path, new=True, chain=how != "unchained")
+    if how == "chained":
+        log.go_on(Running(blake3.blake3()))  # the package's state: the Python path
+    return log
+
+
+def _log(tmp_path: Path, how: str = "unchained") -> tuple[RecordLog, Path]:
     path = tmp_path / "agents" / "a1" / "record.jsonl"
-    log = RecordLog(path, new=True)
+    log = _writer(path, how)
     log.append(SessionStarted(agent="a1", at="2026-01-01T00:00:00Z"))
     log.append(UserPrompt(turn=1, text="hello"))
     return log, path
@@ -43,8 +62,9 @@ def _refused(log: RecordLog, path: Path, what: str) -> None:
     assert path.read_bytes() == before
 
 
-def test_a_log_that_shrank_under_its_writer_is_refused_by_name(tmp_path):
-    log, path = _log(tmp_path)
+@pytest.mark.parametrize("how", WRITERS)
+def test_a_log_that_shrank_under_its_writer_is_refused_by_name(tmp_path, how):
+    log, path = _log(tmp_path, how)
     size = path.stat().st_size
     first = path.read_bytes().split(b"\n")[0] + b"\n"
     with open(path, "r+b") as f:  # copytruncate's cut, back to the opening record
@@ -53,22 +73,23 @@ def test_a_log_that_shrank_under_its_writer_is_refused_by_name(tmp_path):
     log.close()
 
 
-def test_each_change_is_named(tmp_path):
+@pytest.mark.parametrize("how", WRITERS)
+def test_each_change_is_named(tmp_path, how):
     # shrank: to nothing (a '> file')
-    log, path = _log(tmp_path / "a")
+    log, path = _log(tmp_path / "a", how)
     size = path.stat().st_size
     with open(path, "wb"):
         pass
     _refused(log, path, f"shrank from {size} to 0 bytes")
     log.close()
     # grew: bytes this writer did not write
-    log, path = _log(tmp_path / "b")
+    log, path = _log(tmp_path / "b", how)
     with open(path, "ab") as f:
         f.write(b'{"t":"Steering","text":"someone else"}\n')
     _refused(log, path, "grew from")
     log.close()
     # the same size, the last record not the one written (an edit in place)
-    log, path = _log(tmp_path / "c")
+    log, path = _log(tmp_path / "c", how)
     data = bytearray(path.read_bytes())
     data[-4] ^= 0x01
     with open(path, "r+b") as f:
@@ -76,7 +97,7 @@ def test_each_change_is_named(tmp_path):
     _refused(log, path, "its last record")
     log.close()
     # replaced: the name now belongs to another file (an editor's save, a rename over it)
-    log, path = _log(tmp_path / "d")
+    log, path = _log(tmp_path / "d", how)
     other = path.with_name("new")
     other.write_bytes(path.read_bytes())
     os.replace(other, path)
@@ -87,10 +108,14 @@ def test_each_change_is_named(tmp_path):
     log.close()
 
 
-def test_a_reopened_log_checks_the_tail_it_found(tmp_path):
-    log, path = _log(tmp_path)
+@pytest.mark.parametrize("how", ["unchained", "native"])
+def test_a_reopened_log_checks_the_tail_it_found(tmp_path, how):
+    log, path = _log(tmp_path, how)
     log.close()
     log = RecordLog(path)  # the resume's writer: knows the file only from its tail
+    if how == "native":
+        log.go_on(resume_state(path, "agents/a1/record.jsonl"))  # as AgentLog.resume does
+        assert type(log._chain.h) is log_module._Chain
     data = bytearray(path.read_bytes())
     data[-3] ^= 0x01
     path.write_bytes(bytes(data))  # same size
@@ -99,8 +124,9 @@ def test_a_reopened_log_checks_the_tail_it_found(tmp_path):
     log.close()
 
 
-def test_a_log_untouched_takes_appends_as_before(tmp_path):
-    log, path = _log(tmp_path)
+@pytest.mark.parametrize("how", WRITERS)
+def test_a_log_untouched_takes_appends_as_before(tmp_path, how):
+    log, path = _log(tmp_path, how)
     for i in range(50):
         log.append(Steering(text="n" * (i * 200)))  # lines shorter and longer than the tail
     assert len(path.read_bytes().splitlines()) == 52
@@ -203,14 +229,15 @@ from hypothesis import given, settings as hsettings, strategies as st  # noqa: E
 @hsettings(max_examples=60, deadline=None)
 @given(texts=st.lists(st.text(max_size=300), min_size=1, max_size=6),
        change=st.sampled_from(["none", "truncate", "grow", "flip"]),
-       where=st.integers(min_value=0, max_value=1 << 16))
+       where=st.integers(min_value=0, max_value=1 << 16),
+       how=st.sampled_from(WRITERS))
 def test_any_change_under_the_writer_is_refused_and_none_is_not(tmp_path_factory, texts,
-                                                                  change, where):
+                                                                  change, where, how):
     """For any records written and any change to the file after them — cut back to any size,
     grown by any line, any byte of the last record flipped — the next append is refused and
     writes nothing; with no change it is taken."""
     path = tmp_path_factory.mktemp("p") / "agents" / "a1" / "record.jsonl"
-    log = RecordLog(path, new=True)
+    log = _writer(path, how)
     log.append(SessionStarted(agent="a1", at="2026-01-01T00:00:00Z"))
     for t in texts:
         log.append(Steering(text=t))

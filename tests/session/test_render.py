@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mnemon.session.constants import RESIDUE_MAX_BYTES
 from mnemon.session.context import Context
@@ -24,8 +25,10 @@ from mnemon.session.records import (
     ToolUse,
     UserPrompt,
 )
+from mnemon.session import render as render_module
 from mnemon.session.render import INTERRUPTED, render, residue_message
 from mnemon.session.resume import fold_file
+from mnemon.session.turn import Turn
 from tests.strategies import fresh_log, sessions
 
 SETTINGS = settings(max_examples=120, deadline=None,
@@ -104,6 +107,7 @@ def test_incremental_render_equals_a_fresh_one_after_every_record(tmp_path, reco
         assert n == len(compact(msgs))
         log.ctx.memo.pop("render", None)
         log.ctx.memo.pop("rendered", None)
+        render_module._SHARED.clear()  # nor what another table rendered (decision 0473)
         fresh = render(log.ctx)
         assert _bytes(msgs) == _bytes(fresh)
         assert rendered_bytes(log.ctx, msgs) is None  # not the list last rendered any more
@@ -120,6 +124,39 @@ def test_rendered_messages_are_shared_not_remade_for_an_unchanged_turn():
                               usage=None))
     third = render(ctx)
     assert third[0] is first[0] and third[-1]["content"] == [{"type": "text", "text": "done"}]
+
+
+@SETTINGS
+@given(records=sessions(), cut=st.integers(min_value=0, max_value=200))
+def test_a_table_holding_another_tables_records_renders_as_alone(records, cut):
+    """Two tables made of the same record objects (a forked child holds its parent's:
+    ``lineage.fork.sharing_loader``): the second one's render takes the first one's messages
+    (the same block objects, so the cache model knows them by identity), and is what it would
+    render alone — also once the two have gone apart, each with records of its own (sweeps,
+    evictions, new turns) after the first ``cut``."""
+    from mnemon.session.records import compact
+
+    render_module._SHARED.clear()
+    a, b = Context("agents/a1/record.jsonl"), Context("agents/a1/record.jsonl")
+    k = min(cut, len(records))
+    for r in records[:k]:
+        a.step(r)
+        b.step(r)
+    first, second = render(a), render(b)
+    assert _bytes(first) == _bytes(second)
+    made = {t.id: e for t, e in ((x[0], x[1]) for x in a.memo["render"][1])
+            if isinstance(t, Turn)}
+    for item, entry in ((x[0], x[1]) for x in b.memo["render"][1]):
+        if isinstance(item, Turn) and item.records and not item.swept:
+            assert entry[6] is made[item.id][6], "the turn's messages are shared, not made again"
+    for r in records[k:]:  # the second goes on alone: what it renders is its own
+        b.step(r)
+        got = render(b)
+        n = len(compact(got))
+        b.memo.clear()
+        render_module._SHARED.clear()
+        assert _bytes(got) == _bytes(render(b)) and len(compact(render(b))) == n
+    assert _bytes(render(a)) == _bytes(first)  # and the first is unchanged by it
 
 
 def _ctx(*records) -> Context:
