@@ -78,6 +78,7 @@ class AgentNode:
         self.birth: Callable[[], AgentLog] | None = None
 
     settings: Settings | None = None  # this agent's own settings, where they differ from the run's
+    _lineage: str | None = None  # ``lineage()``, worked out on its first call
     # the request it sent last (``loop._loop``), which a child's projected cost replays
     # (``projection``) rather than rendering it again; None before its first in this process
     last_request: Any = None
@@ -148,10 +149,15 @@ class AgentNode:
         """The id of the agent this one's context descends from: up through mnemon forks to
         the nearest root or fresh child. Forks and synod members share it (and so their
         provider's cache key); a fresh child starts its own."""
-        node = self
-        while node.kind == "mnemon" and node.parent is not None:
-            node = node.parent
-        return node.id
+        if self.kind != "mnemon" or self.parent is None:
+            return self.id
+        got = self._lineage
+        if got is None:  # its ancestors' ids and kinds are fixed by now: walked once
+            node = self
+            while node.kind == "mnemon" and node.parent is not None:
+                node = node.parent
+            got = self._lineage = node.id
+        return got
 
     def tree_root(self) -> "AgentNode":
         node = self

@@ -144,7 +144,8 @@ class ScriptedProvider:
         agent = str(request.meta.get("agent", ""))
         state = self.states.setdefault(agent, {})
         blocks, stop_reason = await self._next(request, agent, state)
-        nbytes = sum(len(compact(b)) for b in blocks)
+        # the blocks' compact bytes, from one encoding of the list: '[', the blocks, n-1 commas, ']'
+        nbytes = len(compact(blocks)) - len(blocks) - 1 if blocks else 0
         output = math.ceil(nbytes * self.cache_model.tokens_per_byte)
         usage = self.cache_model.usage_for(request, output, self._clock(), model=self.model)
         extra = state.pop("_extra", None) or {}
