@@ -3,7 +3,7 @@
     python bench/agents.py [--roots 250] [--children 3] [--child-turns 8] [--latency 0.1]
                            [--context-tokens 150000] [--overhead-turns 40]
                            [--only overhead|swarm|memory|tracing] [--goal 1.2] [--idle-rss]
-                           [--profile] [--json] [--dir DIR]
+                           [--profile] [--split] [--json] [--dir DIR]
 
 Three figures (docs/performance.md, "Orchestrator"):
 
@@ -51,7 +51,9 @@ The swarm is bracketed by the **floor** (``--only floor``, each time in its own 
 skipped with ``--no-floor``): issue 17's bare Trio program with as many tasks and turns, run
 once before the swarm and twice after it, so the harness's CPU per turn can be read in floors
 of the same moment of a shared machine — over their median (decision 0423: one floor moved
-1.5–2× between consecutive runs on an idle machine). The process sets
+1.5–2× between consecutive runs on an idle machine). ``--split`` runs a second swarm with twice
+the child turns and splits the harness's CPU into a cost per agent and a cost per turn
+(``split_figures``; the turn alone in floors: ``split.turn_in_floors``). The process sets
 the collector as the ``mnemon`` command does (decision 0261; ``--host-gc`` keeps CPython's).
 
 This is a benchmark, not a test: it prints figures (``--json``: one object) and exits 0.
@@ -490,6 +492,25 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
             **({"idle": idle_figures(seen, roots, agents)} if idle_rss else {})}
 
 
+def split_figures(short: dict, long: dict) -> dict:
+    """The harness's CPU as a cost per agent and a cost per turn (decision 0473): two swarms of
+    the same agents, the second with twice the child turns, their harness CPU ``H = A·agents +
+    T·turns`` solved for ``A`` (making, forking, grepping, projecting and ending an agent) and
+    ``T`` (one more turn of an agent already running). A turn of a longer-lived agent renders a
+    longer context, so ``T`` is the turn at the longer swarm's mean context, an upper bound."""
+    def harness_s(r: dict) -> float:
+        return r["harness_cpu_ms_per_turn"] * r["turns"] / 1e3
+
+    dt = long["turns"] - short["turns"]
+    per_turn = (harness_s(long) - harness_s(short)) / dt if dt else 0.0
+    per_agent = (harness_s(short) - per_turn * short["turns"]) / max(1, short["agents"])
+    return {"turns": [short["turns"], long["turns"]],
+            "harness_ms_per_turn": round(per_turn * 1e3, 4),
+            "harness_ms_per_agent": round(per_agent * 1e3, 4),
+            "agents_share": round(per_agent * short["agents"] / max(1e-9, harness_s(short)), 3),
+            "long_harness_cpu_ms_per_turn": long["harness_cpu_ms_per_turn"]}
+
+
 def idle_figures(seen: dict, roots: int, agents: int) -> dict:
     """Memory per idle agent, two ways: the RSS delta since before the supervisor opened over
     every agent (an upper bound: it holds what the run allocates once — the thread cache and its
@@ -876,6 +897,9 @@ def main() -> int:
                     help="also sample the RSS while the swarm's agents wait out the latency: "
                          "memory per idle agent, alive agents in a running swarm")
     ap.add_argument("--profile", action="store_true", help="cProfile the swarm; print the top")
+    ap.add_argument("--split", action="store_true",
+                    help="also run the swarm with twice the child turns, and split the harness's "
+                         "CPU into a cost per agent and a cost per turn (split.turn_in_floors)")
     ap.add_argument("--what-if-expire", action="store_true",
                     help="patch CacheModel._expire to an amortised scan (a proposed fix)")
     ap.add_argument("--host-gc", action="store_true",
@@ -951,6 +975,12 @@ def main() -> int:
             s = io.StringIO()
             pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(40)
             res["profile_cumulative"] = s.getvalue()
+        if args.split:  # the same swarm with its children's turns doubled: per agent, per turn
+            res["swarm"]["split"] = split_figures(
+                res["swarm"], trio.run(lambda: swarm(
+                    _mkroot(base / "swarm-long"), trajs, roots=args.roots,
+                    children=args.children, child_turns=2 * args.child_turns,
+                    latency=args.latency, goal=args.goal)))
         logs.shutdown()
         if not args.no_floor:
             # three floors, each in its own process (CPython's collector, no swarm's heap):
@@ -967,6 +997,10 @@ def main() -> int:
             res["swarm"]["harness_per_turn_in_floors"] = round(
                 res["swarm"]["harness_cpu_ms_per_turn"]
                 / max(1e-9, res["swarm"]["floor"]["cpu_ms_per_turn"]), 2)
+            if "split" in res["swarm"]:
+                res["swarm"]["split"]["turn_in_floors"] = round(
+                    res["swarm"]["split"]["harness_ms_per_turn"]
+                    / max(1e-9, res["swarm"]["floor"]["cpu_ms_per_turn"]), 2)
     if args.only == "tracing":
         res["tracing"] = tracing_phase(base, trajs, roots=args.roots, children=args.children,
                                        child_turns=args.child_turns, latency=args.latency,
