@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -122,10 +123,36 @@ def _kill() -> None:
             child.kill()
         except Exception:
             pass
+    _killed.extend(children)
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:  # ended already: reaped all the same by ``stop_fork_server``
         pass
+
+
+_killed: list = []  # the processes forked from the server that ``_kill`` ended (psutil's)
+
+
+def _until_ended(procs: list, timeout: float = 2.0) -> None:
+    """Return once each of ``procs`` has ended — gone, or a zombie its new parent has yet to
+    reap — or after ``timeout``. A SIGKILL is sent at once, but the kernel takes a few ms to
+    tear a process of a worker's size down: until then it is still running, and the command
+    would end before a process it started (decision 0471). They are the fork server's children,
+    reparented when it died, so not ours to reap: their state is polled."""
+    deadline = time.monotonic() + timeout
+    left = list(procs)
+    while left:
+        still = []
+        for p in left:
+            try:
+                if p.status() != "zombie":
+                    still.append(p)
+            except Exception:  # gone (NoSuchProcess), or no longer ours to read
+                pass
+        left = still
+        if not left or time.monotonic() >= deadline:
+            return
+        time.sleep(0.002)
 
 
 def stop_fork_server() -> None:
@@ -144,6 +171,9 @@ def stop_fork_server() -> None:
         server._stop()  # type: ignore[attr-defined]
     except ChildProcessError:  # reaped elsewhere: forgotten, as ``ensure_running`` would
         server._forkserver_pid = None  # type: ignore[attr-defined]
+    killed = _killed[:]
+    del _killed[:]
+    _until_ended(killed)  # the workers it had forked, ended before the command is
 
 
 @contextmanager

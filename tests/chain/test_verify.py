@@ -161,10 +161,14 @@ def test_resume_refuses_a_broken_chain_by_name(run_root, capsys):
 
 
 def test_a_failed_append_leaves_the_chain_whole(run_root, monkeypatch):
+    """The writer's Python path, faulted through ``os.write`` (the native append writes below
+    ``os``: its failed write is faulted with a real file-size limit in
+    ``tests/reliability/test_disk.py``, and the chain checked the same way)."""
     log = new_agent(run_root, "a1")
     prompt(log, "go")
     import mnemon.session.log as logmod
 
+    monkeypatch.setattr(logmod, "_Chain", logmod._NoChain)
     real = logmod.os.write
     calls = {"n": 0}
 

@@ -21,6 +21,7 @@ from mnemon.orchestrator.supervisor import Supervisor, open_supervisor
 from mnemon.providers.scripted import ScriptedProvider
 from mnemon.session.agentlog import AgentLog
 from mnemon.session.errors import LogBusy, LogWriteFailed
+from mnemon.session import chain
 from mnemon.session import log as log_module
 from mnemon.session.log import RecordLog, find_torn_tail
 from mnemon.session.records import SessionStarted, Steering, UserPrompt
@@ -130,6 +131,7 @@ else:
     raise SystemExit("a second record past the limit was taken")
 resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space again: the writer goes on
 alog.prompt("second")
+print("head", *alog.log.head())
 alog.close()
 print("ok")
 """
@@ -149,6 +151,9 @@ def test_the_native_append_leaves_only_whole_records_when_a_write_fails(tmp_path
     ctx, torn = fold_file(path, "agents/a1/record.jsonl")
     assert torn is None
     assert [t.id for t in ctx.turns] == [1, 2]
+    head = next(line.split()[1:] for line in out.stdout.splitlines() if line.startswith("head"))
+    rep = chain.check(path, "a1")  # the chain as the writer left it, whole
+    assert rep.broken is None and [str(rep.bytes), str(rep.lines), rep.head] == head
     again, torn = AgentLog.resume(path, "agents/a1/record.jsonl")  # refuses a broken chain
     assert torn is None
     again.close()
