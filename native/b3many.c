@@ -1097,19 +1097,14 @@ static void seal_core(blake3_hasher *h, uint8_t *d, size_t pre, size_t total, ui
 
 static const char FIRST_KEY[] = ",\"chain\":1,\"c\":[1,\"";
 
-/* seal(line, n) -> (data, digest): line (an encoded record, "{...}") with its chain key
- * ',"c":[n,"<16 hex>"]' (the first line also ',"chain":1') spliced before its closing brace
- * and a newline after; the state advanced over exactly those bytes; digest = the 16-hex
- * BLAKE3 prefix of data without its newline (the record's Locus digest). */
-static PyObject *Chain_seal(Chain *self, PyObject *args) {
-  Py_buffer b;
-  long long n;
-  if (!PyArg_ParseTuple(args, "y*L:seal", &b, &n)) return NULL;
-  PyObject *result = NULL, *data = NULL, *dig = NULL;
-  if (chain_enter(self) < 0) goto out;
-  if (b.len < 2 || ((const char *)b.buf)[b.len - 1] != '}' || n < 1) {
-    PyErr_SetString(PyExc_ValueError, "seal wants a record '{...}' and a number n >= 1");
-    goto out;
+/* The sealed line's bytes before hashing: the line without its closing brace, then its key
+ * ',"c":[n,"' (the first line also ',"chain":1'); room is left for the 16 digits and '"]}\n'.
+ * A new bytes object of pre + 20 bytes, *pre set; NULL with an error set (a line that is not
+ * a record, "{...}", or n < 1: `who` names the call). */
+static PyObject *sealed_bytes(const Py_buffer *b, long long n, const char *who, Py_ssize_t *pre) {
+  if (b->len < 2 || ((const char *)b->buf)[b->len - 1] != '}' || n < 1) {
+    PyErr_Format(PyExc_ValueError, "%s wants a record '{...}' and a number n >= 1", who);
+    return NULL;
   }
   char key[48];
   int klen;
@@ -1119,30 +1114,52 @@ static PyObject *Chain_seal(Chain *self, PyObject *args) {
   } else {
     klen = snprintf(key, sizeof(key), ",\"c\":[%lld,\"", n);
   }
-  Py_ssize_t body = b.len - 1, pre = body + klen, total = pre + 16 + 4;
-  data = PyBytes_FromStringAndSize(NULL, total);
-  if (!data) goto out;
+  Py_ssize_t body = b->len - 1;
+  *pre = body + klen;
+  PyObject *data = PyBytes_FromStringAndSize(NULL, *pre + 16 + 4);
+  if (!data) return NULL;
   uint8_t *d = (uint8_t *)PyBytes_AS_STRING(data);
-  memcpy(d, b.buf, (size_t)body);
+  memcpy(d, b->buf, (size_t)body);
   memcpy(d + body, key, (size_t)klen);
-  uint8_t own[8];
-  if (total >= NOGIL_FROM) {
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    seal_core(&self->h, d, (size_t)pre, (size_t)total, own);
-    Py_END_ALLOW_THREADS
-  } else {
-    seal_core(&self->h, d, (size_t)pre, (size_t)total, own);
-  }
-  self->busy = 0;
+  return data;
+}
+
+/* (data, the 16-hex digest of `own`): what seal and append return. */
+static PyObject *sealed_result(PyObject *data, const uint8_t own[8]) {
   char hx[16];
   for (int k = 0; k < 8; k++) memcpy(hx + 2 * k, &HEX2[own[k]], 2);
-  dig = PyUnicode_FromStringAndSize(hx, 16);
-  if (!dig) goto out;
-  result = PyTuple_Pack(2, data, dig);
+  PyObject *dig = PyUnicode_FromStringAndSize(hx, 16);
+  if (!dig) return NULL;
+  PyObject *result = PyTuple_Pack(2, data, dig);
+  Py_DECREF(dig);
+  return result;
+}
+
+/* seal(line, n) -> (data, digest): line (an encoded record, "{...}") with its chain key
+ * ',"c":[n,"<16 hex>"]' (the first line also ',"chain":1') spliced before its closing brace
+ * and a newline after; the state advanced over exactly those bytes; digest = the 16-hex
+ * BLAKE3 prefix of data without its newline (the record's Locus digest). */
+static PyObject *Chain_seal(Chain *self, PyObject *args) {
+  Py_buffer b;
+  long long n;
+  if (!PyArg_ParseTuple(args, "y*L:seal", &b, &n)) return NULL;
+  PyObject *result = NULL, *data = NULL;
+  Py_ssize_t pre;
+  uint8_t own[8];
+  if (chain_enter(self) < 0 || !(data = sealed_bytes(&b, n, "seal", &pre))) goto out;
+  size_t total = (size_t)PyBytes_GET_SIZE(data);
+  self->busy = 1;
+  if (total >= NOGIL_FROM) {
+    Py_BEGIN_ALLOW_THREADS
+    seal_core(&self->h, (uint8_t *)PyBytes_AS_STRING(data), (size_t)pre, total, own);
+    Py_END_ALLOW_THREADS
+  } else {
+    seal_core(&self->h, (uint8_t *)PyBytes_AS_STRING(data), (size_t)pre, total, own);
+  }
+  self->busy = 0;
+  result = sealed_result(data, own);
 out:
   Py_XDECREF(data);
-  Py_XDECREF(dig);
   PyBuffer_Release(&b);
   return result;
 }
@@ -1161,29 +1178,16 @@ static PyObject *Chain_append(Chain *self, PyObject *args) {
   Py_buffer b, t;
   long long n, size;
   if (!PyArg_ParseTuple(args, "iy*LLy*:append", &fd, &b, &n, &size, &t)) return NULL;
-  PyObject *result = NULL, *data = NULL, *dig = NULL;
-  if (chain_enter(self) < 0) goto out;
-  if (b.len < 2 || ((const char *)b.buf)[b.len - 1] != '}' || n < 1 || size < 0 ||
-      t.len > TAIL_MAX || t.len > size) {
-    PyErr_SetString(PyExc_ValueError,
-                    "append wants a record '{...}', n >= 1, and a tail of the file's last bytes");
+  PyObject *result = NULL, *data = NULL;
+  if (size < 0 || t.len > TAIL_MAX || t.len > size) {
+    PyErr_SetString(PyExc_ValueError, "append wants the file's size and at most its last "
+                                      "4096 bytes as the tail");
     goto out;
   }
-  char key[48];
-  int klen;
-  if (n == 1) {
-    memcpy(key, FIRST_KEY, sizeof(FIRST_KEY) - 1);
-    klen = (int)(sizeof(FIRST_KEY) - 1);
-  } else {
-    klen = snprintf(key, sizeof(key), ",\"c\":[%lld,\"", n);
-  }
-  Py_ssize_t body = b.len - 1, pre = body + klen, total = pre + 16 + 4;
-  data = PyBytes_FromStringAndSize(NULL, total);
-  if (!data) goto out;
-  uint8_t *d = (uint8_t *)PyBytes_AS_STRING(data);
-  memcpy(d, b.buf, (size_t)body);
-  memcpy(d + body, key, (size_t)klen);
-  uint8_t own[8];
+  Py_ssize_t pre;
+  if (chain_enter(self) < 0 || !(data = sealed_bytes(&b, n, "append", &pre))) goto out;
+  uint8_t *d = (uint8_t *)PyBytes_AS_STRING(data), own[8];
+  Py_ssize_t total = PyBytes_GET_SIZE(data);
   int changed = 0, err = 0;
   self->busy = 1;
   Py_BEGIN_ALLOW_THREADS
@@ -1218,21 +1222,14 @@ static PyObject *Chain_append(Chain *self, PyObject *args) {
   if (err) {
     errno = err;
     PyErr_SetFromErrno(PyExc_OSError);
-    goto out;
-  }
-  if (changed) {
+  } else if (changed) {
     result = Py_None;
     Py_INCREF(result);
-    goto out;
+  } else {
+    result = sealed_result(data, own);
   }
-  char hx[16];
-  for (int k = 0; k < 8; k++) memcpy(hx + 2 * k, &HEX2[own[k]], 2);
-  dig = PyUnicode_FromStringAndSize(hx, 16);
-  if (!dig) goto out;
-  result = PyTuple_Pack(2, data, dig);
 out:
   Py_XDECREF(data);
-  Py_XDECREF(dig);
   PyBuffer_Release(&b);
   PyBuffer_Release(&t);
   return result;

@@ -102,6 +102,58 @@ def test_seal_refuses_what_is_not_a_record(bad):
 
 
 @needs_ext
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=6000), min_size=1, max_size=12))
+def test_append_writes_what_seal_makes(tmp_path_factory, bodies):
+    """``Chain.append`` (the writer's check, seal and write in one call, decision 0473) writes
+    exactly ``seal``'s bytes and returns them with the same digest, record after record, the
+    tail it is given longer or shorter than the line before."""
+    path = tmp_path_factory.mktemp("a") / "log"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    try:
+        py, c = pair()
+        size, tail, written = 0, b"", b""
+        for body in bodies:
+            line = record(body)
+            want = py.sealed(line)
+            got = c.h.append(fd, line, c.n + 1, size, tail)
+            c.n += 1
+            assert got == want
+            size += len(got[0])
+            written += got[0]
+            tail = got[0][-4096:]
+        assert path.read_bytes() == written
+        assert c.head() == py.head() == blake3.blake3(written).hexdigest()
+    finally:
+        os.close(fd)
+
+
+@needs_ext
+def test_append_refuses_a_changed_file_writing_and_hashing_nothing(tmp_path):
+    """The check before the write: a file not ``size`` bytes long, or not ending with ``tail``,
+    or no longer linked, is answered None — nothing written, the state as it was."""
+    path = tmp_path / "log"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    try:
+        c = Chain()
+        data, _ = c.append(fd, b'{"t":"Note"}', 1, 0, b"")
+        head = c.digest()
+        for size, tail in ((len(data) + 1, data[-5:]), (len(data) - 1, b""),
+                           (len(data), b"X" + data[-4:])):
+            assert c.append(fd, b'{"t":"Note"}', 2, size, tail) is None
+        assert path.read_bytes() == data and c.digest() == head
+        os.unlink(path)  # still open, no name left
+        assert c.append(fd, b'{"t":"Note"}', 2, len(data), data[-8:]) is None
+        assert os.fstat(fd).st_size == len(data) and c.digest() == head
+        with pytest.raises(ValueError):
+            c.append(fd, b'{"t":"Note"}', 2, len(data), b"x" * 4097)  # a tail past TAIL
+        with pytest.raises(ValueError):
+            c.append(fd, b"[1]", 2, len(data), b"")  # not a record
+    finally:
+        os.close(fd)
+
+
+@needs_ext
 def test_digest_copy_and_buffers():
     c = Chain()
     c.update(memoryview(b"abc"))
