@@ -263,6 +263,8 @@ def fork(root: Path, parent: AgentLog, child_id: str, *, kind: Kind = "mnemon", 
         if link is not None:
             child.append(link)
         child.ctx.loader = make_loader(root)
+        if link is not None:  # its first render takes the turns its parent rendered, as made
+            child.ctx.memo["render_from"] = parent.ctx  # (session.render: decision 0473)
         child.append(UserPrompt(turn=child.next_id(), text=task))
         child.log.sync()
     except BaseException:

@@ -187,51 +187,54 @@ def _steer(tid: int, idx: int, s: Steering, sw: dict[int, str]) -> dict[str, Any
     return {"type": "text", "text": text} if text else None
 
 
-_SHARED: dict[tuple, tuple] = {}
-SHARED_MAX = 8192
-"""Turns' messages by the records they were made of, across every table of the process: a
-forked child holds its parent's record objects (``lineage.fork.sharing_loader``), so its first
-render takes the parent's messages — the same block objects — instead of making them again;
-the cache model then knows every inherited block by identity (``providers.cache.flatten``'s
-memo), and a child's projected cost hashes only its task (decision 0473). An entry holds its
-records, so their ids are not reused while it stands; at SHARED_MAX entries it starts over."""
-
-
-def _shared_messages(t: "Turn", recs: list) -> tuple[list, list] | None:
-    """``(messages with content, their block sizes)`` of an unswept turn made of exactly these
-    record objects, with this id and role, as another table rendered them; else None."""
-    key = (id(recs[0]), len(recs), t.id, t.role)
-    hit = _SHARED.get(key)
-    if hit is None:
+def _from_parent(ctx: "Context") -> dict[tuple, tuple] | None:
+    """For a forked child's first render: the turns its parent's last render made, by the
+    record objects they were made of — ``(id of the first record, their count, turn id,
+    role)`` to the parent's memo entry. A mnemon child holds its parent's record objects
+    (``lineage.fork.sharing_loader``) and the fork leaves the parent's table in the child's
+    memo (``"render_from"``); taken once, so the child does not keep its parent's table."""
+    parent = ctx.memo.pop("render_from", None)
+    state = parent.memo.get("render") if parent is not None else None
+    if state is None:
         return None
-    held = hit[0]
-    for a, b in zip(held, recs):
+    out = {}
+    for entry in state[0].values():
+        item, recs = entry[0], entry[2]
+        if entry[1] and recs and not entry[4] and len(recs) == entry[3]:  # a turn, as rendered
+            out[(id(recs[0]), entry[3], item.id, item.role)] = entry
+    return out
+
+
+def _shared(parent: dict[tuple, tuple] | None, t: "Turn", recs: list) -> tuple | None:
+    """The parent's memo entry of an unswept turn made of exactly these record objects, with
+    this id and role, or None."""
+    if parent is None:
+        return None
+    entry = parent.get((id(recs[0]), len(recs), t.id, t.role))
+    if entry is None or len(entry[2]) != len(recs):
+        return None
+    for a, b in zip(entry[2], recs):
         if a is not b:
             return None
-    return hit[1], hit[2]
+    return entry
 
 
-def _entry(ctx: "Context", item: Any, turn: bool) -> tuple:
+def _entry(ctx: "Context", item: Any, turn: bool,
+           parent: dict[tuple, tuple] | None = None) -> tuple:
     """A frontier item's memo entry: (item, whether a turn, its records, their count, swept,
     its items, the messages with content, each message's block sizes). A residue entry never
     changes while it stands; a turn is remade when any of the four after the flag differ.
 
     A turn's messages are a function of its records, its swept blocks, its id and its role
-    (``turn_messages``): an unswept turn whose records another table rendered takes those
-    messages (``_SHARED``)."""
+    (``turn_messages``): an unswept turn of a forked child made of the records its parent
+    rendered takes the parent's messages (``parent``: ``_from_parent``) — the same block
+    objects, which the cache model knows by identity, so a child's projected cost and its
+    first request hash only what it added (decision 0473)."""
     if turn:
         recs, sw = item.records, item.swept
         key = (recs, len(recs) if recs is not None else -1, sw, tuple(sw.items()))
-        if recs and not sw:
-            got = _shared_messages(item, recs)
-            if got is not None:
-                return (item, turn, *key, *got)
-            msgs = [m for m in turn_messages(item) if m["content"]]
-            sizes = [[len(compact(b)) for b in m["content"]] for m in msgs]
-            if len(_SHARED) >= SHARED_MAX:
-                _SHARED.clear()
-            _SHARED[(id(recs[0]), len(recs), item.id, item.role)] = (tuple(recs), msgs, sizes)
-            return (item, turn, *key, msgs, sizes)
+        if recs and not sw and (got := _shared(parent, item, recs)) is not None:
+            return (item, turn, *key, got[6], got[7])
         msgs = turn_messages(item)
     else:
         msgs = [{"role": "user", "content": [{"type": "text",
@@ -290,10 +293,11 @@ def render(ctx: "Context") -> list[Message]:
             memo.pop(id(seq[j][0]), None)  # the last item left the frontier
     else:  # an edit inside the frontier: keep the entries of the items still on it only
         memo = {id(x[0]): x[1] for x in new_seq}
+    parent = _from_parent(ctx) if "render_from" in ctx.memo else None
     for item in frontier[j:]:
         hit = old.get(id(item))
         if hit is None or hit[0] is not item:
-            hit = _entry(ctx, item, isinstance(item, Turn))
+            hit = _entry(ctx, item, isinstance(item, Turn), parent)
         elif hit[1] and _changed(hit, item):
             hit = _entry(ctx, item, True)
         memo[id(item)] = hit

@@ -382,3 +382,30 @@ def test_a_live_fork_shares_the_parents_records_and_reads_the_rest(run_root):
     bad = Pointer(first.source, [[first.loci[0][0], first.loci[0][1], "0" * 16]])
     with pytest.raises(Exception, match="digest|does not match|changed"):
         load(bad)
+
+
+def test_a_mnemon_childs_first_render_takes_its_parents_blocks(run_root):
+    """The fork tells the child's table where its turns were rendered (decision 0473): its first
+    render takes the parent's message blocks for every inherited turn — the same objects, which
+    the cache model knows by identity, so the child's projected cost and its first request hash
+    only its task — and what it renders is what it renders alone. The hint is taken once."""
+    parent = new_agent(run_root, "p", system="be brief")
+    prompt(parent, "read the notes")
+    tool_turn(parent, "reading", "cat notes.txt", "the notes say hello")
+    answer(parent, "done reading")
+    made = render(parent.ctx)
+    child = fork(run_root, parent, "c1", task="check the notes")
+    assert child.ctx.memo.get("render_from") is parent.ctx
+    got = render(child.ctx)
+    assert "render_from" not in child.ctx.memo
+    theirs = {id(b) for m in made for b in m["content"]}
+    inherited = [b for m in got for b in m["content"]
+                 if not (b.get("type") == "text" and b.get("text") == "check the notes")]
+    assert inherited and all(id(b) in theirs for b in inherited)
+    child.ctx.memo.clear()
+    assert json.dumps(render(child.ctx)) == json.dumps(got)
+    fresh = fork(run_root, parent, "c2", task="check the notes", kind="fresh")
+    assert "render_from" not in fresh.ctx.memo  # a fresh child inherits no turns
+    child.close()
+    fresh.close()
+    parent.close()

@@ -25,7 +25,6 @@ from mnemon.session.records import (
     ToolUse,
     UserPrompt,
 )
-from mnemon.session import render as render_module
 from mnemon.session.render import INTERRUPTED, render, residue_message
 from mnemon.session.resume import fold_file
 from mnemon.session.turn import Turn
@@ -107,7 +106,6 @@ def test_incremental_render_equals_a_fresh_one_after_every_record(tmp_path, reco
         assert n == len(compact(msgs))
         log.ctx.memo.pop("render", None)
         log.ctx.memo.pop("rendered", None)
-        render_module._SHARED.clear()  # nor what another table rendered (decision 0473)
         fresh = render(log.ctx)
         assert _bytes(msgs) == _bytes(fresh)
         assert rendered_bytes(log.ctx, msgs) is None  # not the list last rendered any more
@@ -128,21 +126,24 @@ def test_rendered_messages_are_shared_not_remade_for_an_unchanged_turn():
 
 @SETTINGS
 @given(records=sessions(), cut=st.integers(min_value=0, max_value=200))
-def test_a_table_holding_another_tables_records_renders_as_alone(records, cut):
-    """Two tables made of the same record objects (a forked child holds its parent's:
-    ``lineage.fork.sharing_loader``): the second one's render takes the first one's messages
-    (the same block objects, so the cache model knows them by identity), and is what it would
-    render alone — also once the two have gone apart, each with records of its own (sweeps,
-    evictions, new turns) after the first ``cut``."""
+def test_a_child_made_of_its_parents_records_renders_as_alone(records, cut):
+    """A table made of the same record objects as another (a forked mnemon child holds its
+    parent's: ``lineage.fork.sharing_loader``), told so as the fork tells it (``render_from``):
+    its first render takes the other's messages for those turns (the same block objects, so
+    the cache model knows them by identity), and is what it would render alone — also once the
+    two have gone apart, each with records of its own (sweeps, evictions, new turns) after the
+    first ``cut``. The hint is taken once: the child does not keep its parent's table."""
     from mnemon.session.records import compact
 
-    render_module._SHARED.clear()
     a, b = Context("agents/a1/record.jsonl"), Context("agents/a1/record.jsonl")
     k = min(cut, len(records))
     for r in records[:k]:
         a.step(r)
         b.step(r)
-    first, second = render(a), render(b)
+    first = render(a)
+    b.memo["render_from"] = a
+    second = render(b)
+    assert "render_from" not in b.memo
     assert _bytes(first) == _bytes(second)
     made = {t.id: e for t, e in ((x[0], x[1]) for x in a.memo["render"][1])
             if isinstance(t, Turn)}
@@ -154,9 +155,27 @@ def test_a_table_holding_another_tables_records_renders_as_alone(records, cut):
         got = render(b)
         n = len(compact(got))
         b.memo.clear()
-        render_module._SHARED.clear()
         assert _bytes(got) == _bytes(render(b)) and len(compact(render(b))) == n
     assert _bytes(render(a)) == _bytes(first)  # and the first is unchanged by it
+
+
+def test_a_child_whose_parent_went_on_takes_only_the_turns_as_they_were():
+    """A parent that appended to a turn after its last render: the child (holding the turn as
+    it is now) does not take the parent's stale messages for it; a swept turn is not taken."""
+    parent = _ctx(UserPrompt(turn=1, text="look"), _call(2, "c1"))
+    render(parent)
+    done = ToolResults(results=[ToolResult(tool_use_id="c1", content="out")])
+    parent.step(done)  # turn 2 grew after the render
+    alone = Context("agents/a1/record.jsonl")
+    for r in (SessionStarted(agent="a1"), *parent.turns[0].records, *parent.turns[1].records):
+        alone.step(r)
+    child = Context("agents/a1/record.jsonl")
+    for r in (SessionStarted(agent="a1"), *parent.turns[0].records, *parent.turns[1].records):
+        child.step(r)
+    child.memo["render_from"] = parent
+    got = render(child)
+    assert _bytes(got) == _bytes(render(alone))
+    assert got[-1]["content"][0]["content"] == "out"  # the result, not the interrupted call
 
 
 def _ctx(*records) -> Context:
