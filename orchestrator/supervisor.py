@@ -165,7 +165,7 @@ class Supervisor:
     def mint_agent_id(self) -> str:
         """The next free ``a<n>``: neither taken here nor a log on disk — another process of
         the run (a Dask job's chunks share its run root) may have made it since the listing."""
-        agents = os.path.join(os.fspath(self.root), "agents")  # (a string: a third of a Path's cost)
+        agents = os.path.join(os.fspath(self.root), "agents")  # a string: half a Path's cost
         while True:
             aid = f"a{next(self._ids)}"
             if aid not in self._taken and not os.path.exists(os.path.join(agents, aid)):

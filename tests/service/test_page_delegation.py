@@ -58,16 +58,19 @@ async def test_a_capped_childs_budget_spend_and_messages_show_and_a_person_can_s
                 _open(driver, "a2")
                 _wait(driver, lambda d: d.find_element(By.ID, "agent-budget").is_displayed())
                 got["budget"] = driver.find_element(By.ID, "agent-budget").text
-                got["tree"] = next(li.text for li in driver.find_elements(
-                    By.CSS_SELECTOR, "#tree li") if li.get_attribute("data-agent") == "a2")
+                # read inside a wait: the page redraws the tree on every event, so an item
+                # found a moment ago may be gone (stale) by the time it is read
+                got["tree"] = _wait(driver, lambda d: next(
+                    (li.text for li in d.find_elements(By.CSS_SELECTOR, "#tree li")
+                     if li.get_attribute("data-agent") == "a2"), None))
                 _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages li")) == 1)
                 box = driver.find_element(By.ID, "steer-text")
                 assert driver.find_element(By.ID, "steer").is_displayed()
                 box.send_keys("now try the attic")
                 driver.find_element(By.CSS_SELECTOR, "#steer button").click()
                 _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages li")) == 2)
-                got["messages"] = [li.text for li in driver.find_elements(
-                    By.CSS_SELECTOR, "#messages li")]
+                got["messages"] = _wait(driver, lambda d: [
+                    li.text for li in d.find_elements(By.CSS_SELECTOR, "#messages li")])
                 got["bold"] = driver.find_elements(By.CSS_SELECTOR, "#messages b")
                 _wait(driver, lambda d: "2 messages received" in
                       d.find_element(By.ID, "agent-meta").text)
