@@ -1172,7 +1172,7 @@ out:
  * and the caller names what changed. Then seal (as seal(line, n)) and write the sealed bytes
  * whole, retrying short writes. A failed write raises OSError with the state already advanced
  * over the line: the caller cuts the file back and rehashes, as after a failed os.write. */
-#define TAIL_MAX 4096
+#define TAIL_MAX 4096 /* session.log.TAIL: the most of its last record a writer keeps */
 static PyObject *Chain_append(Chain *self, PyObject *args) {
   int fd;
   Py_buffer b, t;

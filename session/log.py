@@ -423,11 +423,7 @@ class RecordLog:
                 try:
                     out = h.append(self._fd, line, n, self._size, self._tail)
                 except OSError as e:  # the state went on over the line: rehash it from the file
-                    self._rechain = True
-                    self._cut_back(e)
-                    raise LogWriteFailed(f"{self.path}: append failed "
-                                         f"({os.strerror(e.errno or 0) or e}); "
-                                         "the log keeps only whole records") from None
+                    raise self._write_failed(e, rechain=True) from None
                 if out is not None:
                     chain.n = n
                     return self._written(*out)
@@ -444,11 +440,16 @@ class RecordLog:
                 n = os.write(self._fd, view)
                 view = view[n:]
         except OSError as e:  # a full disk or an I/O error: cut the partial line off again
-            self._rechain = chain is not None
-            self._cut_back(e)
-            raise LogWriteFailed(f"{self.path}: append failed ({os.strerror(e.errno or 0) or e}); "
-                                 "the log keeps only whole records") from None
+            raise self._write_failed(e, rechain=chain is not None) from None
         return self._written(data, own if own is not None else digest(line))
+
+    def _write_failed(self, e: OSError, *, rechain: bool) -> LogWriteFailed:
+        """After a write failed part-way: the partial line cut off again, the chain (advanced
+        over it) to be rehashed from the file before the next append; the error to raise."""
+        self._rechain = rechain
+        self._cut_back(e)
+        return LogWriteFailed(f"{self.path}: append failed ({os.strerror(e.errno or 0) or e}); "
+                              "the log keeps only whole records")
 
     def _written(self, data: bytes, own: str) -> Locus:
         """The bookkeeping after ``data`` (a whole line) was written: the durability point of

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import blake3
 import pytest
 import trio
 
@@ -18,8 +19,6 @@ from mnemon.lineage.runroot import agent_source
 from mnemon.orchestrator.cli import main
 from mnemon.orchestrator.supervisor import open_supervisor
 from mnemon.session.errors import LogChanged, LogWriteFailed
-import blake3
-
 from mnemon.session import log as log_module
 from mnemon.session.chain import resume_state
 from mnemon.session.log import RecordLog, Running
