@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from ..constants import GREP_TIMEOUT_S
 from . import scan
 from .hits import _grep_record, _Hits
-from .pattern import _finder, _Matcher
+from .pattern import _forms_finder, _Matcher
 from .read import Opener, check as _check, open_source
 from .scan import _Flat, _read_window, _scan_file
 from .turns import Want, _no_gc
@@ -145,7 +145,7 @@ def _grep_file(f, source: str, entries: Iterator[tuple], wants: Sequence[Want], 
     """One sequential pass over one file through a fixed buffer, one record decoded at a time."""
     buf = bytearray()  # grown to the windows read (at most CHUNK or the longest record): a
     # grep over a few small turns must not zero a whole CHUNK per file
-    raw_lit = m.raw
+    raw_forms = m.raw_forms
     seq = 0
     pos = -1  # the file position after the last read
     pending = next(entries, None)
@@ -166,10 +166,10 @@ def _grep_file(f, source: str, entries: Iterator[tuple], wants: Sequence[Want], 
             for e in window:
                 if e[0] + e[1] > pos:
                     _check(source, e[0], e[1], e[2], b"")  # the file ends before this record
-        if raw_lit is None:
+        if raw_forms is None:
             cands: Iterable[tuple] = window
         else:
-            cands = _candidates(buf, start, need, raw_lit, window)
+            cands = _candidates(buf, start, need, raw_forms, window)
         for off, length, want, wi, ri in cands:
             raw = mv[off - start:off - start + length]
             _check(source, off, length, want, raw)
@@ -177,16 +177,19 @@ def _grep_file(f, source: str, entries: Iterator[tuple], wants: Sequence[Want], 
         mv.release()
 
 
-def _candidates(buf: bytearray, start: int, limit: int, lit: bytes, window: list[tuple]
+def _candidates(buf: bytearray, start: int, limit: int, found: list[bytes], window: list[tuple]
                 ) -> list[tuple]:
-    """Entries of the window whose raw bytes contain the literal (in any of its forms)."""
+    """Entries of the window whose raw bytes contain one of the ``found`` forms (the literal's,
+    or every branch literal's of an alternation: ``_Matcher.raw_forms``). An occurrence that
+    runs past its record's end does not make it a candidate; measured with the shortest form,
+    so a later, shorter one inside the record is never passed over."""
     out: list[tuple] = []
-    lf = _finder(lit)
+    lf = _forms_finder(found)
     p = lf(buf, 0, limit)
     if p < 0:
         return out
     offs = [e[0] - start for e in window]
-    L = len(lit)
+    L = min(map(len, found))
     while p >= 0:
         j = bisect.bisect_right(offs, p) - 1
         if j >= 0:

@@ -108,6 +108,64 @@ def forms(lit: bytes) -> list[bytes]:
     return sorted(set(forms))
 
 
+def required_literals(pattern: str) -> tuple[str, ...]:
+    """Literals of which every match of ``pattern`` contains at least one: the required literal
+    of each branch of a top-level alternation (``Error|FAILED`` → ``("Error", "FAILED")``), or
+    the pattern's one required literal; ``()`` when some branch has none (then any text may
+    hold a match). A match of ``a|b`` is a match of ``a`` or of ``b``, so it holds that branch's
+    literal. Inline flags anywhere (``(?i)`` applies to every branch) give none, as in
+    ``required_literal``."""
+    if "(?" in pattern:
+        return ()
+    branches = _top_level_branches(pattern)
+    if len(branches) == 1:
+        lit, _ = required_literal(pattern)
+        return (lit,) if lit else ()
+    lits = []
+    for b in branches:
+        lit, _ = required_literal(b)
+        if not lit:
+            return ()
+        lits.append(lit)
+    return tuple(dict.fromkeys(lits))
+
+
+def _top_level_branches(pattern: str) -> list[str]:
+    """``pattern`` cut at each ``|`` outside groups and classes, not escaped."""
+    out: list[str] = []
+    depth, start, i, n = 0, 0, 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # a class: up to its closing ']' (one first, or after '^', is literal)
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                if pattern[i] == "\\":
+                    i += 2
+                elif pattern.startswith("[:", i) and (e := pattern.find(":]", i + 2)) >= 0:
+                    i = e + 2  # a POSIX class, [:alpha:]: its ']' does not close the class
+                else:
+                    i += 1
+            i += 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth = max(0, depth - 1)
+        elif c == "|" and depth == 0:
+            out.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    out.append(pattern[start:])
+    return out
+
+
 def raw_safe(lit: str) -> bool:
     """The literal's JSON encoding is its raw bytes (writers escape only ``"``, ``\\``, controls)."""
     return bool(lit) and all(0x20 <= ord(c) < 0x7F and c not in '"\\' for c in lit)
@@ -131,5 +189,5 @@ def raw_literal(pattern: str) -> tuple[bytes | None, bool]:
     return raw, pure
 
 
-__all__ = ["required_literal", "raw_safe", "raw_literal", "forms", "anchor", "ESCAPED_BY_SOME",
+__all__ = ["required_literal", "required_literals", "raw_safe", "raw_literal", "forms", "anchor", "ESCAPED_BY_SOME",
            "MAX_FORMS", "RARE_BYTE_RANK"]

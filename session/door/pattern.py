@@ -13,7 +13,15 @@ from typing import Any
 
 from ..constants import GREP_LINE_BYTES
 from ..errors import Refusal
-from .literal import MAX_FORMS, _BYTE_RANK, RARE_BYTE_RANK, forms, raw_safe, required_literal
+from .literal import (
+    MAX_FORMS,
+    _BYTE_RANK,
+    RARE_BYTE_RANK,
+    forms,
+    raw_safe,
+    required_literal,
+    required_literals,
+)
 from ..records import (
     AssistantMessage,
     Evicted,
@@ -83,9 +91,13 @@ def _finder(lit: bytes):
     A literal holding a character some writers escape (``/`` as ``\\/``; ``<>&='`` as
     ``\\u00xx``) is also looked for in its escaped forms, so such a record is decoded too.
     """
-    found = forms(lit)
+    return _forms_finder(forms(lit))
+
+
+def _forms_finder(found: list[bytes]):
+    """``_finder`` over the given forms: the next occurrence of any of them."""
     if len(found) == 1:
-        return _one_finder(lit)
+        return _one_finder(found[0])
     finders = [_one_finder(f) for f in found]
     nxt = [-2] * len(found)  # each form's next position: valid for one window (one finder each)
 
@@ -172,6 +184,16 @@ class _Matcher:
         self.raw = lit.encode("ascii") if shortcut and raw_safe(lit) else None
         if self.raw is not None and len(forms(self.raw)) > MAX_FORMS:
             self.raw = None  # too many ways to write it: decode every record instead
+        # a top-level alternation of branches that each hold a literal (``Error|FAILED``): a
+        # text holding none of them cannot match, nor a record whose raw bytes hold none of
+        # their forms (``raw_forms``, searched by the record-by-record pass)
+        self.lits: tuple[str, ...] = ()
+        self.raw_forms: list[bytes] | None = [*forms(self.raw)] if self.raw is not None else None
+        if shortcut and lit == "" and "|" in pattern:
+            self.lits = required_literals(pattern)
+            if self.lits and all(raw_safe(x) for x in self.lits):
+                found = sorted({f for x in self.lits for f in forms(x.encode("ascii"))})
+                self.raw_forms = found if len(found) <= MAX_FORMS else None
 
     def _compile(self):
         import regex  # ~50 ms to import: a grep for a plain literal never pays it
@@ -211,6 +233,8 @@ class _Matcher:
                 return ()
             if self.pure:
                 return self._literal_lines(text, lit, check=False)
+        elif self.lits and not any(x in text for x in self.lits):
+            return ()
         if self.blind:
             return self._blind_lines(text)
         if lit is not None and len(text) > 256:

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from mnemon.lineage.runroot import create_run_root
 from mnemon.session.door import Door, _Matcher, required_literal
+from mnemon.session.door.literal import required_literals
 from mnemon.session.errors import Refusal
 from mnemon.session.records import (
     AssistantMessage,
@@ -104,6 +105,9 @@ def patterns(draw):
         "{a}", "{ea}", "{ea}.*{eb}", "{ea}+", "[ab]{ea}", "{ea}|{eb}", "^{ea}", "{ea}$",
         "(?i){ea}", "{ea}{{2}}", r"\d{ea}", r"{ea}\b", "(?:{ea})+", "{ea}?{eb}", r"\s{ea}",
         r"{ea}\n", "{ea}(?={eb})", "(?<!{ea}){eb}", "{ea}[^x]*{eb}", r"\u00e9{ea}", "",
+        # top-level alternations (each branch's literal a prefilter) and look-alikes
+        "{ea}|{eb}|x{ea}", "{ea}+|{eb}?c", "{ea}|", "|{eb}", r"{ea}|\d", "[|]{ea}|{eb}",
+        "({ea}|{eb})c", "{ea}.*|{eb}$", r"{ea}\|{eb}", "[[:alpha:]|]{ea}|{eb}", "^{ea}|{eb}",
     ]))
     return form.format(a=a, ea=ea, eb=eb)
 
@@ -203,6 +207,22 @@ def test_required_literal():
     assert required_literal(r"ab\dcde") == ("ab", False)
     assert required_literal("x{2}yyy") == ("yyy", False)
     assert required_literal("[ab]c") == ("", False)
+    assert required_literals("Error|FAILED") == ("Error", "FAILED")
+    assert required_literals("attrs==23.1") == ("attrs==23",)
+    assert required_literals("a.*b|cde") == ("a", "cde")
+    assert required_literals("foo|") == ()  # an empty branch matches every line
+    assert required_literals(r"foo|\d") == ()  # a branch without a literal
+    assert required_literals("x(a|b)y|z") == ()  # the first branch has none (conservative)
+    assert required_literals("(?i)foo|bar") == ()  # flags apply to every branch
+    assert required_literals("[|]ab|cd") == ()  # '|' in a class splits nothing
+    assert required_literals("[[:alpha:]|]ab|cd") == ()
+    assert required_literals(r"ab\|cd") == ()
+    m = _Matcher("Error|FAILED", 5, True)
+    assert (m.raw, m.lits, m.raw_forms) == (None, ("Error", "FAILED"), [b"Error", b"FAILED"])
+    assert m.lines("no match\nan Error\nFAILED here") == ["an Error", "FAILED here"]
+    assert m.lines("nothing of either") == ()
+    assert _Matcher('say "hi"|x', 5, True).raw_forms is None  # a branch JSON escapes
+    assert _Matcher("Error|FAILED", 5, False).raw_forms is None  # no shortcut asked
     assert _Matcher("needle", 5, True).raw == b"needle"
     assert _Matcher('say "hi"', 5, True).raw is None  # JSON escapes the quote: decode instead
     assert _Matcher("café", 5, True).raw is None  # a writer may \\u-escape it: decode instead
