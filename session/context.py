@@ -133,8 +133,27 @@ class Context(Judgement, Linking):
         return max(self.reach + 1, self.id_floor)
 
     def frontier(self) -> list[Turn | ResidueEntry]:
-        """Resident turns not under a residue and outermost residues, in id order."""
-        return list(self._items(0, len(self.turns)))
+        """Resident turns not under a residue and outermost residues, in id order. (``_items``
+        over the whole table, made as a list directly: every render reads it.)"""
+        turns = self.turns
+        if type(turns) is not list:
+            return list(self._items(0, len(turns)))
+        out: list[Turn | ResidueEntry] = []
+        add = out.append
+        i, hi = 0, len(turns)
+        while i < hi:
+            t = turns[i]
+            state = t.state
+            if state == "resident":
+                add(t)
+                i += 1
+            elif state == "evicted" and t.under is not None:
+                r = t.under.outermost()
+                add(r)
+                i = self._index_after(r.last, i + 1)
+            else:
+                i += 1
+        return out
 
     def _items(self, lo: int, hi: int) -> Iterator[Turn | ResidueEntry]:
         """Frontier items among ``turns[lo:hi]``, jumping over each residue's turns."""

@@ -270,13 +270,17 @@ def render(ctx: "Context") -> list[Message]:
     old, seq, raw, raw_sizes = state if state is not None else ({}, [], [], [])
     frontier = ctx.frontier()
     # the items unchanged from the first: same object, and a turn as it was rendered
+    # (``_changed`` inlined: this walk runs over the whole frontier on every render)
     j, lim = 0, min(len(seq), len(frontier))
     while j < lim:
         item, hit = seq[j][0], seq[j][1]
         if frontier[j] is not item:
             break
-        if hit[1] and _changed(hit, item):  # type: ignore[arg-type]  # hit[1]: a turn's
-            break
+        if hit[1]:  # a turn's entry: still its records, as many, its swept blocks as they were
+            recs, sw = item.records, item.swept  # type: ignore[union-attr]
+            if hit[2] is not recs or hit[3] != (len(recs) if recs is not None else -1) \
+                    or hit[4] is not sw or (sw and hit[5] != tuple(sw.items())):
+                break
         j += 1
     if j:
         _, _, n_out, last, last_sizes, n = seq[j - 1]
