@@ -22,7 +22,7 @@ along any ancestry path.
 
 from __future__ import annotations
 
-import datetime as _dt
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,7 +53,15 @@ from ..session.records import (
 )
 from ..session.turn import Loader, Turn
 
-from .runroot import RunRootError, agent_dir, agent_source, check_loci, confine, make_loader
+from .runroot import (
+    RunRootError,
+    agent_log,
+    agent_source,
+    check_loci,
+    confine,
+    make_loader,
+    now_iso,
+)
 
 Kind = Literal["mnemon", "fresh"]
 
@@ -70,7 +78,7 @@ class ForkError(RunRootError):
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return now_iso()  # the same text as datetime's ``%Y-%m-%dT%H:%M:%S.%fZ``, a fifth the cost
 
 
 # --------------------------------------------------------------------------- the link
@@ -246,10 +254,10 @@ def fork(root: Path, parent: AgentLog, child_id: str, *, kind: Kind = "mnemon", 
     started = parent.ctx.started
     if started is None:
         raise ForkError(f"{parent.source} has no SessionStarted to fork from")
-    path = agent_dir(root, child_id) / "record.jsonl"
+    path = agent_log(root, child_id)
     if child_id == started.agent:
         raise ForkError(f"a child may not reuse its parent's id {child_id!r}")
-    if path.exists():
+    if os.path.exists(path):
         raise ForkError(f"agent {child_id!r} already has a log at {agent_source(child_id)}")
     opening = child_started(started, child_id, kind, at=at, **started_extra)
     link = link_for(parent.ctx, log_path=parent.path) if kind == "mnemon" else None

@@ -37,6 +37,13 @@ def agent_dir(root: Path, agent: str) -> Path:
     return root / "agents" / agent
 
 
+def agent_log(root: Path, agent: str) -> Path:
+    """``agents/<agent>/record.jsonl`` under ``root`` (``agent_dir``'s check; one Path made)."""
+    if not AGENT_ID.match(agent):
+        raise RunRootError(f"{agent!r} is not a path-safe agent id")
+    return Path(f"{os.fspath(root)}/{agent_source(agent)}")
+
+
 def agent_source(agent: str) -> str:
     """The log's path relative to the run root, as pointers name it."""
     return f"agents/{agent}/record.jsonl"
@@ -87,5 +94,6 @@ def agent_of(path: Path) -> tuple[Path, str]:
     return root, rel.parts[1]
 
 
-__all__ = ["FORMAT", "AGENT_ID", "RunRootError", "find_run_root", "agent_dir", "agent_source",
+__all__ = ["FORMAT", "AGENT_ID", "RunRootError", "find_run_root", "agent_dir", "agent_log",
+           "agent_source",
            "list_agents", "agent_of"]

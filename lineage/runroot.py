@@ -16,8 +16,8 @@ from ..session.log import read_at, read_span
 from ..session.paths import Sources, check_loci, confine  # re-exported: forks and verify use them
 from ..session.records import Pointer, Record
 from ..session.turn import Loader
-from .places import (AGENT_ID, FORMAT, RunRootError, agent_dir, agent_of, agent_source,  # re-exported
-                     find_run_root, list_agents)
+from .places import (AGENT_ID, FORMAT, RunRootError, agent_dir, agent_log,  # re-exported
+                     agent_of, agent_source, find_run_root, list_agents)
 
 
 
@@ -95,5 +95,5 @@ def make_loader(root: Path) -> Loader:
 
 
 __all__ = ["FORMAT", "AGENT_ID", "RunRootError", "now_iso", "create_run_root", "read_run_json",
-           "find_run_root", "agent_dir", "agent_source", "list_agents", "agent_of", "read_pointer",
+           "find_run_root", "agent_dir", "agent_log", "agent_source", "list_agents", "agent_of", "read_pointer",
            "make_loader", "Sources", "check_loci", "confine"]

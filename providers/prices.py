@@ -207,7 +207,12 @@ def price_for(model: str | None, table: Mapping[str, Price] | None = None) -> Pr
     ``anthropic/`` or ``openai/`` is ignored. A name ending ``@batch`` is the batch price of the
     name before it (``Price.batched``).
     """
-    table = PRICES if table is None else table
+    if table is None:  # the run's table: every turn prices the same few models
+        hit = _PRICED.get(model) if model else None
+        if hit is not None and hit[2] == len(PRICES) and (hit[1] is None
+                                                          or PRICES.get(hit[1]) is hit[0]):
+            return hit[0]
+        table = PRICES
     if not model:
         return DEFAULT_PRICE
     if is_batch(model):
@@ -216,16 +221,26 @@ def price_for(model: str | None, table: Mapping[str, Price] | None = None) -> Pr
     if cloud is not None:  # a Bedrock or Vertex id: the Claude model's price, and the region's
         return _on_cloud(cloud, table)
     name = model.rsplit("/", 1)[-1].lower()
-    if name in table:
-        return table[name]
-    best = max((k for k in table if name.startswith(k) and name[len(k):len(k) + 1] in ("-", "")),
-               key=len, default=None)
-    if best is not None:
-        return table[best]
-    for word, price in _FAMILIES:
-        if word in name:
-            return price
-    return DEFAULT_PRICE
+    key: str | None = name if name in table else max(
+        (k for k in table if name.startswith(k) and name[len(k):len(k) + 1] in ("-", "")),
+        key=len, default=None)
+    if key is not None:
+        price = table[key]
+    else:
+        price = next((p for word, p in _FAMILIES if word in name), DEFAULT_PRICE)
+    if table is PRICES:
+        if len(_PRICED) >= 256:
+            _PRICED.clear()
+        _PRICED[model] = (price, key, len(PRICES))
+    return price
+
+
+_PRICED: dict[str, tuple[Price, str | None, int]] = {}
+"""``price_for``'s answers on ``PRICES`` by model name, each with the table key it came from
+(None: a family's or the default price) and the table's size then: an answer stands while that
+key still holds the same price and no key was added or removed (``replay --prices`` updates
+``PRICES``; a longer matching name added would change the answer). Bedrock, Vertex and batch
+names are worked out each time (their price is derived, not a table entry)."""
 
 
 # --- Claude on the clouds (decision 0403) ---------------------------------------------------

@@ -21,7 +21,7 @@ import msgspec
 
 from . import native as _native
 from .errors import DigestMismatch, LogBusy, LogChanged, LogClosed, LogCorrupt, LogWriteFailed
-from .records import DECODE_ERRORS, Locus, Pointer, Record, decode, encode
+from .records import DECODE_ERRORS, Locus, Pointer, Record, decode, encode, encoder
 
 FIRST = b',"chain":1,"c":[1,"'
 """What the writer splices into a chained log's first line: the chain's version, then the
@@ -286,6 +286,9 @@ def _name(fd: int, path: Path) -> bool:
         return False
 
 
+_encode = encoder.encode  # ``records.encode`` without its call: every append makes one
+
+
 class RecordLog:
     """The single writer of one agent's ``record.jsonl``.
 
@@ -404,7 +407,7 @@ class RecordLog:
         return self._size, chain.n, chain.head()
 
     def append(self, record: Record) -> Locus:
-        return self.append_line(encode(record))
+        return self.append_line(_encode(record))
 
     def append_line(self, line: bytes) -> Locus:
         """Write one encoded record as a whole line; return its Locus once it is written."""
@@ -424,9 +427,16 @@ class RecordLog:
                     out = h.append(self._fd, line, n, self._size, self._tail)
                 except OSError as e:  # the state went on over the line: rehash it from the file
                     raise self._write_failed(e, rechain=True) from None
-                if out is not None:
+                if out is not None:  # (``_written``, inlined on this path: every append)
                     chain.n = n
-                    return self._written(*out)
+                    data, own = out
+                    if self.fsync == "record":
+                        self._fsync()
+                    size = self._size
+                    ln = len(data)
+                    self._size = size + ln
+                    self._tail = data if ln <= TAIL else data[-TAIL:]
+                    return (size, ln - 1, own)
                 # refused, nothing hashed or written: the check below names what changed (and,
                 # should the file have come back as it was meanwhile, the append goes on)
             self._check()

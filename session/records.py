@@ -358,6 +358,8 @@ APPROVAL = (ApprovalRequested, ApprovalDecided)
 which they are counted), but the fold judges them and keeps the turn in hand's approvals."""
 
 _encoder = msgspec.json.Encoder()
+encoder = _encoder
+"""The encoder ``encode`` uses (a log writer calls its ``encode`` directly)."""
 _decoder = msgspec.json.Decoder(Record)
 _block_decoder = msgspec.json.Decoder(Block)
 

@@ -73,3 +73,26 @@ def test_override_from_toml_json_and_dict(tmp_path):
     assert cost_usd(Usage(output_tokens=1_000_000), "x", table=table) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="'bad'"):
         prices_from({"bad": {"input": "cheap"}})
+
+
+def test_a_remembered_price_follows_the_table(monkeypatch):
+    """``price_for`` remembers its answers on ``PRICES``; a price replaced, a longer matching
+    name added or removed (``replay --prices`` updates the table) is seen at the next call."""
+    from mnemon.providers import prices
+
+    monkeypatch.setattr(prices, "PRICES", dict(prices.PRICES))
+    monkeypatch.setattr(prices, "_PRICED", {})
+    dated = "claude-sonnet-4-5-20250929"
+    first = price_for(dated)
+    assert price_for(dated) is first  # remembered
+    cheaper = prices.Price(input=1.0, output=2.0, cache_read=0.1, cache_write_5m=1.25, cache_write_1h=2.0)
+    prices.PRICES["claude-sonnet-4-5"] = cheaper  # the key it came from, replaced
+    assert price_for(dated) is cheaper
+    exact = prices.Price(input=5.0, output=6.0, cache_read=0.5, cache_write_5m=6.25, cache_write_1h=10.0)
+    prices.PRICES[dated] = exact  # a longer name that matches better, added
+    assert price_for(dated) is exact
+    del prices.PRICES[dated]
+    assert price_for(dated) is cheaper
+    assert price_for("some-unknown-model") is prices.DEFAULT_PRICE
+    prices.PRICES["some-unknown"] = exact  # a prefix of a name that fell to the default
+    assert price_for("some-unknown-model") is exact
