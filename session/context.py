@@ -366,6 +366,19 @@ class Context(Judgement, Linking):
             line = encode(record)
             locus = (0, len(line), "")
         self.records_folded += 1
+        kind = type(record)
+        if kind in _FORENSIC:  # first: two of a turn's four records (TurnStarted, ProviderCall)
+            if type(record) is SessionStarted:
+                self.started = record
+            elif type(record) is SessionEnded:
+                self.ended = record.reason
+            elif type(record) is WorkspaceSnapshot:
+                self.workspace = record
+            elif type(record) is ApprovalRequested:
+                self.approvals[record.call_id] = [record, None]
+            elif type(record) is ApprovalDecided:
+                self.approvals[record.call_id][1] = record
+            return
         # by the exact class, ``type(record) is C``, which mypy narrows (as in ``check``, 0352)
         if type(record) is UserPrompt:
             self.protocol_seen = True
@@ -390,21 +403,6 @@ class Context(Judgement, Linking):
                 self.last_input_tokens = (usage.input_tokens + usage.cache_read_tokens
                                           + usage.cache_write_tokens)
                 self.history_at_response = self._hist - locus[1]
-            return
-        if type(record) is ApprovalRequested:
-            self.approvals[record.call_id] = [record, None]
-            return
-        if type(record) is ApprovalDecided:
-            self.approvals[record.call_id][1] = record
-            return
-        kind = type(record)
-        if kind in _FORENSIC:
-            if type(record) is SessionStarted:
-                self.started = record
-            elif type(record) is SessionEnded:
-                self.ended = record.reason
-            elif type(record) is WorkspaceSnapshot:
-                self.workspace = record
             return
         self.protocol_seen = True
         if type(record) is Inherited:

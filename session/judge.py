@@ -65,12 +65,17 @@ class Judgement(_Table):
         """Judge a record against the table; raises ``Refusal`` naming the state."""
         # dispatch by the exact class, ``type(record) is C``: mypy narrows it as it does
         # ``match``, and on msgspec classes a ``case C()`` that fails costs 4x as much (0352)
-        if type(record) is SessionStarted:
+        kind = type(record)
+        if kind is SessionStarted:
             if self.started is not None or self.records_folded:
                 raise Refusal("a log opens with SessionStarted, once — this is a second one")
             return
         if self.started is None:
             raise Refusal("a log opens with SessionStarted")
+        if kind in _FORENSIC:  # first: two of a turn's four records (TurnStarted, ProviderCall)
+            if type(record) is ApprovalRequested or type(record) is ApprovalDecided:
+                self._check_approval(record)
+            return
         if type(record) is UserPrompt:
             if record.turn < self.reach + 1 or record.turn < self.id_floor:
                 self._check_new_id(record.turn)
@@ -81,12 +86,6 @@ class Judgement(_Table):
             ids = [b.id for b in record.blocks if type(b) is ToolUse]
             if len(ids) > 1 and len(set(ids)) != len(ids):
                 raise Refusal("duplicate tool_use ids in one message")
-            return
-        if type(record) is ApprovalRequested or type(record) is ApprovalDecided:
-            self._check_approval(record)
-            return
-        kind = type(record)
-        if kind in _FORENSIC:
             return
         if type(record) is Inherited:
             self._check_inherited(record)
