@@ -114,7 +114,23 @@ def _forms_finder(found: list[bytes]):
     return find
 
 
+_FINDERS: dict[bytes, Any] = {}
+"""``_one_finder``'s finders by literal (a finder is a pure function of it; a grep makes one per
+form per window): at most 256, of literals up to 256 bytes."""
+
+
 def _one_finder(lit: bytes):
+    got = _FINDERS.get(lit)
+    if got is None:
+        got = _make_finder(lit)
+        if len(lit) <= 256:
+            if len(_FINDERS) >= 256:
+                _FINDERS.clear()
+            _FINDERS[lit] = got
+    return got
+
+
+def _make_finder(lit: bytes):
     r = max(range(len(lit)), key=lambda i: _BYTE_RANK.get(lit[i], 0))
     if len(lit) == 1 or _BYTE_RANK.get(lit[r], 0) < RARE_BYTE_RANK:
         # every byte is common: memchr would stop too often; a substring search is faster
