@@ -126,7 +126,7 @@ async def _report(on_attempt: OnAttempt | None, *args: Any) -> None:
     if on_attempt is None:
         return
     result = on_attempt(*args)
-    if inspect.isawaitable(result):
+    if result is not None and inspect.isawaitable(result):  # (None, the loop's: no ABC check)
         await result
 
 

@@ -158,7 +158,7 @@ class ScriptedProvider:
                     on_text(b.text)
         if on_attempt is not None:
             result = on_attempt(1, trio.current_time() - t0, usage, None)
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):  # (None: no ABC check)
                 await result
         return response
 
@@ -166,7 +166,7 @@ class ScriptedProvider:
                     ) -> tuple[list[Block], str | None]:
         if self.policy is not None:
             result = self.policy(request, state)
-            if inspect.isawaitable(result):
+            if type(result) is not tuple and inspect.isawaitable(result):  # (a tuple: no ABC check)
                 result = await result
             raw_blocks, stop_reason, *extra = result
             blocks = [_to_block(b) for b in raw_blocks]
