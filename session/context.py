@@ -107,6 +107,11 @@ class Context(Judgement, Linking):
         # resolved pointers, for the door); not part of the table, never compared
         self.memo: dict[str, Any] = {}
         self._hist = 0
+        # bumped by every change to a turn already in the table other than a record appended
+        # to the turn in hand (an eviction, a sweep, a clear or rewind, a link installed,
+        # records loaded on a reopen): between two bumps the frontier only grows at its end, so
+        # a render checks its last item and the turns opened since (``session.render``)
+        self.edits = 0
 
     # ------------------------------------------------------------------ equality (the fold law)
 
@@ -455,6 +460,7 @@ class Context(Judgement, Linking):
                     if t.swept is NO_SWEEPS:
                         t.swept = {}
                     t.swept[key[1]] = repl
+                    self.edits += 1
             case Cleared():
                 self._withdraw(above=0)
             case Rewound(to=to):
@@ -463,6 +469,7 @@ class Context(Judgement, Linking):
     def _evict(self, res: Residue) -> None:
         """Move the frontier items in the span under one new residue; older residues nest."""
         a, b = res.span
+        self.edits += 1
         entry = ResidueEntry((a, b), res.note, res.by, 0)
         items = list(self._items(self._index_from(a), self._index_after(b)))
         weight = 0
@@ -486,6 +493,7 @@ class Context(Judgement, Linking):
 
     def _withdraw(self, *, above: int) -> None:
         """Withdraw every turn and residue with id > ``above`` (clear: above=0)."""
+        self.edits += 1
         for r in self.residues:
             if not r.withdrawn and r.parent is None and r.first > above:
                 self._hist -= self._residue_len(r)

@@ -40,6 +40,7 @@ class TableFields:
     protocol_seen: bool
     records_folded: int
     _hist: int
+    edits: int
 
     @property
     def latest(self) -> int | None:

@@ -110,6 +110,7 @@ class Linking(_Table):
 
     def _install(self, rec: Inherited) -> None:
         """Install a link: O((rows + residues) log residues), whatever the nesting depth."""
+        self.edits += 1  # (``Context.edits``)
         link = self._link_begin(rec.residues)
         self._link_rows(link, rec.turns)
         self._link_end(link, rec.id_floor)
@@ -130,6 +131,7 @@ class Linking(_Table):
             raise Refusal("a link read in pieces has its rows in the pieces only")
         self.records_folded += 1
         self.protocol_seen = True
+        self.edits += 1  # (``Context.edits``)
         link = self._link_begin(head.residues)
         prev = 0
         for links in pieces:

@@ -267,21 +267,36 @@ def render(ctx: "Context") -> list[Message]:
     be mutated (no caller does: adapters copy what they send).
     """
     state = ctx.memo.get("render")
-    old, seq, raw, raw_sizes = state if state is not None else ({}, [], [], [])
-    frontier = ctx.frontier()
-    # the items unchanged from the first: same object, and a turn as it was rendered
-    # (``_changed`` inlined: this walk runs over the whole frontier on every render)
-    j, lim = 0, min(len(seq), len(frontier))
-    while j < lim:
-        item, hit = seq[j][0], seq[j][1]
-        if frontier[j] is not item:
-            break
-        if hit[1]:  # a turn's entry: still its records, as many, its swept blocks as they were
-            recs, sw = item.records, item.swept  # type: ignore[union-attr]
-            if hit[2] is not recs or hit[3] != (len(recs) if recs is not None else -1) \
-                    or hit[4] is not sw or (sw and hit[5] != tuple(sw.items())):
+    old, seq, raw, raw_sizes = state[:4] if state is not None else ({}, [], [], [])
+    turns = ctx.turns
+    if state is not None and seq and state[4] == ctx.edits and state[6] is turns \
+            and type(turns) is list:
+        # nothing in the table was edited since the last render (``Context.edits``): the
+        # frontier is that render's, then the turns opened since (each resident); of the old
+        # items only the last, the turn in hand, can have grown
+        j = len(seq)
+        item, hit = seq[-1][0], seq[-1][1]
+        if hit[1] and _changed(hit, item):
+            j -= 1
+        rest = ([item] if j < len(seq) else []) + turns[state[5]:]
+        first = seq[0][0]
+    else:
+        frontier = ctx.frontier()
+        # the items unchanged from the first: same object, and a turn as it was rendered
+        # (``_changed`` inlined: this walk runs over the whole frontier)
+        j, lim = 0, min(len(seq), len(frontier))
+        while j < lim:
+            item, hit = seq[j][0], seq[j][1]
+            if frontier[j] is not item:
                 break
-        j += 1
+            if hit[1]:  # a turn's entry: still its records, as many, its swept blocks as were
+                recs, sw = item.records, item.swept  # type: ignore[union-attr]
+                if hit[2] is not recs or hit[3] != (len(recs) if recs is not None else -1) \
+                        or hit[4] is not sw or (sw and hit[5] != tuple(sw.items())):
+                    break
+            j += 1
+        rest = frontier[j:]
+        first = frontier[0] if frontier else None
     if j:
         _, _, n_out, last, last_sizes, n = seq[j - 1]
         out: list[Message] = raw[:n_out]
@@ -291,14 +306,14 @@ def render(ctx: "Context") -> list[Message]:
         new_seq = seq[:j]
     else:
         out, sizes, new_seq, n = [], [], [], 1
-    if j == len(seq) or (j == len(seq) - 1 and j < len(frontier)):
+    if j == len(seq) or (j == len(seq) - 1 and rest):
         memo = old  # appended to, or its last item changed: every earlier entry still stands
-        if j < len(seq) and seq[j][0] is not frontier[j]:
+        if j < len(seq) and seq[j][0] is not rest[0]:
             memo.pop(id(seq[j][0]), None)  # the last item left the frontier
     else:  # an edit inside the frontier: keep the entries of the items still on it only
         memo = {id(x[0]): x[1] for x in new_seq}
     parent = _from_parent(ctx) if "render_from" in ctx.memo else None
-    for item in frontier[j:]:
+    for item in rest:
         hit = old.get(id(item))
         if hit is None or hit[0] is not item:
             hit = _entry(ctx, item, isinstance(item, Turn), parent)
@@ -317,9 +332,11 @@ def render(ctx: "Context") -> list[Message]:
                 n += _HEAD[m["role"]] + sum(z) + len(z) + 1 + 1  # its head, blocks, '],' ','
         new_seq.append((item, hit, len(out), out[-1] if out else None,
                         sizes[-1] if sizes else None, n))
-    ctx.memo["render"] = (memo, new_seq, out, sizes)  # (the next render copies ``out``)
+    # (the next render copies ``out``; the table's edits, its turns and their number then)
+    ctx.memo["render"] = (memo, new_seq, out, sizes, ctx.edits, len(turns), turns)
     if out and out[0]["role"] != "user":
-        first = frontier[0]
+        if first is None:
+            first = rest[0]
         tid = first.id if isinstance(first, Turn) else first.first
         line = {"type": "text", "text": opening_line(tid)}
         out = [{"role": "user", "content": [line]}, *out]

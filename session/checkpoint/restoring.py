@@ -149,6 +149,7 @@ def caught_up(table: Table, log: Path, *, loader=None, lazy: bool = False,
                 raise Refusal(f"inherited row {t.id} is resident but no loader can read "
                               f"{t.source}")
             t.records = loader(t.pointer)
+    ctx.edits += 1  # records loaded into turns already in the table (``Context.edits``)
     ctx.lazy = False
     ctx.loader = loader
     return ctx, key

@@ -273,3 +273,36 @@ def test_residue_message_is_bounded_quotes_the_note_and_lists_user_labels():
     ctx2 = _ctx(*recs, UserPrompt(turn=41, text="now"),
                 Evicted(residue=Residue(span=(1, 40), note="n", by="model")))
     assert "question" not in residue_message(ctx2, ctx2.frontier()[0])
+
+
+def test_a_render_after_appends_only_does_not_walk_the_frontier(monkeypatch):
+    """Between edits (``Context.edits``: an eviction, a sweep, a clear, a rewind, a link) the
+    frontier only grows at its end: a render takes the last render's items and the turns opened
+    since, and does not make the frontier again (a long context's render costs its new turn,
+    not its length). After an edit it does, and both give what a render with no memo gives."""
+    ctx = _ctx(UserPrompt(turn=1, text="look"), _call(2, "c1"),
+               ToolResults(results=[ToolResult(tool_use_id="c1", content="out")]))
+    render(ctx)
+    walks = []
+    made = Context.frontier
+    monkeypatch.setattr(Context, "frontier", lambda self: walks.append(1) or made(self))
+    for tid in range(3, 40, 2):
+        ctx.step(UserPrompt(turn=tid, text=f"more {tid}"))
+        got = render(ctx)
+        ctx.step(_call(tid + 1, f"c{tid}"))
+        ctx.step(Steering(text="steer", by="user"))  # the turn in hand grows after its render
+        got = render(ctx)
+        ctx.step(ToolResults(results=[ToolResult(tool_use_id=f"c{tid}", content=f"r{tid}")]))
+        got = render(ctx)
+    assert walks == []
+    fresh = Context("agents/a1/record.jsonl")
+    for t in ctx.turns:
+        for r in ([SessionStarted(agent="a1")] if t is ctx.turns[0] else []) + t.records:
+            fresh.step(r)
+    assert _bytes(got) == _bytes(render(fresh))
+    ctx.step(Evicted(residue=Residue(span=(1, 4), note="early", by="model")))
+    walks.clear()
+    after = render(ctx)
+    assert walks == [1]  # an edit: the frontier made again
+    ctx.memo.clear()
+    assert _bytes(after) == _bytes(render(ctx))
