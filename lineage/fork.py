@@ -190,11 +190,11 @@ def sharing_loader(parent_ctx: Context, root: Path) -> Loader:
     read them digest-checked, and a locus's digest pins its bytes) instead of reading and
     decoding them again; any other row is read as ``opening_loader`` reads it. A fork of a
     parent with a few resident documents cost ~0.3 ms, most of it re-reading them."""
-    fallback = opening_loader(root)
+    fallback: Loader | None = None  # made when a row is not the parent's (rarely)
     held: dict[tuple[str, int], Turn] | None = None
 
     def load(ptr: Pointer) -> list[Record]:
-        nonlocal held
+        nonlocal held, fallback
         if held is None:
             held = {}
             turns = parent_ctx.turns
@@ -205,8 +205,10 @@ def sharing_loader(parent_ctx: Context, root: Path) -> Loader:
         t = held.get((ptr.source, ptr.loci[0][0])) if ptr.loci else None
         if t is not None and t.records is not None and \
                 len(t.loci) == len(ptr.loci) == len(t.records) and \
-                all(tuple(a) == tuple(b) for a, b in zip(t.loci, ptr.loci)):
+                (t.loci == ptr.loci or list(map(tuple, t.loci)) == list(map(tuple, ptr.loci))):
             return list(t.records)
+        if fallback is None:
+            fallback = opening_loader(root)
         return fallback(ptr)
 
     return load

@@ -334,7 +334,12 @@ class RecordLog:
         try:
             fd = os.open(path, flags, 0o644)
         except FileNotFoundError:  # its directory first (one syscall saved when it exists)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.mkdir(os.path.dirname(path))  # an agent's, in agents/: one level
+            except FileNotFoundError:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                pass
             fd = os.open(path, flags, 0o644)
         if new and os.fstat(fd).st_size > 0:
             os.close(fd)
