@@ -140,8 +140,11 @@ def flatten(request: Any, *, model: str | None = None,
         content = msg.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
-        for k, block in enumerate(content or ()):
-            add("messages", i, block, f"{msg.get('role')}:{'start' if k == 0 else 'next'}")
+        role = msg.get("role")
+        tag = f"{role}:start"
+        for block in content or ():
+            add("messages", i, block, tag)
+            tag = f"{role}:next"
     return out
 
 
@@ -235,18 +238,20 @@ class CacheModel:
         self._expire(now)
         cum: list[int] = []
         total = 0
+        tpb, ceil, add = self.tokens_per_byte, math.ceil, cum.append  # (``tokens``, inlined)
         for b in blocks:
             total += b.bytes
-            cum.append(self.tokens(total))
+            add(ceil(total * tpb))
         points = request.breakpoints
         if points is None:
             points = place_breakpoints(blocks, previous_request_len(request, blocks))
         points = sorted({p for p in points if 0 <= p < len(blocks)})[-MAX_BREAKPOINTS:]
 
         read_end = -1
+        get = self.entries.get
         for p in points:
             for j in range(p, max(-1, p - self.lookback - 1), -1):
-                entry = self.entries.get(blocks[j].prefix_hash)
+                entry = get(blocks[j].prefix_hash)
                 if entry is not None:
                     entry.expires_at = now + ttl_s
                     read_end = max(read_end, j)
