@@ -72,6 +72,11 @@ def _turn_id(t: Turn) -> int:
 
 _FORENSIC = frozenset(FORENSIC)
 
+_TOOLS_SIZED: list[tuple[Any, int]] = [(None, 0)]
+"""The tool list ``overhead_bytes`` last encoded, held, and its size: every agent of a lineage
+opens with the same list object (``lineage.fork.child_started`` copies it), ~7 KB to encode.
+(Records are not mutated once made, so a list is known by identity while it is held here.)"""
+
 
 class Context(Judgement, Linking):
     """The context table of one agent. ``step`` is the only way it changes (``step_link`` is
@@ -548,8 +553,15 @@ class Context(Judgement, Linking):
         if s is None:
             return 0
         n = len((s.system or "").encode("utf-8"))
-        if s.tools:
-            n += len(compact(s.tools))
+        tools = s.tools
+        if tools:
+            got = _TOOLS_SIZED[0]  # (one tuple read: threads may size other lists)
+            if got[0] is tools:  # a child's opening holds its parent's list
+                n += got[1]
+            else:
+                size = len(compact(tools))
+                _TOOLS_SIZED[0] = (tools, size)
+                n += size
         return n
 
     def used_tokens(self, tokens_per_byte: float | None = None) -> int:
