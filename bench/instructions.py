@@ -94,12 +94,10 @@ def main() -> int:
            "in_floors_with_simulation": round(swarm / floor, 3), "turns": list(turns), "floor_turns": list(fturns),
            "agents": list(agents),
            "command": "python " + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
-    if args.json:
-        print(json.dumps(res))
-    else:
-        print(f"swarm {res['swarm_ir_per_turn']:,} instructions per agent-turn; floor "
-              f"{res['floor_ir_per_turn']:,}; {res['in_floors_with_simulation']} floors with the "
-              f"provider's simulation (turns {turns[0]} -> {turns[1]})")
+    said = (f"swarm {res['swarm_ir_per_turn']:,} instructions per agent-turn; floor "
+            f"{res['floor_ir_per_turn']:,}; {res['in_floors_with_simulation']} floors with the "
+            f"provider's simulation (turns {turns[0]} -> {turns[1]})")
+    print(json.dumps(res) if args.json else said)
     return 0
 
 
