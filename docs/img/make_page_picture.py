@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                        cwd=tmp, check=True, capture_output=True, timeout=300)
         token = secrets.token_urlsafe(24)
         server = subprocess.Popen(
-            [sys.executable, "-m", "mnemon", "serve", "demo", "--port", "0", "--token", token],
+            [sys.executable, "-m", "mnemon", "serve", "demo", "--port", "0", f"--token={token}"],
             cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "MNEMON_TOKEN": ""})
         try:

@@ -42,7 +42,16 @@ def resolve_token(flag: str | None, env: dict[str, str] | os._Environ = os.envir
         if len(token) < 16:
             raise AuthConfigError("the token must be at least 16 characters")
         return token, False
-    return secrets.token_urlsafe(24), True
+    return new_token(), True
+
+
+def new_token() -> str:
+    """A random token (24 bytes, URL-safe) that does not begin with ``-``: one that did would
+    be read as an option when passed back as ``--token TOKEN`` (1 in 64 would)."""
+    while True:
+        token = secrets.token_urlsafe(24)
+        if not token.startswith("-"):
+            return token
 
 
 def is_loopback(host: str) -> bool:

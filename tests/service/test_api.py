@@ -335,3 +335,14 @@ async def test_an_agent_ending_while_its_view_is_read_is_never_open(tmp_path, mo
         monkeypatch.setattr(runs._Scan, "advance", real)
         assert run.view(aid).state == "ended"
         node.scope.cancel()
+
+
+def test_a_generated_token_can_be_passed_back_on_the_command_line(monkeypatch):
+    """A generated token never begins with ``-`` (``mnemon serve --token -AbC…`` would read it
+    as an option, 1 in 64 of them): such a draw is drawn again."""
+    from mnemon.orchestrator.service import auth
+
+    draws = iter(["-" + "a" * 31, "_" + "b" * 31])
+    monkeypatch.setattr(auth.secrets, "token_urlsafe", lambda n: next(draws))
+    token, generated = auth.resolve_token(None, {})
+    assert (token, generated) == ("_" + "b" * 31, True)
