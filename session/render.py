@@ -263,8 +263,11 @@ def render(ctx: "Context") -> list[Message]:
     reused under it; turns that left the frontier leave the memo. The longest run of frontier
     items unchanged since the last render, from the first, is not merged again: the messages
     and the byte count as they stood after its last item are taken up again (between edits a
-    turn's render costs its own turn). The messages are shared between renders and must not
-    be mutated (no caller does: adapters copy what they send).
+    turn's render costs its own turn). While nothing in the table was edited since the last
+    render (``Context.edits``) that run is found without walking the frontier: it is every old
+    item but perhaps the last (the turn in hand, which may have grown), and the items after it
+    are the turns opened since (decision 0474). The messages are shared between renders and
+    must not be mutated (no caller does: adapters copy what they send).
     """
     state = ctx.memo.get("render")
     old, seq, raw, raw_sizes = state[:4] if state is not None else ({}, [], [], [])
