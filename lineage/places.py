@@ -32,16 +32,18 @@ def find_run_root(path: Path) -> Path:
 
 
 def agent_dir(root: Path, agent: str) -> Path:
-    if not AGENT_ID.match(agent):
-        raise RunRootError(f"{agent!r} is not a path-safe agent id")
-    return root / "agents" / agent
+    return root / "agents" / _safe(agent)
 
 
 def agent_log(root: Path, agent: str) -> Path:
-    """``agents/<agent>/record.jsonl`` under ``root`` (``agent_dir``'s check; one Path made)."""
+    """``agents/<agent>/record.jsonl`` under ``root`` (one Path made, not three)."""
+    return Path(f"{os.fspath(root)}/{agent_source(_safe(agent))}")
+
+
+def _safe(agent: str) -> str:
     if not AGENT_ID.match(agent):
         raise RunRootError(f"{agent!r} is not a path-safe agent id")
-    return Path(f"{os.fspath(root)}/{agent_source(agent)}")
+    return agent
 
 
 def agent_source(agent: str) -> str:

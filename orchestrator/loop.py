@@ -36,6 +36,7 @@ from ..session.records import (
     WorkspaceSnapshot,
     Usage,
     compact,
+    size_of,
 )
 from ..session.render import render, rendered_bytes
 from .delegation import told_parent
@@ -237,25 +238,9 @@ def request_bytes(request: Request, node: "AgentNode | None" = None) -> int:
     if n is None:
         n = len(compact(request.messages))
     if request.system:
-        n += _size_of(request.system)
+        n += size_of(request.system)
     if request.tools:
-        n += _size_of(request.tools)
-    return n
-
-
-_SIZES: dict[int, tuple[object, int]] = {}
-
-
-def _size_of(value: str | list) -> int:
-    """Encoded size of a system prompt or a tools list, remembered by identity (the object is
-    held, so its id is not reused while remembered)."""
-    hit = _SIZES.get(id(value))
-    if hit is not None and hit[0] is value:
-        return hit[1]
-    n = len(value.encode("utf-8")) if isinstance(value, str) else len(compact(value))
-    if len(_SIZES) >= 64:
-        _SIZES.clear()
-    _SIZES[id(value)] = (value, n)
+        n += size_of(request.tools)
     return n
 
 

@@ -52,8 +52,8 @@ from .records import (
     Usage,
     UserPrompt,
     WorkspaceSnapshot,
-    compact,
     encode,
+    size_of,
 )
 from .render import residue_message
 from .turn import (
@@ -71,11 +71,6 @@ def _turn_id(t: Turn) -> int:
 
 
 _FORENSIC = frozenset(FORENSIC)
-
-_TOOLS_SIZED: list[tuple[Any, int]] = [(None, 0)]
-"""The tool list ``overhead_bytes`` last encoded, held, and its size: every agent of a lineage
-opens with the same list object (``lineage.fork.child_started`` copies it), ~7 KB to encode.
-(Records are not mutated once made, so a list is known by identity while it is held here.)"""
 
 
 class Context(Judgement, Linking):
@@ -553,15 +548,8 @@ class Context(Judgement, Linking):
         if s is None:
             return 0
         n = len((s.system or "").encode("utf-8"))
-        tools = s.tools
-        if tools:
-            got = _TOOLS_SIZED[0]  # (one tuple read: threads may size other lists)
-            if got[0] is tools:  # a child's opening holds its parent's list
-                n += got[1]
-            else:
-                size = len(compact(tools))
-                _TOOLS_SIZED[0] = (tools, size)
-                n += size
+        if s.tools:  # a child's opening holds its parent's list: sized once (``size_of``)
+            n += size_of(s.tools)
         return n
 
     def used_tokens(self, tokens_per_byte: float | None = None) -> int:

@@ -421,6 +421,7 @@ class RecordLog:
         if self.broken is not None:
             raise LogWriteFailed(f"{self.path}: no more appends after {self.broken}")
         chain = self._chain
+        written = False  # by the native call: checked, sealed and written in one
         if chain is not None and line[-1:] == b"}":
             if self._rechain:
                 chain = self._chain = _rehash(self._fd, self._size)
@@ -432,31 +433,34 @@ class RecordLog:
                     out = h.append(self._fd, line, n, self._size, self._tail)
                 except OSError as e:  # the state went on over the line: rehash it from the file
                     raise self._write_failed(e, rechain=True) from None
-                if out is not None:  # (``_written``, inlined on this path: every append)
+                if out is not None:
                     chain.n = n
                     data, own = out
-                    if self.fsync == "record":
-                        self._fsync()
-                    size = self._size
-                    ln = len(data)
-                    self._size = size + ln
-                    self._tail = data if ln <= TAIL else data[-TAIL:]
-                    return (size, ln - 1, own)
-                # refused, nothing hashed or written: the check below names what changed (and,
-                # should the file have come back as it was meanwhile, the append goes on)
-            self._check()
-            data, own = chain.sealed(line)
+                    written = True
+                # else refused, nothing hashed or written: the check below names what changed
+                # (and, should the file have come back as it was meanwhile, the append goes on)
+            if not written:
+                self._check()
+                data, own = chain.sealed(line)
         else:
             self._check()
-            data, own = line + b"\n", None
-        view = memoryview(data)
-        try:
-            while view:
-                n = os.write(self._fd, view)
-                view = view[n:]
-        except OSError as e:  # a full disk or an I/O error: cut the partial line off again
-            raise self._write_failed(e, rechain=chain is not None) from None
-        return self._written(data, own if own is not None else digest(line))
+            data, own = line + b"\n", digest(line)
+        if not written:
+            view = memoryview(data)
+            try:
+                while view:
+                    k = os.write(self._fd, view)
+                    view = view[k:]
+            except OSError as e:  # a full disk or an I/O error: cut the partial line off again
+                raise self._write_failed(e, rechain=chain is not None) from None
+        # the durability point of ``record``, the size and tail the next append checks
+        if self.fsync == "record":
+            self._fsync()
+        size = self._size
+        ln = len(data)
+        self._size = size + ln
+        self._tail = data if ln <= TAIL else data[-TAIL:]
+        return (size, ln - 1, own)
 
     def _write_failed(self, e: OSError, *, rechain: bool) -> LogWriteFailed:
         """After a write failed part-way: the partial line cut off again, the chain (advanced
@@ -465,16 +469,6 @@ class RecordLog:
         self._cut_back(e)
         return LogWriteFailed(f"{self.path}: append failed ({os.strerror(e.errno or 0) or e}); "
                               "the log keeps only whole records")
-
-    def _written(self, data: bytes, own: str) -> Locus:
-        """The bookkeeping after ``data`` (a whole line) was written: the durability point of
-        ``record``, the size and tail the next append checks, the line's Locus."""
-        if self.fsync == "record":
-            self._fsync()
-        locus = (self._size, len(data) - 1, own)
-        self._size += len(data)
-        self._tail = data if len(data) <= TAIL else data[-TAIL:]
-        return locus
 
     def _check(self) -> None:
         """Refuse to append unless the file is still what this writer left: as long as our own

@@ -379,6 +379,23 @@ def compact(value: Any) -> bytes:
     return _encoder.encode(value)
 
 
+_SIZES: dict[int, tuple[object, int]] = {}
+
+
+def size_of(value: str | list) -> int:
+    """Encoded size of a system prompt (UTF-8) or a tools list (compact JSON), remembered by
+    identity: every request of a run, and every agent's opening, holds the same few objects.
+    The object is held while remembered, so its id is not reused under it."""
+    hit = _SIZES.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    n = len(value.encode("utf-8")) if isinstance(value, str) else len(compact(value))
+    if len(_SIZES) >= 64:
+        _SIZES.clear()
+    _SIZES[id(value)] = (value, n)
+    return n
+
+
 def to_builtins(record: Any) -> Any:
     return msgspec.to_builtins(record)
 
