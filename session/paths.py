@@ -98,8 +98,9 @@ class Sources:
 
     def __call__(self, source: str):
         path = self.path(source)
-        try:
-            return open(path, "rb")
+        try:  # unbuffered: the door seeks to each record and reads it whole (a buffered file
+            # costs a terminal check and a buffer per open, and reads ahead what is not wanted)
+            return open(path, "rb", buffering=0)
         except FileNotFoundError:
             self._paths.pop(source, None)
             raise AncestorUnreadable(source, "the ancestor file is missing") from None

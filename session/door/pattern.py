@@ -179,20 +179,35 @@ def _texts(rec: Any) -> list[str]:
     return []
 
 
+_PREPARED: dict[tuple[str, bool], tuple] = {}
+"""What a ``_Matcher`` makes of a pattern — the compiled regex, the literals and their raw
+forms — by ``(pattern, shortcut)``: the same for every call (a compiled pattern is immutable
+and shared safely between threads), ~35 µs to make, so the thousand children of a swarm that
+grep alike make it once. A refused pattern is never kept; at most 256, then all are let go."""
+
+
 class _Matcher:
-    """A compiled pattern with a budget of regex time; finds matching lines in a text."""
+    """A compiled pattern with a budget of regex time; finds matching lines in a text. Only
+    ``left`` and ``ran_out`` (the call's own budget) differ between two of the same pattern."""
+
+    _rx: Any  # a regex.Pattern, compiled on first use (None until then)
 
     def __init__(self, pattern: str, timeout_s: float, shortcut: bool):
         if not isinstance(pattern, str):
             raise Refusal("the pattern must be a string")
-        self.pattern = pattern
-        self._rx: Any = None  # a regex.Pattern, compiled on first use
-        lit, pure = required_literal(pattern) if shortcut else ("", False)
-        if not pure:  # a pure literal is a valid pattern matching itself: no engine needed
-            self._compile()
         self.timeout_s = timeout_s
         self.left = timeout_s
         self.ran_out = False  # set when the regex time is spent (the refusal that follows)
+        made = _PREPARED.get((pattern, shortcut))
+        if made is not None:  # the same pattern again (a swarm's children grep alike)
+            (self.pattern, self._rx, self.shortcut, self.lit, self.pure, self.blind, self.raw,
+             self.lits, self.raw_forms) = made
+            return
+        self.pattern = pattern
+        self._rx = None
+        lit, pure = required_literal(pattern) if shortcut else ("", False)
+        if not pure:  # a pure literal is a valid pattern matching itself: no engine needed
+            self._compile()
         self.shortcut = shortcut
         self.lit = lit or None
         self.pure = pure
@@ -210,6 +225,11 @@ class _Matcher:
             if self.lits and all(raw_safe(x) for x in self.lits):
                 found = sorted({f for x in self.lits for f in forms(x.encode("ascii"))})
                 self.raw_forms = found if len(found) <= MAX_FORMS else None
+        if len(_PREPARED) >= 256:
+            _PREPARED.clear()
+        _PREPARED[(pattern, shortcut)] = (
+            pattern, self._rx, shortcut, self.lit, self.pure, self.blind, self.raw, self.lits,
+            self.raw_forms)
 
     def _compile(self):
         import regex  # ~50 ms to import: a grep for a plain literal never pays it

@@ -44,3 +44,31 @@ def test_narrowed_greps_do_not_share_a_memo(run_root):
     assert door.grep("NEEDLE", turns=f"{a},{b},{d}")["total"] == 0
     assert door.grep("NEEDLE")["total"] == 1  # the whole lineage, memoised, still right
     assert door.grep("NEEDLE", turns=f"{a},{b},{d}")["total"] == 0
+
+
+def test_a_pattern_is_prepared_once_and_each_grep_keeps_its_own_budget():
+    """``_Matcher`` of a pattern seen before takes what was made of it (``pattern._PREPARED``)
+    — the same compiled regex — but its regex-time budget is its own: one grep running out
+    leaves the next with its whole budget, and a refused pattern is never kept."""
+    import pytest
+
+    from mnemon.session.door import pattern as P
+    from mnemon.session.errors import Refusal
+
+    P._PREPARED.clear()
+    a = P._Matcher(r"err(or|no)\d+", 1.0, True)
+    b = P._Matcher(r"err(or|no)\d+", 2.0, True)
+    assert len(P._PREPARED) == 1 and a.rx is b.rx and a.lits == b.lits
+    assert (b.timeout_s, b.left, b.ran_out) == (2.0, 2.0, False)
+    a.left = 0
+    with pytest.raises(Refusal, match="ran longer"):
+        a.lines("error1")
+    assert a.ran_out and not b.ran_out and b.lines("x\nerrno7\ny") == ["errno7"]
+    c = P._Matcher(r"err(or|no)\d+", 1.0, False)  # without the shortcut: made apart
+    assert len(P._PREPARED) == 2 and c.lit is None and c.lits == ()
+    with pytest.raises(Refusal, match="not a valid regex"):
+        P._Matcher("(unclosed", 1.0, True)
+    assert ("(unclosed", True) not in P._PREPARED
+    for i in range(300):  # bounded
+        P._Matcher(f"p{i}x", 1.0, True)
+    assert len(P._PREPARED) <= 256
