@@ -222,7 +222,8 @@ def _shared(parent: dict[tuple, tuple] | None, t: "Turn", recs: list) -> tuple |
 def _entry(ctx: "Context", item: Any, turn: bool,
            parent: dict[tuple, tuple] | None = None) -> tuple:
     """A frontier item's memo entry: (item, whether a turn, its records, their count, swept,
-    its items, the messages with content, each message's block sizes). A residue entry never
+    its items, the messages with content, each message's weight: the sum of its blocks' compact
+    sizes and their count, all the byte count needs of them). A residue entry never
     changes while it stands; a turn is remade when any of the four after the flag differ.
 
     A turn's messages are a function of its records, its swept blocks, its id and its role
@@ -241,7 +242,10 @@ def _entry(ctx: "Context", item: Any, turn: bool,
                                               "text": residue_message(ctx, item)}]}]
         key = (None, -1, None, ())
     msgs = [m for m in msgs if m["content"]]
-    return (item, turn, *key, msgs, [[len(compact(b)) for b in m["content"]] for m in msgs])
+    # each message's weight: its blocks' compact sizes and their count (what ``render`` adds
+    # to the byte count; one int, not a list of them — the memo outlives many collections)
+    return (item, turn, *key, msgs,
+            tuple([sum([len(compact(b)) + 1 for b in m["content"]]) for m in msgs]))
 
 
 def _changed(hit: tuple, turn: "Turn") -> bool:
@@ -303,7 +307,7 @@ def render(ctx: "Context") -> list[Message]:
     if j:
         _, _, n_out, last, last_sizes, n = seq[j - 1]
         out: list[Message] = raw[:n_out]
-        sizes: list[list[int]] = raw_sizes[:n_out]
+        sizes: list[int] = raw_sizes[:n_out]
         if n_out:  # the last message as it stood then (a later item may have merged into it)
             out[-1], sizes[-1] = last, last_sizes
         new_seq = seq[:j]
@@ -325,14 +329,13 @@ def render(ctx: "Context") -> list[Message]:
         memo[id(item)] = hit
         for m, z in zip(hit[6], hit[7]):
             if out and out[-1]["role"] == m["role"]:
-                prev = sizes[-1]
                 out[-1] = {"role": m["role"], "content": out[-1]["content"] + m["content"]}
-                sizes[-1] = prev + z
-                n += sum(z) + len(z)  # the blocks and their commas, in the message before
+                sizes[-1] += z
+                n += z  # the blocks and their commas, in the message before
             else:
                 out.append(m)
                 sizes.append(z)
-                n += _HEAD[m["role"]] + sum(z) + len(z) + 1 + 1  # its head, blocks, '],' ','
+                n += _HEAD[m["role"]] + z + 1 + 1  # its head, blocks and commas, '],' ','
         new_seq.append((item, hit, len(out), out[-1] if out else None,
                         sizes[-1] if sizes else None, n))
     # (the next render copies ``out``; the table's edits, its turns and their number then)
