@@ -191,6 +191,8 @@ class _Matcher:
     ``left`` and ``ran_out`` (the call's own budget) differ between two of the same pattern."""
 
     _rx: Any  # a regex.Pattern, compiled on first use (None until then)
+    lits: tuple[str, ...]
+    raw_forms: list[bytes] | None
 
     def __init__(self, pattern: str, timeout_s: float, shortcut: bool):
         if not isinstance(pattern, str):
@@ -218,8 +220,8 @@ class _Matcher:
         # a top-level alternation of branches that each hold a literal (``Error|FAILED``): a
         # text holding none of them cannot match, nor a record whose raw bytes hold none of
         # their forms (``raw_forms``, searched by the record-by-record pass)
-        self.lits: tuple[str, ...] = ()
-        self.raw_forms: list[bytes] | None = [*forms(self.raw)] if self.raw is not None else None
+        self.lits = ()
+        self.raw_forms = [*forms(self.raw)] if self.raw is not None else None
         if shortcut and lit == "" and "|" in pattern:
             self.lits = required_literals(pattern)
             if self.lits and all(raw_safe(x) for x in self.lits):
