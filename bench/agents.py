@@ -31,6 +31,9 @@ Three figures (docs/performance.md, "Orchestrator"):
     swarm: the RSS when every agent is waiting (in a provider call, or a root waiting for its
     children) less the RSS before the supervisor opened, over the agents; and the growth from
     every root waiting to every agent waiting, over the children (``idle_figures``).
+    The swarm's figures also give the cyclic collector's CPU while it runs (``collector_s``,
+    ``collector_ms_per_turn``, ``collections`` by generation: ``_Collector``), which the
+    harness figure holds.
 (c) **Memory per idle agent**: the same swarm shape with every child parked inside its first
     provider call (the roots parked in ``agents_wait``): ``tracemalloc`` current minus the
     baseline before the supervisor opened, and the RSS delta, divided by the number of agents.
@@ -453,23 +456,24 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
     rss0 = rss_bytes()
     t0 = time.perf_counter()
     c0 = time.process_time()
-    async with open_supervisor(root, prov, settings, user_tools=[UserTool(read_output)],
-                               provider_name="scripted", started_by="bench/agents.py") as sup:
-        nodes = [sup.new_root(f"Task {r}: audit the findings.") for r in range(roots)]
-        for n in nodes:
-            sup.start(n)
-        if idle_rss:
-            sup.nursery.start_soon(sample_idle, nodes, prov, agents, rss0, seen)
-        if park is not None:
-            while len(parked) < roots * children:
-                await trio.sleep(0.01)
-            await trio.testing.wait_all_tasks_blocked(cushion=0.05)
-            await on_parked(sup)
-            park.set()
-        if idle_rss:
+    with _Collector() as collector:
+        async with open_supervisor(root, prov, settings, user_tools=[UserTool(read_output)],
+                                   provider_name="scripted", started_by="bench/agents.py") as sup:
+            nodes = [sup.new_root(f"Task {r}: audit the findings.") for r in range(roots)]
             for n in nodes:
-                await n.done.wait()
-            sup.nursery.cancel_scope.cancel()  # the sampler, if it never saw them all idle
+                sup.start(n)
+            if idle_rss:
+                sup.nursery.start_soon(sample_idle, nodes, prov, agents, rss0, seen)
+            if park is not None:
+                while len(parked) < roots * children:
+                    await trio.sleep(0.01)
+                await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+                await on_parked(sup)
+                park.set()
+            if idle_rss:
+                for n in nodes:
+                    await n.done.wait()
+                sup.nursery.cancel_scope.cancel()  # the sampler, if it never saw them all idle
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
     turns = sum(a.turns_taken for a in sup.agents.values())
@@ -485,6 +489,8 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
             "cache_model_s": round(sim["s"], 3),
             "harness_cpu_ms_per_turn": round((cpu - sim["s"]) / max(1, turns) * 1e3, 3),
             "door_bodies_s": round(door["s"], 3), "door_bodies_calls": door["n"],
+            "collector_s": round(collector.s, 3), "collections": collector.by_gen,
+            "collector_ms_per_turn": round(collector.s / max(1, turns) * 1e3, 4),
             "harness_cpu_ms_per_turn_without_door_bodies":
                 round((cpu - sim["s"] - door["s"]) / max(1, turns) * 1e3, 3),
             "reasons": reasons, "goal_ratio": goal,
@@ -532,6 +538,31 @@ def _peak_rss() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class _Collector:
+    """CPU of CPython's cyclic collector while the swarm runs (``gc.callbacks``): its
+    collections by generation and their time, reported beside the harness figure (which holds
+    it). A collection's time is the thread's CPU between its start and stop callbacks."""
+
+    def __init__(self):
+        self.s = 0.0
+        self.by_gen = [0, 0, 0]
+        self._t = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t = time.thread_time()
+        else:
+            self.s += time.thread_time() - self._t
+            self.by_gen[info["generation"]] += 1
+
+    def __enter__(self):
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self)
 
 
 def _time_door_bodies() -> dict:

@@ -30,7 +30,7 @@ from ..lineage.runroot import (Sources, agent_source, create_run_root, list_agen
 from ..providers.base import Provider
 from ..providers.typed import OutputType
 from ..session.agentlog import AgentLog
-from ..lineage.fork import ForkError
+from ..lineage.fork import ForkError, fork
 from ..session.errors import LogBusy, Refusal
 from ..session.records import SessionStarted, Usage
 
@@ -335,8 +335,6 @@ class Supervisor:
         more than the parent has left — refused naming what is left; the run's
         ``child_budget_*`` fill the ones not given), recorded in its ``SessionStarted.budget``.
         """
-        from ..lineage.fork import fork
-
         if kind not in ("mnemon", "fresh"):
             raise Refusal(f"kind must be 'mnemon' or 'fresh', not {kind!r}")
         if mcp_servers and kind == "mnemon":
