@@ -100,6 +100,7 @@ from mnemon.session.records import (  # noqa: E402
     ToolResult,
     ToolResults,
     ToolUse,
+    Usage,
     UserPrompt,
 )
 
@@ -422,9 +423,15 @@ async def sample_idle(roots: list, waiting: Waiting, agents: int, rss0: int,
 
 async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: int,
                 latency: float, park: trio.Event | None = None, on_parked=None,
-                goal: float = 1.2, idle_rss: bool = False) -> dict:
+                goal: float = 1.2, idle_rss: bool = False, fixed_usage: bool = False) -> dict:
     """The swarm of (b); with ``idle_rss``, also the RSS delta per idle agent (``sample_idle``)
-    measured while the agents wait out the latency — memory held by agents that are alive."""
+    measured while the agents wait out the latency — memory held by agents that are alive.
+
+    ``fixed_usage``: the scripted provider's cache model answers every call with one constant
+    usage instead of simulating the cache — the swarm as a provider without a simulation would
+    run it, so that an instruction count (``bench/instructions.py``) is the harness's alone.
+    The harness is unchanged: a child's projected cost still replays its parent's request on a
+    cache model of its own (sharing the provider's memos, which only projections then fill)."""
     outs = tool_outputs(trajs)
     agents = roots * (1 + children)
     parked: list = []
@@ -447,7 +454,10 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
         finally:
             sim["s"] += time.thread_time() - t
 
-    cache.usage_for = timed_usage_for  # type: ignore[method-assign]
+    def fixed(request, output_tokens, now, **kw):  # one answer: no simulation to count
+        return Usage(input_tokens=2_000, output_tokens=output_tokens)
+
+    cache.usage_for = fixed if fixed_usage else timed_usage_for  # type: ignore[method-assign]
     door = _time_door_bodies()
     prov = Waiting(ScriptedProvider(policy=swarm_policy(children, child_turns, park, parked),
                                     cache_model=cache, latency_s=latency))
@@ -933,6 +943,9 @@ def main() -> int:
                          "CPU into a cost per agent and a cost per turn (split.turn_in_floors)")
     ap.add_argument("--what-if-expire", action="store_true",
                     help="patch CacheModel._expire to an amortised scan (a proposed fix)")
+    ap.add_argument("--fixed-usage", action="store_true",
+                    help="--only swarm: the provider's cache model answers one constant usage "
+                         "(no simulation): the harness alone, for bench/instructions.py")
     ap.add_argument("--host-gc", action="store_true",
                     help="keep CPython's collector settings instead of the mnemon command's (gctune)")
     ap.add_argument("--json", action="store_true")
@@ -997,7 +1010,7 @@ def main() -> int:
         res["swarm"] = trio.run(lambda: swarm(
             root, trajs, roots=args.roots, children=args.children,
             child_turns=args.child_turns, latency=args.latency, goal=args.goal,
-            idle_rss=args.idle_rss))
+            idle_rss=args.idle_rss, fixed_usage=args.fixed_usage))
         if prof:
             prof.disable()
             s = io.StringIO()

@@ -16,14 +16,19 @@ imports and the trajectories' loading cancel out:
 
 - **swarm**: ``bench/agents.py --only swarm --no-floor --roots N --latency L`` (children and their
   turns as its defaults), its turns read from its own JSON;
+- **harness** (``harness_ir_per_turn``, ``harness_in_floors``): the same swarm with
+  ``--fixed-usage`` — the scripted provider's cache model answering one constant usage, no
+  simulation — so the count is the harness's alone, as a provider without a simulation runs it
+  (the figure issue 51's "harness at ≤ 3 floors" reads in instructions; same turns as ``swarm``);
 - **floor**: ``bench/agents.py --only floor`` with as many agents and turns (issue 17's bare Trio
   program, ``agents.floor``).
 
-``PYTHONHASHSEED=0`` in both. The swarm's figure holds the provider's simulation too (the
+``PYTHONHASHSEED=0`` in all. The swarm's figure holds the provider's simulation too (the
 scripted provider's cache model, which ``bench/agents.py`` subtracts from CPU time by timing it):
 callgrind cannot tell it apart, and it is the same in the two commits compared, so a difference
-is the harness's; the ratio to the floor (``in_floors_with_simulation``) is therefore an upper
-bound of the harness's alone (in CPU time the simulation is a fifth of the swarm's). ``--latency`` only shortens the run (the latency is waited, not computed).
+is the harness's; its ratio to the floor (``in_floors_with_simulation``) is an upper bound of the
+harness's alone, which ``harness_in_floors`` gives (in CPU time the simulation is a fifth of the
+swarm's). ``--latency`` only shortens the run (the latency is waited, not computed).
 The two processes of a figure run side by side (one per core). Needs ``valgrind`` on PATH.
 """
 
@@ -81,6 +86,11 @@ def main() -> int:
             (ir_s, small), (ir_l, large) = runs
             turns = (small["swarm"]["turns"], large["swarm"]["turns"])
             agents = (small["swarm"]["agents"], large["swarm"]["agents"])
+            alone = list(pool.map(lambda r: counted(
+                ["--only", "swarm", "--no-floor", "--fixed-usage", "--roots", str(r), *shape],
+                work), (args.small, args.large)))
+            (hir_s, hsmall), (hir_l, hlarge) = alone
+            hturns = (hsmall["swarm"]["turns"], hlarge["swarm"]["turns"])
             floors = list(pool.map(lambda k: counted(
                 ["--only", "floor", "--roots", str(agents[k]), "--child-turns", str(turns[k]),
                  "--latency", str(args.latency)], work), (0, 1)))
@@ -89,14 +99,19 @@ def main() -> int:
     (fir_s, fsmall), (fir_l, flarge) = floors
     fturns = (fsmall["floor"]["turns"], flarge["floor"]["turns"])
     swarm = (ir_l - ir_s) / (turns[1] - turns[0])
+    harness = (hir_l - hir_s) / (hturns[1] - hturns[0])
     floor = (fir_l - fir_s) / (fturns[1] - fturns[0])
-    res = {"swarm_ir_per_turn": round(swarm), "floor_ir_per_turn": round(floor),
-           "in_floors_with_simulation": round(swarm / floor, 3), "turns": list(turns), "floor_turns": list(fturns),
+    res = {"swarm_ir_per_turn": round(swarm), "harness_ir_per_turn": round(harness),
+           "floor_ir_per_turn": round(floor),
+           "in_floors_with_simulation": round(swarm / floor, 3),
+           "harness_in_floors": round(harness / floor, 3),
+           "turns": list(turns), "harness_turns": list(hturns), "floor_turns": list(fturns),
            "agents": list(agents),
            "command": "python " + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
-    said = (f"swarm {res['swarm_ir_per_turn']:,} instructions per agent-turn; floor "
-            f"{res['floor_ir_per_turn']:,}; {res['in_floors_with_simulation']} floors with the "
-            f"provider's simulation (turns {turns[0]} -> {turns[1]})")
+    said = (f"swarm {res['swarm_ir_per_turn']:,} instructions per agent-turn "
+            f"({res['in_floors_with_simulation']} floors with the provider's simulation), "
+            f"the harness alone {res['harness_ir_per_turn']:,} ({res['harness_in_floors']} "
+            f"floors); floor {res['floor_ir_per_turn']:,} (turns {turns[0]} -> {turns[1]})")
     print(json.dumps(res) if args.json else said)
     return 0
 
