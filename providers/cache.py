@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any, Literal
 
 import blake3
@@ -98,17 +99,22 @@ def flatten(request: Any, *, model: str | None = None,
             hit = memo.get(key)
             if hit is not None and hit[0] is value:
                 h = hit[2]
-                out.append(FlatBlock(section, message, hit[1], hit[3]))
+                fb = hit[4]
+                out.append(fb if fb.message == message and fb.section == section
+                           else FlatBlock(section, message, hit[1], hit[3]))
                 return
         raw = compact(value)
         prev = h
         h = blake3.blake3(h + tag.encode() + b"\x00" + raw).digest()
         hx = h.hex()[:32]
-        out.append(FlatBlock(section, message, len(raw), hx))
+        fb = FlatBlock(section, message, len(raw), hx)
+        out.append(fb)
         if memo is not None:
             if len(memo) >= MEMO_MAX:
                 memo.clear()
-            memo[(prev, id(value), tag)] = (value, len(raw), h, hx)
+            # the block, its size, the hash after it, its hex, and the FlatBlock made of them
+            # (frozen: the next request that holds the block at the same place takes it as is)
+            memo[(prev, id(value), tag)] = (value, len(raw), h, hx, fb)
 
     head = key = None
     if heads is not None:
@@ -136,15 +142,27 @@ def flatten(request: Any, *, model: str | None = None,
                 heads.clear()
             heads[key] = (list(out), h, None)
             heads[(seed, id(request.tools), request.system)] = (list(out), h, request.tools)
+    get = memo.get if memo is not None else None
+    append = out.append
     for i, msg in enumerate(request.messages):
         content = msg.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         role = msg.get("role")
-        tag = f"{role}:start"
+        tag, nxt = f"{role}:start", f"{role}:next"
         for block in content or ():
+            if get is not None:  # ``add``'s memo hit, inlined: most blocks of a request
+                hit = get((h, id(block), tag))
+                if hit is not None and hit[0] is block:
+                    h = hit[2]
+                    fb = hit[4]
+                    # the same place as when it was made, or the same block after an empty
+                    # message (which moves the index, not the hash): a FlatBlock of its own
+                    append(fb if fb.message == i else FlatBlock("messages", i, hit[1], hit[3]))
+                    tag = nxt
+                    continue
             add("messages", i, block, tag)
-            tag = f"{role}:next"
+            tag = nxt
     return out
 
 
@@ -158,7 +176,9 @@ def previous_request_len(request: Any, blocks: Sequence[FlatBlock] | None = None
         return 0
     blocks = blocks if blocks is not None else flatten(request)
     keep = len(request.messages) - 2
-    return sum(1 for b in blocks if b.section != "messages" or (b.message or 0) < keep)
+    # every block but those of the last two messages (a list, not a generator: ~2x as fast)
+    return len(blocks) - len([b for b in blocks
+                              if b.section == "messages" and (b.message or 0) >= keep])
 
 
 def place_breakpoints(blocks: Sequence[FlatBlock], previous_request_len: int = 0) -> list[int]:
@@ -236,12 +256,14 @@ class CacheModel:
         if not blocks:
             return Usage(output_tokens=output_tokens)
         self._expire(now)
-        cum: list[int] = []
-        total = 0
-        tpb, ceil, add = self.tokens_per_byte, math.ceil, cum.append  # (``tokens``, inlined)
-        for b in blocks:
-            total += b.bytes
-            add(ceil(total * tpb))
+        # the bytes up to each block; tokens (``tokens``, inlined) only where they are asked:
+        # at the breakpoints and the end
+        sums = list(accumulate([b.bytes for b in blocks]))
+        tpb, ceil = self.tokens_per_byte, math.ceil
+
+        def cum(i: int) -> int:
+            return ceil(sums[i] * tpb)
+
         points = request.breakpoints
         if points is None:
             points = place_breakpoints(blocks, previous_request_len(request, blocks))
@@ -258,20 +280,21 @@ class CacheModel:
                     break
         write_end = read_end
         for p in points:
-            if cum[p] < self.min_prefix_tokens:
+            tokens = cum(p)
+            if tokens < self.min_prefix_tokens:
                 continue
             key = blocks[p].prefix_hash
             entry = self.entries.get(key)
             if entry is None:
-                self.entries[key] = CacheEntry(position=p, tokens=cum[p], expires_at=now + ttl_s)
+                self.entries[key] = CacheEntry(position=p, tokens=tokens, expires_at=now + ttl_s)
                 self._scan_at = min(self._scan_at, now + ttl_s)
             else:
                 entry.expires_at = max(entry.expires_at, now + ttl_s)
             write_end = max(write_end, p)
-        read = cum[read_end] if read_end >= 0 else 0
-        written = cum[write_end] if write_end >= 0 else 0
+        read = cum(read_end) if read_end >= 0 else 0
+        written = cum(write_end) if write_end >= 0 else 0
         return Usage(
-            input_tokens=cum[-1] - written,
+            input_tokens=cum(-1) - written,
             output_tokens=output_tokens,
             cache_read_tokens=read,
             cache_write_tokens=written - read,

@@ -227,3 +227,22 @@ def test_a_changed_block_object_is_hashed_again():
                      memo=memo)
     assert first[-1].prefix_hash != second[-1].prefix_hash
     assert flatten(req, memo=memo) == first
+
+
+def test_a_remembered_block_after_an_empty_message_takes_its_new_index():
+    """An empty message moves the index of the blocks after it, not their prefix hash (no
+    block of it is hashed): a block remembered at one index and met again at another is
+    flattened with the index it has now — the memo's FlatBlock is taken only where it was
+    made."""
+    blk = {"type": "text", "text": "hello"}
+    memo: dict = {}
+    first = Request(system=None, messages=[{"role": "user", "content": [blk]}])
+    moved = Request(system=None, messages=[{"role": "user", "content": []},
+                                           {"role": "user", "content": [blk]}])
+    assert flatten(first, memo=memo) == flatten(first)
+    again = flatten(moved, memo=memo)
+    assert again == flatten(moved) and again[-1].message == 1
+    assert again[-1].prefix_hash == flatten(first)[-1].prefix_hash  # the same prefix, by design
+    assert flatten(first, memo=memo)[-1].message == 0
+    # and a block met again where it was made is the remembered FlatBlock itself
+    assert flatten(first, memo=memo)[-1] is flatten(first, memo=memo)[-1]
