@@ -3,7 +3,7 @@
     python bench/agents.py [--roots 250] [--children 3] [--child-turns 8] [--latency 0.1]
                            [--context-tokens 150000] [--overhead-turns 40]
                            [--only overhead|swarm|memory|tracing] [--goal 1.2] [--idle-rss]
-                           [--profile] [--split] [--json] [--dir DIR]
+                           [--profile] [--split] [--fixed-usage] [--json] [--dir DIR]
 
 Three figures (docs/performance.md, "Orchestrator"):
 
@@ -31,6 +31,8 @@ Three figures (docs/performance.md, "Orchestrator"):
     swarm: the RSS when every agent is waiting (in a provider call, or a root waiting for its
     children) less the RSS before the supervisor opened, over the agents; and the growth from
     every root waiting to every agent waiting, over the children (``idle_figures``).
+    ``--fixed-usage`` runs it with the provider's cache model answering one constant usage
+    (no simulation), for counting the harness's instructions alone (``bench/instructions.py``).
     The swarm's figures also give the cyclic collector's CPU while it runs (``collector_s``,
     ``collector_ms_per_turn``, ``collections`` by generation: ``_Collector``), which the
     harness figure holds.
