@@ -99,8 +99,8 @@ def flatten(request: Any, *, model: str | None = None,
             hit = memo.get(key)
             if hit is not None and hit[0] is value:
                 h = hit[2]
-                fb = hit[4]
-                out.append(fb if fb.message == message and fb.section == section
+                fb = hit[4]  # (the tag in the key fixes the section: only the index can move)
+                out.append(fb if fb.message == message
                            else FlatBlock(section, message, hit[1], hit[3]))
                 return
         raw = compact(value)
