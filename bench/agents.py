@@ -35,7 +35,10 @@ Three figures (docs/performance.md, "Orchestrator"):
     (no simulation), for counting the harness's instructions alone (``bench/instructions.py``).
     The swarm's figures also give the cyclic collector's CPU while it runs (``collector_s``,
     ``collector_ms_per_turn``, ``collections`` by generation: ``_Collector``), which the
-    harness figure holds.
+    harness figure holds. ``--budget`` also times every record's append (``appends``) and
+    gives item 2's budget (``budget``, decision 0476): three floors less the records' appends
+    and the collector is what the rest of a turn may cost, and ``rest_must_lose`` how much of
+    the rest that is.
 (c) **Memory per idle agent**: the same swarm shape with every child parked inside its first
     provider call (the roots parked in ``agents_wait``): ``tracemalloc`` current minus the
     baseline before the supervisor opened, and the RSS delta, divided by the number of agents.
@@ -425,7 +428,8 @@ async def sample_idle(roots: list, waiting: Waiting, agents: int, rss0: int,
 
 async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: int,
                 latency: float, park: trio.Event | None = None, on_parked=None,
-                goal: float = 1.2, idle_rss: bool = False, fixed_usage: bool = False) -> dict:
+                goal: float = 1.2, idle_rss: bool = False, fixed_usage: bool = False,
+                budget: bool = False) -> dict:
     """The swarm of (b); with ``idle_rss``, also the RSS delta per idle agent (``sample_idle``)
     measured while the agents wait out the latency — memory held by agents that are alive.
 
@@ -461,6 +465,7 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
 
     cache.usage_for = fixed if fixed_usage else timed_usage_for  # type: ignore[method-assign]
     door = _time_door_bodies()
+    records = _time_appends() if budget else None
     prov = Waiting(ScriptedProvider(policy=swarm_policy(children, child_turns, park, parked),
                                     cache_model=cache, latency_s=latency))
     seen: dict = {}
@@ -507,7 +512,8 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
                 round((cpu - sim["s"] - door["s"]) / max(1, turns) * 1e3, 3),
             "reasons": reasons, "goal_ratio": goal,
             "met": wall <= goal * ideal,
-            **({"idle": idle_figures(seen, roots, agents)} if idle_rss else {})}
+            **({"idle": idle_figures(seen, roots, agents)} if idle_rss else {}),
+            **({"appends": _untime_appends(records)} if records is not None else {})}
 
 
 def split_figures(short: dict, long: dict) -> dict:
@@ -600,6 +606,55 @@ def _time_door_bodies() -> dict:
         timed.__wrapped__ = fn  # type: ignore[attr-defined]
         setattr(api, name, timed)
     return spent
+
+
+def _time_appends() -> dict:
+    """CPU of every record's append (``RecordLog.append_line``: the writer's check, the seal
+    into the chain, the write — one native call — and the Python around it), for ``--budget``.
+    Timing each call costs ~1 µs of its own, so the harness figure of a ``--budget`` run is a
+    little above a plain run's."""
+    from mnemon.session.log import RecordLog
+
+    spent = {"s": 0.0, "n": 0, "orig": RecordLog.append_line}
+    orig = spent["orig"]
+    clock = time.thread_time
+
+    def timed(self, line):
+        t = clock()
+        try:
+            return orig(self, line)
+        finally:
+            spent["s"] += clock() - t
+            spent["n"] += 1
+
+    RecordLog.append_line = timed  # type: ignore[method-assign]
+    return spent
+
+
+def _untime_appends(spent: dict) -> dict:
+    from mnemon.session.log import RecordLog
+
+    RecordLog.append_line = spent["orig"]  # type: ignore[method-assign]
+    return {"s": round(spent["s"], 4), "records": spent["n"]}
+
+
+def budget_figures(swarm_res: dict, floor_ms: float) -> dict:
+    """Item 2's budget (decision 0476): what three floors leave for the Python of a turn once
+    the records' appends (fixed by the format and the writer's guarantee) and the collector
+    are paid, and how much of the rest would have to go."""
+    turns = max(1, swarm_res["turns"])
+    harness = swarm_res["harness_cpu_ms_per_turn"]
+    records = swarm_res["appends"]["s"] / turns * 1e3
+    collector = swarm_res["collector_ms_per_turn"]
+    rest = harness - records - collector
+    allowed = 3 * floor_ms - records - collector
+    return {"records_per_turn": round(swarm_res["appends"]["records"] / turns, 2),
+            "records_ms_per_turn": round(records, 4),
+            "collector_ms_per_turn": collector,
+            "rest_ms_per_turn": round(rest, 4),
+            "three_floors_ms": round(3 * floor_ms, 4),
+            "rest_allowed_ms": round(allowed, 4),
+            "rest_must_lose": round(1 - allowed / rest, 3) if rest > 0 else None}
 
 
 def floor(folder: Path, *, agents: int, turns: int, latency: float) -> dict:
@@ -945,6 +1000,9 @@ def main() -> int:
                          "CPU into a cost per agent and a cost per turn (split.turn_in_floors)")
     ap.add_argument("--what-if-expire", action="store_true",
                     help="patch CacheModel._expire to an amortised scan (a proposed fix)")
+    ap.add_argument("--budget", action="store_true",
+                    help="time every record's append and report item 2's budget "
+                         "(swarm.appends, swarm.budget; decision 0476)")
     ap.add_argument("--fixed-usage", action="store_true",
                     help="--only swarm: the provider's cache model answers one constant usage "
                          "(no simulation): the harness alone, for bench/instructions.py")
@@ -1012,7 +1070,7 @@ def main() -> int:
         res["swarm"] = trio.run(lambda: swarm(
             root, trajs, roots=args.roots, children=args.children,
             child_turns=args.child_turns, latency=args.latency, goal=args.goal,
-            idle_rss=args.idle_rss, fixed_usage=args.fixed_usage))
+            idle_rss=args.idle_rss, fixed_usage=args.fixed_usage, budget=args.budget))
         if prof:
             prof.disable()
             s = io.StringIO()
@@ -1043,6 +1101,9 @@ def main() -> int:
             res["swarm"]["harness_per_turn_in_floors"] = round(
                 res["swarm"]["harness_cpu_ms_per_turn"]
                 / max(1e-9, res["swarm"]["floor"]["cpu_ms_per_turn"]), 2)
+            if "appends" in res["swarm"]:
+                res["swarm"]["budget"] = budget_figures(res["swarm"],
+                                                        res["swarm"]["floor"]["cpu_ms_per_turn"])
             if "split" in res["swarm"]:
                 res["swarm"]["split"]["turn_in_floors"] = round(
                     res["swarm"]["split"]["harness_ms_per_turn"]
