@@ -91,8 +91,6 @@ def flatten(request: Any, *, model: str | None = None,
 
     def add(section: Literal["tools", "system", "messages"], message: int | None,
             value: Any, tag: str) -> None:
-        # The tag (section, role, message start) is hashed but not counted: it is what makes
-        # the same text in another role or another message a different prefix.
         nonlocal h
         if memo is not None:
             key = (h, id(value), tag)
@@ -103,6 +101,14 @@ def flatten(request: Any, *, model: str | None = None,
                 out.append(fb if fb.message == message
                            else FlatBlock(section, message, hit[1], hit[3]))
                 return
+        hashed(section, message, value, tag)
+
+    def hashed(section: Literal["tools", "system", "messages"], message: int | None,
+               value: Any, tag: str) -> None:
+        # A block not remembered: encoded, hashed after the prefix, and remembered. The tag
+        # (section, role, message start) is hashed but not counted: it is what makes the same
+        # text in another role or another message a different prefix.
+        nonlocal h
         raw = compact(value)
         prev = h
         h = blake3.blake3(h + tag.encode() + b"\x00" + raw).digest()
@@ -161,7 +167,7 @@ def flatten(request: Any, *, model: str | None = None,
                     append(fb if fb.message == i else FlatBlock("messages", i, hit[1], hit[3]))
                     tag = nxt
                     continue
-            add("messages", i, block, tag)
+            hashed("messages", i, block, tag)  # (not ``add``: the memo was just asked)
             tag = nxt
     return out
 
