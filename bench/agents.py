@@ -465,7 +465,6 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
 
     cache.usage_for = fixed if fixed_usage else timed_usage_for  # type: ignore[method-assign]
     door = _time_door_bodies()
-    records = _time_appends() if budget else None
     prov = Waiting(ScriptedProvider(policy=swarm_policy(children, child_turns, park, parked),
                                     cache_model=cache, latency_s=latency))
     seen: dict = {}
@@ -473,7 +472,7 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
     rss0 = rss_bytes()
     t0 = time.perf_counter()
     c0 = time.process_time()
-    with _Collector() as collector:
+    with _Collector() as collector, _timed_appends(budget) as records:
         async with open_supervisor(root, prov, settings, user_tools=[UserTool(read_output)],
                                    provider_name="scripted", started_by="bench/agents.py") as sup:
             nodes = [sup.new_root(f"Task {r}: audit the findings.") for r in range(roots)]
@@ -513,7 +512,8 @@ async def swarm(root: Path, trajs, *, roots: int, children: int, child_turns: in
             "reasons": reasons, "goal_ratio": goal,
             "met": wall <= goal * ideal,
             **({"idle": idle_figures(seen, roots, agents)} if idle_rss else {}),
-            **({"appends": _untime_appends(records)} if records is not None else {})}
+            **({"appends": {"s": round(records["s"], 4), "records": records["n"]}}
+               if records is not None else {})}
 
 
 def split_figures(short: dict, long: dict) -> dict:
@@ -583,6 +583,24 @@ class _Collector:
         gc.callbacks.remove(self)
 
 
+def _timing(fn, spent: dict):
+    """``fn`` with the thread's CPU in each call added to ``spent["s"]`` and the calls counted
+    in ``spent["n"]`` (a timed function is marked, its original kept as ``__wrapped__``)."""
+    clock = time.thread_time
+
+    def timed(*a, **kw):
+        t = clock()
+        try:
+            return fn(*a, **kw)
+        finally:
+            spent["s"] += clock() - t
+            spent["n"] += 1
+
+    timed._timed = True  # type: ignore[attr-defined]
+    timed.__wrapped__ = fn  # type: ignore[attr-defined]
+    return timed
+
+
 def _time_door_bodies() -> dict:
     """CPU of the door's grep and read bodies (they run in worker threads, off the Trio
     thread): the transcript tools' own work, reported beside the harness figure."""
@@ -593,49 +611,28 @@ def _time_door_bodies() -> dict:
         fn = getattr(api, name)
         if getattr(fn, "_timed", False):
             fn = fn.__wrapped__
-
-        def timed(*a, _fn=fn, **kw):
-            t = time.thread_time()
-            try:
-                return _fn(*a, **kw)
-            finally:
-                spent["s"] += time.thread_time() - t
-                spent["n"] += 1
-
-        timed._timed = True  # type: ignore[attr-defined]
-        timed.__wrapped__ = fn  # type: ignore[attr-defined]
-        setattr(api, name, timed)
+        setattr(api, name, _timing(fn, spent))
     return spent
 
 
-def _time_appends() -> dict:
+@contextlib.contextmanager
+def _timed_appends(on: bool):
     """CPU of every record's append (``RecordLog.append_line``: the writer's check, the seal
-    into the chain, the write — one native call — and the Python around it), for ``--budget``.
-    Timing each call costs ~1 µs of its own, so the harness figure of a ``--budget`` run is a
-    little above a plain run's."""
+    into the chain, the write — one native call — and the Python around it) inside the block,
+    for ``--budget``; None when not ``on``. Timing each call costs ~1 µs of its own, so the
+    harness figure of a ``--budget`` run is a little above a plain run's."""
+    if not on:
+        yield None
+        return
     from mnemon.session.log import RecordLog
 
-    spent = {"s": 0.0, "n": 0, "orig": RecordLog.append_line}
-    orig = spent["orig"]
-    clock = time.thread_time
-
-    def timed(self, line):
-        t = clock()
-        try:
-            return orig(self, line)
-        finally:
-            spent["s"] += clock() - t
-            spent["n"] += 1
-
-    RecordLog.append_line = timed  # type: ignore[method-assign]
-    return spent
-
-
-def _untime_appends(spent: dict) -> dict:
-    from mnemon.session.log import RecordLog
-
-    RecordLog.append_line = spent["orig"]  # type: ignore[method-assign]
-    return {"s": round(spent["s"], 4), "records": spent["n"]}
+    spent = {"s": 0.0, "n": 0}
+    orig = RecordLog.append_line
+    RecordLog.append_line = _timing(orig, spent)  # type: ignore[method-assign]
+    try:
+        yield spent
+    finally:
+        RecordLog.append_line = orig  # type: ignore[method-assign]
 
 
 def budget_figures(swarm_res: dict, floor_ms: float) -> dict:
